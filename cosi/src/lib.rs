@@ -1,0 +1,68 @@
+//! COSI, the Common Operating System Interface: a small framework for building
+//! operating systems and control planes as controllers reconciling typed
+//! resources against one state broker.
+//!
+//! - [`resource`]: the data. Strict [`Metadata`] plus a spec; `#[derive(Resource)]`
+//!   turns a spec struct into a resource type.
+//! - [`state`]: the broker. The [`State`] trait stores resources and streams
+//!   every change; [`state::memory`] gives an in-memory one.
+//!
+//! # Example
+//!
+//! ```
+//! use cosi::prelude::*;
+//!
+//! #[derive(Resource, Clone, Debug, PartialEq, Serialize, Deserialize)]
+//! #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+//! pub struct HostnameSpec {
+//!     pub hostname: String,
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> cosi::Result<()> {
+//! let state = cosi::state::memory();
+//! let spec = Typed::new("default", HostnameSpec { hostname: "talos".into() });
+//! state.create_typed(spec, CreateOptions::default()).await?;
+//!
+//! let spec = state.get_typed::<HostnameSpec>("default").await?;
+//! assert_eq!(spec.hostname, "talos");
+//! assert_eq!(spec.metadata().version(), Version::new(1));
+//! # Ok(())
+//! # }
+//! ```
+
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+
+// Expansions of `#[derive(Resource)]` name `::cosi`; this makes that path work
+// inside this crate too, which derives `Resource` for its own meta types.
+extern crate self as cosi;
+
+pub mod resource;
+pub mod state;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+#[doc(hidden)]
+pub mod __private;
+
+pub use cosi_macros::Resource;
+
+pub use resource::{
+    DynamicResource, Finalizers, IdQuery, Kind, LabelOp, LabelQuery, LabelTerm, Labels, Metadata, Phase, Pointer,
+    Resource, ResourceDefinition, Spec, Typed, Version,
+};
+pub use state::{Error, Result, State, StateExt};
+
+/// The names most programs need: `use cosi::prelude::*;`.
+pub mod prelude {
+    pub use cosi_macros::Resource;
+    pub use serde::{Deserialize, Serialize};
+
+    pub use crate::resource::{
+        DynamicResource, IdQuery, Kind, LabelQuery, Labels, Metadata, Phase, Pointer, Resource, Typed, Version,
+    };
+    pub use crate::state::{
+        CreateOptions, DestroyOptions, Event, ListOptions, State, StateExt, TeardownOptions, UpdateOptions,
+        WatchKindOptions, WatchOptions,
+    };
+}

@@ -1,0 +1,198 @@
+//! Resources whose type is known only at run time.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::resource::{Metadata, Pointer, Resource};
+
+/// A resource whose spec type is not known statically: metadata plus an opaque [`Spec`].
+///
+/// States store and stream these. Typed code converts with [`Typed::try_from`](crate::Typed)
+/// and [`From<Typed<S>>`](crate::Typed), which move `Arc`s and never copy a spec.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DynamicResource {
+    /// The metadata.
+    pub metadata: Metadata,
+    /// The spec.
+    pub spec: Spec,
+}
+
+impl DynamicResource {
+    /// A resource with the given metadata and spec.
+    pub fn new(metadata: Metadata, spec: Spec) -> Self {
+        DynamicResource { metadata, spec }
+    }
+
+    /// The marker of a resource that does not exist (any more): undefined version, no spec.
+    ///
+    /// A single-resource watch starts with a `Destroyed` event carrying one when
+    /// the resource is absent.
+    pub fn tombstone(pointer: &Pointer) -> Self {
+        DynamicResource {
+            metadata: Metadata::new(pointer.namespace(), pointer.r#type(), pointer.id()),
+            spec: Spec::empty(),
+        }
+    }
+
+    /// Whether this is a tombstone rather than a stored resource.
+    pub fn is_tombstone(&self) -> bool {
+        self.metadata.version().is_undefined() && self.spec.is_empty()
+    }
+
+    /// The metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// The ID.
+    pub fn id(&self) -> &str {
+        self.metadata.id()
+    }
+}
+
+/// The spec of a [`DynamicResource`]: opaque to the state, shared, never copied.
+///
+/// It is one of three things: empty (tombstones), a typed value written by Rust
+/// code, or an encoded value that arrived from elsewhere (another client, a file,
+/// a store) and is kept byte for byte.
+#[derive(Clone)]
+pub struct Spec(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Empty,
+    Typed(Arc<dyn ErasedSpec>),
+    Encoded(Arc<EncodedSpec>),
+}
+
+/// A spec kept in its encoded form, exactly as it was received.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EncodedSpec {
+    /// The protobuf encoding, as COSI's wire format carries it.
+    pub proto: Vec<u8>,
+    /// The YAML rendering, when the writer sent one.
+    pub yaml: Option<String>,
+}
+
+impl Spec {
+    /// No spec: the spec of a tombstone.
+    pub fn empty() -> Self {
+        Spec(Repr::Empty)
+    }
+
+    /// A typed spec.
+    pub fn typed<S: Resource>(spec: S) -> Self {
+        Spec::from_arc(Arc::new(spec))
+    }
+
+    /// A typed spec that is already shared.
+    pub fn from_arc<S: Resource>(spec: Arc<S>) -> Self {
+        Spec(Repr::Typed(spec))
+    }
+
+    /// A spec in encoded form.
+    pub fn encoded(spec: EncodedSpec) -> Self {
+        Spec(Repr::Encoded(Arc::new(spec)))
+    }
+
+    /// Whether this is the empty spec.
+    pub fn is_empty(&self) -> bool {
+        matches!(self.0, Repr::Empty)
+    }
+
+    /// The typed value, if this spec holds an `S`; shares it, never copies.
+    pub fn downcast<S: Resource>(&self) -> Option<Arc<S>> {
+        match &self.0 {
+            Repr::Typed(spec) => Arc::clone(spec).into_any().downcast::<S>().ok(),
+            Repr::Empty | Repr::Encoded(_) => None,
+        }
+    }
+
+    /// The encoded form, if the spec arrived encoded.
+    pub fn as_encoded(&self) -> Option<&EncodedSpec> {
+        match &self.0 {
+            Repr::Encoded(spec) => Some(spec),
+            Repr::Empty | Repr::Typed(_) => None,
+        }
+    }
+
+    /// The typed value as something any serde serializer can write, if the spec is typed.
+    pub fn as_serialize(&self) -> Option<&dyn erased_serde::Serialize> {
+        match &self.0 {
+            Repr::Typed(spec) => Some(spec.as_serialize()),
+            Repr::Empty | Repr::Encoded(_) => None,
+        }
+    }
+
+    /// Converts to an `S`: shares a typed spec, decodes an encoded one from its YAML text.
+    pub(crate) fn to_typed<S: Resource>(&self) -> Result<Arc<S>, String> {
+        match &self.0 {
+            Repr::Typed(spec) => Arc::clone(spec)
+                .into_any()
+                .downcast::<S>()
+                .map_err(|_| format!("spec is not a {}", std::any::type_name::<S>())),
+            Repr::Encoded(spec) => match &spec.yaml {
+                Some(text) => serde_yaml_ng::from_str(text)
+                    .map(Arc::new)
+                    .map_err(|err| format!("cannot decode the spec as {}: {err}", S::TYPE)),
+                None => Err(format!("the spec of this {} has no text form to decode", S::TYPE)),
+            },
+            Repr::Empty => Err("the resource has no spec".to_owned()),
+        }
+    }
+}
+
+impl PartialEq for Spec {
+    /// Typed specs compare by value, encoded specs by bytes; a typed spec never
+    /// equals an encoded one, since comparing them would mean choosing an encoding.
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Repr::Empty, Repr::Empty) => true,
+            (Repr::Typed(a), Repr::Typed(b)) => Arc::ptr_eq(a, b) || a.eq_dyn(b.as_any()),
+            (Repr::Encoded(a), Repr::Encoded(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Debug for Spec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Repr::Empty => f.write_str("Spec::Empty"),
+            Repr::Typed(spec) => spec.fmt_dyn(f),
+            Repr::Encoded(spec) => spec.fmt(f),
+        }
+    }
+}
+
+/// What the state needs of a typed spec, with the type erased.
+trait ErasedSpec: Send + Sync + 'static {
+    fn as_any(&self) -> &dyn Any;
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+    fn eq_dyn(&self, other: &dyn Any) -> bool;
+    fn fmt_dyn(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+    fn as_serialize(&self) -> &dyn erased_serde::Serialize;
+}
+
+impl<S: Resource> ErasedSpec for S {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+
+    fn eq_dyn(&self, other: &dyn Any) -> bool {
+        other.downcast_ref::<S>() == Some(self)
+    }
+
+    fn fmt_dyn(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+
+    fn as_serialize(&self) -> &dyn erased_serde::Serialize {
+        self
+    }
+}

@@ -1,0 +1,449 @@
+//! Resource metadata: identity, version, owner, phase, labels, annotations and finalizers.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use crate::resource::{Kind, Pointer};
+
+/// The metadata every resource carries, whatever its spec.
+///
+/// Identity (namespace, type, ID) never changes. The state broker owns
+/// `version`, `created` and `updated`: whatever a caller puts there is
+/// replaced on create and update.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    namespace: String,
+    #[serde(rename = "type")]
+    r#type: String,
+    id: String,
+    version: Version,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    owner: Option<String>,
+    #[serde(default)]
+    phase: Phase,
+    #[serde(with = "timestamp")]
+    created: SystemTime,
+    #[serde(with = "timestamp")]
+    updated: SystemTime,
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
+    labels: Labels,
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
+    annotations: Labels,
+    #[serde(default, skip_serializing_if = "Finalizers::is_empty")]
+    finalizers: Finalizers,
+}
+
+impl Metadata {
+    /// Metadata for a resource that is not stored yet: version undefined, phase running, no owner.
+    pub fn new(namespace: impl Into<String>, r#type: impl Into<String>, id: impl Into<String>) -> Self {
+        let now = SystemTime::now();
+        Metadata {
+            namespace: namespace.into(),
+            r#type: r#type.into(),
+            id: id.into(),
+            version: Version::UNDEFINED,
+            owner: None,
+            phase: Phase::Running,
+            created: now,
+            updated: now,
+            labels: Labels::default(),
+            annotations: Labels::default(),
+            finalizers: Finalizers::default(),
+        }
+    }
+
+    /// The namespace the resource lives in.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The resource type, for example `HostnameStatuses.net.example.org`.
+    pub fn r#type(&self) -> &str {
+        &self.r#type
+    }
+
+    /// The ID, unique within (namespace, type).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The (namespace, type) pair.
+    pub fn kind(&self) -> Kind {
+        Kind::new(&self.namespace, &self.r#type)
+    }
+
+    /// The (namespace, type, ID) triple.
+    pub fn pointer(&self) -> Pointer {
+        Pointer::new(&self.namespace, &self.r#type, &self.id)
+    }
+
+    /// The version: 1 on create, +1 on each update, undefined before the first write.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// Sets the version; an update must carry the version it was read at.
+    pub fn set_version(&mut self, version: Version) {
+        self.version = version;
+    }
+
+    /// The controller that owns the resource, if any.
+    pub fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
+
+    /// Sets the owner; an empty string means no owner.
+    pub fn set_owner(&mut self, owner: Option<impl Into<String>>) {
+        self.owner = owner.map(Into::into).filter(|owner: &String| !owner.is_empty());
+    }
+
+    /// Whether the resource is running or being torn down.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Sets the phase.
+    pub fn set_phase(&mut self, phase: Phase) {
+        self.phase = phase;
+    }
+
+    /// When the resource was first created.
+    pub fn created(&self) -> SystemTime {
+        self.created
+    }
+
+    /// When the resource was last written.
+    pub fn updated(&self) -> SystemTime {
+        self.updated
+    }
+
+    /// Sets both timestamps; used by state backends and transports.
+    pub fn set_timestamps(&mut self, created: SystemTime, updated: SystemTime) {
+        self.created = created;
+        self.updated = updated;
+    }
+
+    /// The labels, which label queries select on.
+    pub fn labels(&self) -> &Labels {
+        &self.labels
+    }
+
+    /// The labels, for editing.
+    pub fn labels_mut(&mut self) -> &mut Labels {
+        &mut self.labels
+    }
+
+    /// The annotations: free-form data that queries do not see.
+    pub fn annotations(&self) -> &Labels {
+        &self.annotations
+    }
+
+    /// The annotations, for editing.
+    pub fn annotations_mut(&mut self) -> &mut Labels {
+        &mut self.annotations
+    }
+
+    /// The finalizers: while any is present, the resource cannot be destroyed.
+    pub fn finalizers(&self) -> &Finalizers {
+        &self.finalizers
+    }
+
+    /// The finalizers, for editing.
+    pub fn finalizers_mut(&mut self) -> &mut Finalizers {
+        &mut self.finalizers
+    }
+}
+
+/// Equality as COSI defines it: every field but the timestamps, finalizers compared as a set.
+impl PartialEq for Metadata {
+    fn eq(&self, other: &Self) -> bool {
+        self.namespace == other.namespace
+            && self.r#type == other.r#type
+            && self.id == other.id
+            && self.version == other.version
+            && self.owner == other.owner
+            && self.phase == other.phase
+            && self.labels == other.labels
+            && self.annotations == other.annotations
+            && self.finalizers == other.finalizers
+    }
+}
+
+impl Eq for Metadata {}
+
+impl fmt::Display for Metadata {
+    /// `type(namespace/id@version)`, the form error messages use.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({}/{}@{})", self.r#type, self.namespace, self.id, self.version)
+    }
+}
+
+/// A resource version: undefined before the first write, then 1, 2, 3...
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Version(Option<u64>);
+
+impl Version {
+    /// The version of a resource that was never stored.
+    pub const UNDEFINED: Version = Version(None);
+
+    /// A defined version.
+    pub const fn new(value: u64) -> Self {
+        Version(Some(value))
+    }
+
+    /// The number, or `None` when undefined.
+    pub const fn get(self) -> Option<u64> {
+        self.0
+    }
+
+    /// The version after this one: undefined is followed by 1.
+    #[must_use]
+    pub const fn next(self) -> Self {
+        match self.0 {
+            Some(value) => Version(Some(value.saturating_add(1))),
+            None => Version(Some(1)),
+        }
+    }
+
+    /// Whether no write has happened yet.
+    pub const fn is_undefined(self) -> bool {
+        self.0.is_none()
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(value) => write!(f, "{value}"),
+            None => f.write_str("undefined"),
+        }
+    }
+}
+
+impl std::str::FromStr for Version {
+    type Err = ParseError;
+
+    /// Parses `undefined` or a decimal number, the wire form of a version.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "undefined" {
+            return Ok(Version::UNDEFINED);
+        }
+        s.parse::<u64>().map(Version::new).map_err(|err| ParseError(format!("error parsing version {s:?}: {err}")))
+    }
+}
+
+impl Serialize for Version {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Some(value) => serializer.serialize_u64(value),
+            None => serializer.serialize_str("undefined"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Version {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Number(u64),
+            Text(String),
+        }
+        match Repr::deserialize(deserializer)? {
+            Repr::Number(value) => Ok(Version::new(value)),
+            Repr::Text(text) => text.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// An error parsing a metadata field from text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ParseError(String);
+
+/// The lifecycle phase of a resource.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Phase {
+    /// In use: the normal state.
+    #[default]
+    #[serde(rename = "running")]
+    Running,
+    /// Being torn down: its consumers release it, then its owner destroys it.
+    #[serde(rename = "tearingDown")]
+    TearingDown,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Phase::Running => "running",
+            Phase::TearingDown => "tearingDown",
+        })
+    }
+}
+
+impl std::str::FromStr for Phase {
+    type Err = ParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "running" => Ok(Phase::Running),
+            "tearingDown" => Ok(Phase::TearingDown),
+            _ => Err(ParseError(format!("unknown phase: {s:?}"))),
+        }
+    }
+}
+
+/// A map of string keys to string values, used for labels and annotations.
+///
+/// A key set to the empty string is different from a missing key.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Labels(BTreeMap<String, String>);
+
+impl Labels {
+    /// The value of `key`, if set.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    /// Whether `key` is set (possibly to the empty string).
+    pub fn contains(&self, key: &str) -> bool {
+        self.0.contains_key(key)
+    }
+
+    /// Sets `key` to `value`, returning the previous value.
+    pub fn set(&mut self, key: impl Into<String>, value: impl Into<String>) -> Option<String> {
+        self.0.insert(key.into(), value.into())
+    }
+
+    /// Removes `key`, returning its value.
+    pub fn remove(&mut self, key: &str) -> Option<String> {
+        self.0.remove(key)
+    }
+
+    /// The number of keys.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether no key is set.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The pairs, sorted by key.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Labels {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        Labels(iter.into_iter().map(|(k, v)| (k.into(), v.into())).collect())
+    }
+}
+
+/// The finalizers of a resource: an ordered set of names, compared as a set.
+#[derive(Clone, Debug, Default, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Finalizers(Vec<String>);
+
+impl Finalizers {
+    /// Adds `name`; returns whether it was absent.
+    pub fn add(&mut self, name: impl Into<String>) -> bool {
+        let name = name.into();
+        if self.has(&name) {
+            return false;
+        }
+        self.0.push(name);
+        true
+    }
+
+    /// Removes `name`; returns whether it was present.
+    pub fn remove(&mut self, name: &str) -> bool {
+        let before = self.0.len();
+        self.0.retain(|f| f != name);
+        self.0.len() != before
+    }
+
+    /// Whether `name` is present.
+    pub fn has(&self, name: &str) -> bool {
+        self.0.iter().any(|f| f == name)
+    }
+
+    /// Whether there is no finalizer.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The number of finalizers.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The finalizers in the order they were added.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> {
+        self.0.iter().map(String::as_str)
+    }
+}
+
+impl PartialEq for Finalizers {
+    fn eq(&self, other: &Self) -> bool {
+        if self.0.len() != other.0.len() {
+            return false;
+        }
+        // Both sides are sets, so one containment check per element is enough;
+        // finalizer lists are short, which makes this cheaper than sorting.
+        self.0.iter().all(|f| other.has(f))
+    }
+}
+
+impl fmt::Display for Finalizers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}]", self.0.join(", "))
+    }
+}
+
+impl<S: Into<String>> FromIterator<S> for Finalizers {
+    fn from_iter<I: IntoIterator<Item = S>>(iter: I) -> Self {
+        let mut finalizers = Finalizers::default();
+        for name in iter {
+            finalizers.add(name);
+        }
+        finalizers
+    }
+}
+
+/// Timestamps as RFC 3339 text would need a date crate; seconds and nanoseconds
+/// since the Unix epoch say the same without one.
+mod timestamp {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    struct Repr {
+        seconds: u64,
+        nanos: u32,
+    }
+
+    pub(super) fn serialize<S: Serializer>(time: &SystemTime, serializer: S) -> Result<S::Ok, S::Error> {
+        let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+        Repr { seconds: since.as_secs(), nanos: since.subsec_nanos() }.serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SystemTime, D::Error> {
+        let repr = Repr::deserialize(deserializer)?;
+        if repr.nanos >= 1_000_000_000 {
+            return Err(serde::de::Error::custom("timestamp nanos must be below 1e9"));
+        }
+        UNIX_EPOCH
+            .checked_add(Duration::new(repr.seconds, repr.nanos))
+            .ok_or_else(|| serde::de::Error::custom("timestamp out of range"))
+    }
+}

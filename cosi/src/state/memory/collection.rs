@@ -1,0 +1,355 @@
+//! One (namespace, type) of the in-memory state: its resources and its event history.
+//!
+//! Writers append to a ring of events under a short lock and bump a
+//! `tokio::sync::watch` counter. Watchers own a read position into the ring and
+//! pull from it when woken, so a writer never waits for a watcher and a watcher
+//! costs nothing while it is idle. A watcher whose position has fallen out of
+//! the ring gets one `Errored` event instead of a silent gap.
+
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use crate::resource::{DynamicResource, Kind, Phase, Pointer};
+use crate::state::memory::MemoryOptions;
+use crate::state::{
+    Bookmark, CreateOptions, DestroyOptions, Error, Event, ListOptions, Result, UpdateOptions, Watch, WatchKindOptions,
+    WatchOptions, phase_matches,
+};
+
+#[derive(Debug)]
+pub(super) struct Collection {
+    kind: Kind,
+    /// Random per collection, so a bookmark from another collection or from
+    /// before a restart is rejected rather than misread.
+    cookie: u64,
+    inner: Mutex<Inner>,
+    /// The write position, published after every event.
+    written: watch::Sender<u64>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    resources: BTreeMap<String, Arc<DynamicResource>>,
+    /// Event `p` lives at `history[p % capacity]` while `write_pos - p <= capacity`.
+    history: Vec<Event>,
+    capacity: usize,
+    max_capacity: usize,
+    gap: usize,
+    /// The position the next event gets; positions never repeat.
+    write_pos: u64,
+}
+
+impl Collection {
+    pub(super) fn new(kind: Kind, options: &MemoryOptions) -> Self {
+        Collection {
+            kind,
+            cookie: RandomState::new().hash_one(SystemTime::now()),
+            inner: Mutex::new(Inner {
+                resources: BTreeMap::new(),
+                history: Vec::with_capacity(options.history_initial_capacity),
+                capacity: options.history_initial_capacity,
+                max_capacity: options.history_max_capacity,
+                gap: options.history_gap,
+                write_pos: 0,
+            }),
+            written: watch::Sender::new(0),
+        }
+    }
+
+    pub(super) fn get(&self, id: &str) -> Option<Arc<DynamicResource>> {
+        self.inner.lock().resources.get(id).cloned()
+    }
+
+    pub(super) fn list(&self, options: &ListOptions) -> Vec<Arc<DynamicResource>> {
+        let inner = self.inner.lock();
+        inner.resources.values().filter(|resource| options.matches(resource)).cloned().collect()
+    }
+
+    pub(super) fn create(&self, mut resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
+        let pointer = resource.metadata.pointer();
+        match (resource.metadata.owner(), options.owner.as_deref()) {
+            (Some(existing), Some(requested)) if existing != requested => {
+                return Err(Error::invalid_argument(format!(
+                    "cannot create {pointer} owned by {requested:?}: its metadata names the owner {existing:?}"
+                )));
+            }
+            (_, Some(requested)) => resource.metadata.set_owner(Some(requested)),
+            (_, None) => {}
+        }
+        let now = SystemTime::now();
+        resource.metadata.set_version(crate::resource::Version::new(1));
+        resource.metadata.set_timestamps(now, now);
+
+        let mut inner = self.inner.lock();
+        if inner.resources.contains_key(pointer.id()) {
+            return Err(Error::AlreadyExists(pointer));
+        }
+        let stored = Arc::new(resource);
+        inner.resources.insert(pointer.id().to_owned(), Arc::clone(&stored));
+        self.publish(&mut inner, |bookmark| Event::Created { resource: Arc::clone(&stored), bookmark });
+        Ok(stored)
+    }
+
+    pub(super) fn update(&self, mut resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
+        let pointer = resource.metadata.pointer();
+        let mut inner = self.inner.lock();
+        let Some(old) = inner.resources.get(pointer.id()).cloned() else {
+            return Err(Error::NotFound(pointer));
+        };
+        check_owner(&pointer, &old, options.owner.as_deref())?;
+        if resource.metadata.version() != old.metadata.version() {
+            return Err(Error::VersionConflict {
+                pointer,
+                given: resource.metadata.version(),
+                stored: old.metadata.version(),
+            });
+        }
+        if !phase_matches(options.expected_phase, old.metadata.phase()) {
+            let expected = options.expected_phase.unwrap_or(Phase::Running);
+            return Err(Error::PhaseConflict { pointer, expected });
+        }
+        resource.metadata.set_version(old.metadata.version().next());
+        resource.metadata.set_timestamps(old.metadata.created(), SystemTime::now());
+        // Ownership is not the writer's to change.
+        resource.metadata.set_owner(old.metadata.owner());
+        let stored = Arc::new(resource);
+        inner.resources.insert(pointer.id().to_owned(), Arc::clone(&stored));
+        self.publish(&mut inner, |bookmark| Event::Updated { resource: Arc::clone(&stored), old, bookmark });
+        Ok(stored)
+    }
+
+    pub(super) fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
+        let mut inner = self.inner.lock();
+        let Some(old) = inner.resources.get(pointer.id()) else {
+            return Err(Error::NotFound(pointer.clone()));
+        };
+        check_owner(pointer, old, options.owner.as_deref())?;
+        if !old.metadata.finalizers().is_empty() {
+            return Err(Error::PendingFinalizers {
+                pointer: pointer.clone(),
+                finalizers: old.metadata.finalizers().clone(),
+            });
+        }
+        let old = inner.resources.remove(pointer.id()).expect("checked above under the same lock");
+        self.publish(&mut inner, |bookmark| Event::Destroyed { resource: old, bookmark });
+        Ok(())
+    }
+
+    pub(super) fn watch(self: Arc<Self>, id: &str, options: WatchOptions) -> Result<Watch> {
+        let inner = self.inner.lock();
+        let mut initial = Vec::new();
+        let start = if let Some(bookmark) = &options.start_from {
+            let pos = self.decode(bookmark, &inner, false)?;
+            (pos + 1) as u64
+        } else if options.tail_events > 0 {
+            let oldest = inner.oldest_offered();
+            let mut start = inner.write_pos;
+            let mut found = 0;
+            while start > oldest && found < options.tail_events {
+                start -= 1;
+                if inner.event_at(start).resource().is_some_and(|resource| resource.id() == id) {
+                    found += 1;
+                }
+            }
+            start
+        } else {
+            initial.push(match inner.resources.get(id) {
+                Some(resource) => Event::Created { resource: Arc::clone(resource), bookmark: None },
+                None => Event::Destroyed {
+                    resource: Arc::new(DynamicResource::tombstone(&self.kind.pointer(id))),
+                    bookmark: None,
+                },
+            });
+            inner.write_pos
+        };
+        drop(inner);
+        Ok(Cursor::start(self, start, initial, Filter::Id(id.to_owned())))
+    }
+
+    pub(super) fn watch_kind(self: Arc<Self>, options: WatchKindOptions) -> Result<Watch> {
+        let inner = self.inner.lock();
+        let mut initial = Vec::new();
+        let start = if let Some(bookmark) = &options.start_from {
+            let pos = self.decode(bookmark, &inner, true)?;
+            (pos + 1) as u64
+        } else if options.tail_events > 0 {
+            let tail = options.tail_events.min(inner.max_capacity - inner.gap) as u64;
+            inner.write_pos.saturating_sub(tail)
+        } else {
+            inner.write_pos
+        };
+        let before_start = self.encode(start as i64 - 1);
+        if options.bootstrap_contents {
+            initial.extend(
+                inner
+                    .resources
+                    .values()
+                    .filter(|resource| options.matches(resource))
+                    .map(|resource| Event::Created { resource: Arc::clone(resource), bookmark: None }),
+            );
+            initial.push(Event::Bootstrapped { kind: self.kind.clone(), bookmark: Some(before_start.clone()) });
+        }
+        if options.bootstrap_bookmark {
+            initial.push(Event::Noop { kind: self.kind.clone(), bookmark: Some(before_start) });
+        }
+        drop(inner);
+        Ok(Cursor::start(self, start, initial, Filter::Kind(options)))
+    }
+
+    /// Appends an event to the history and wakes the watchers.
+    fn publish(&self, inner: &mut Inner, event: impl FnOnce(Option<Bookmark>) -> Event) {
+        let pos = inner.write_pos;
+        // The ring grows only while it is filled for the first time, when every
+        // slot holds the event of the same position, so indices stay valid.
+        if pos == inner.capacity as u64 && inner.capacity < inner.max_capacity {
+            inner.capacity = (inner.capacity * 2).min(inner.max_capacity);
+            inner.history.reserve(inner.capacity - inner.history.len());
+        }
+        let event = event(Some(self.encode(pos as i64)));
+        let slot = (pos % inner.capacity as u64) as usize;
+        if slot < inner.history.len() {
+            inner.history[slot] = event;
+        } else {
+            inner.history.push(event);
+        }
+        inner.write_pos = pos + 1;
+        self.written.send_replace(inner.write_pos);
+    }
+
+    fn encode(&self, pos: i64) -> Bookmark {
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&self.cookie.to_be_bytes());
+        bytes[8..].copy_from_slice(&pos.to_be_bytes());
+        Bookmark::from_bytes(bytes.to_vec())
+    }
+
+    /// The position a bookmark names, if it is one of ours and still in the history.
+    ///
+    /// Kind watches also accept the position before the first event, which a
+    /// bootstrap of an empty collection hands out.
+    fn decode(&self, bookmark: &Bookmark, inner: &Inner, kind_watch: bool) -> Result<i64> {
+        let invalid = |reason: &str| Error::InvalidBookmark { kind: self.kind.clone(), reason: reason.to_owned() };
+        let bytes: &[u8; 16] = bookmark.as_bytes().try_into().map_err(|_| invalid("it has the wrong length"))?;
+        let (cookie, pos) = bytes.split_at(8);
+        if u64::from_be_bytes(cookie.try_into().expect("8 bytes")) != self.cookie {
+            return Err(invalid("it was issued by another collection or before a restart"));
+        }
+        let pos = i64::from_be_bytes(pos.try_into().expect("8 bytes"));
+        let write_pos = inner.write_pos as i64;
+        let oldest = write_pos + inner.gap as i64 - inner.max_capacity as i64;
+        let lowest = if kind_watch { -1 } else { 0 };
+        if pos < lowest || pos >= write_pos || pos < oldest {
+            return Err(invalid("it is no longer in the history"));
+        }
+        Ok(pos)
+    }
+}
+
+impl Inner {
+    /// The oldest position offered to tails and bookmarks: the history minus its gap.
+    ///
+    /// Measured against the maximum capacity: while the ring is still growing it
+    /// holds every event ever written, and once grown the two are equal.
+    fn oldest_offered(&self) -> u64 {
+        (self.write_pos + self.gap as u64).saturating_sub(self.max_capacity as u64)
+    }
+
+    fn event_at(&self, pos: u64) -> &Event {
+        &self.history[(pos % self.capacity as u64) as usize]
+    }
+}
+
+fn check_owner(pointer: &Pointer, stored: &DynamicResource, owner: Option<&str>) -> Result<()> {
+    if stored.metadata.owner() == owner {
+        return Ok(());
+    }
+    Err(Error::OwnerConflict { pointer: pointer.clone(), owner: stored.metadata.owner().map(Into::into) })
+}
+
+/// Which events a watcher sees.
+enum Filter {
+    Id(String),
+    Kind(WatchKindOptions),
+}
+
+impl Filter {
+    /// The event as this watcher sees it, if at all. A kind watch with queries
+    /// sees an update that makes a resource match as `Created` and one that
+    /// makes it stop matching as `Destroyed`.
+    fn apply(&self, event: &Event) -> Option<Event> {
+        match self {
+            Filter::Id(id) => event.resource().is_some_and(|resource| resource.id() == id).then(|| event.clone()),
+            Filter::Kind(options) if options.labels.is_empty() && options.id.is_none() => Some(event.clone()),
+            Filter::Kind(options) => match event {
+                Event::Updated { resource, old, bookmark } => match (options.matches(old), options.matches(resource)) {
+                    (true, true) => Some(event.clone()),
+                    (true, false) => {
+                        Some(Event::Destroyed { resource: Arc::clone(resource), bookmark: bookmark.clone() })
+                    }
+                    (false, true) => {
+                        Some(Event::Created { resource: Arc::clone(resource), bookmark: bookmark.clone() })
+                    }
+                    (false, false) => None,
+                },
+                _ => event.resource().is_some_and(|resource| options.matches(resource)).then(|| event.clone()),
+            },
+        }
+    }
+}
+
+/// A watcher's read position in a collection's history.
+struct Cursor {
+    collection: Arc<Collection>,
+    written: watch::Receiver<u64>,
+    pos: u64,
+    filter: Filter,
+    initial: Vec<Event>,
+    finished: bool,
+}
+
+impl Cursor {
+    fn start(collection: Arc<Collection>, pos: u64, initial: Vec<Event>, filter: Filter) -> Watch {
+        let written = collection.written.subscribe();
+        let cursor = Cursor { collection, written, pos, filter, initial, finished: false };
+        Watch::from_batches(futures_util::stream::unfold(cursor, |mut cursor| async move {
+            let batch = cursor.next_batch().await?;
+            Some((batch, cursor))
+        }))
+    }
+
+    async fn next_batch(&mut self) -> Option<Vec<Event>> {
+        if !self.initial.is_empty() {
+            return Some(std::mem::take(&mut self.initial));
+        }
+        while !self.finished {
+            // Marking the counter seen before reading makes any later write wake us.
+            self.written.borrow_and_update();
+            let pending = {
+                let inner = self.collection.inner.lock();
+                let behind = inner.write_pos - self.pos;
+                if behind > inner.capacity as u64 {
+                    self.finished = true;
+                    let error =
+                        Error::BufferOverrun { kind: self.collection.kind.clone(), behind, capacity: inner.capacity };
+                    return Some(vec![Event::Errored { error }]);
+                }
+                let pending: Vec<Event> = (self.pos..inner.write_pos).map(|pos| inner.event_at(pos).clone()).collect();
+                self.pos = inner.write_pos;
+                pending
+            };
+            let batch: Vec<Event> = pending.iter().filter_map(|event| self.filter.apply(event)).collect();
+            if !batch.is_empty() {
+                return Some(batch);
+            }
+            if pending.is_empty() && self.written.changed().await.is_err() {
+                return None;
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,137 @@
+//! The in-memory state: one [`Collection`] per (namespace, type).
+
+mod collection;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use parking_lot::RwLock;
+
+use crate::resource::{DynamicResource, Kind, Pointer};
+use crate::state::{
+    CreateOptions, DestroyOptions, Error, ListOptions, Result, State, UpdateOptions, Watch, WatchKindOptions,
+    WatchOptions,
+};
+
+use collection::Collection;
+
+/// How much history each (namespace, type) keeps for watches.
+///
+/// The history serves tail events and bookmarks, and it bounds how far a
+/// watcher may fall behind: one that is more than the capacity behind gets an
+/// [`Event::Errored`](crate::state::Event::Errored) and its watch ends. Writers
+/// never wait for watchers.
+#[derive(Clone, Debug)]
+pub struct MemoryOptions {
+    /// The capacity a collection starts with; it doubles up to the maximum as events arrive.
+    pub history_initial_capacity: usize,
+    /// The most events a collection keeps.
+    pub history_max_capacity: usize,
+    /// How many of the oldest kept events are not offered for tail events and
+    /// bookmarks, so a watch that starts there is not overrun at once.
+    pub history_gap: usize,
+}
+
+impl Default for MemoryOptions {
+    /// Talos' settings: start at 8, grow to 1024, gap 4.
+    fn default() -> Self {
+        MemoryOptions { history_initial_capacity: 8, history_max_capacity: 1024, history_gap: 4 }
+    }
+}
+
+/// A [`State`] that keeps everything in memory.
+///
+/// Each (namespace, type) is a collection of its own with its own lock and
+/// history, so writers of different kinds never contend.
+#[derive(Debug, Default)]
+pub struct MemoryState {
+    options: MemoryOptions,
+    collections: RwLock<HashMap<Kind, Arc<Collection>>>,
+}
+
+impl MemoryState {
+    /// An empty state with the given history settings.
+    ///
+    /// Fails when the maximum capacity is zero or the gap leaves no room for history.
+    pub fn new(options: MemoryOptions) -> Result<Self> {
+        if options.history_max_capacity == 0 || options.history_gap >= options.history_max_capacity {
+            return Err(Error::invalid_argument(format!(
+                "history gap {} must be below the maximum history capacity {}",
+                options.history_gap, options.history_max_capacity
+            )));
+        }
+        let options = MemoryOptions {
+            history_initial_capacity: options.history_initial_capacity.clamp(1, options.history_max_capacity),
+            ..options
+        };
+        Ok(MemoryState { options, collections: RwLock::default() })
+    }
+
+    /// The collection of `kind`, if anything ever touched it.
+    fn existing(&self, kind: &Kind) -> Option<Arc<Collection>> {
+        self.collections.read().get(kind).cloned()
+    }
+
+    /// The collection of `kind`, created on first use.
+    fn collection(&self, kind: &Kind) -> Arc<Collection> {
+        if let Some(collection) = self.existing(kind) {
+            return collection;
+        }
+        let mut collections = self.collections.write();
+        Arc::clone(
+            collections.entry(kind.clone()).or_insert_with(|| Arc::new(Collection::new(kind.clone(), &self.options))),
+        )
+    }
+}
+
+#[async_trait]
+impl State for MemoryState {
+    async fn get(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+        pointer.validate().map_err(Error::InvalidArgument)?;
+        self.existing(&pointer.kind())
+            .and_then(|collection| collection.get(pointer.id()))
+            .ok_or_else(|| Error::NotFound(pointer.clone()))
+    }
+
+    async fn list(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+        kind.validate().map_err(Error::InvalidArgument)?;
+        options.validate()?;
+        Ok(self.existing(kind).map(|collection| collection.list(options)).unwrap_or_default())
+    }
+
+    async fn create(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
+        let pointer = resource.metadata.pointer();
+        pointer.validate().map_err(Error::InvalidArgument)?;
+        self.collection(&pointer.kind()).create(resource, options)
+    }
+
+    async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
+        let pointer = resource.metadata.pointer();
+        pointer.validate().map_err(Error::InvalidArgument)?;
+        match self.existing(&pointer.kind()) {
+            Some(collection) => collection.update(resource, options),
+            None => Err(Error::NotFound(pointer)),
+        }
+    }
+
+    async fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
+        pointer.validate().map_err(Error::InvalidArgument)?;
+        match self.existing(&pointer.kind()) {
+            Some(collection) => collection.destroy(pointer, options),
+            None => Err(Error::NotFound(pointer.clone())),
+        }
+    }
+
+    async fn watch(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
+        pointer.validate().map_err(Error::InvalidArgument)?;
+        options.validate()?;
+        self.collection(&pointer.kind()).watch(pointer.id(), options)
+    }
+
+    async fn watch_kind(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
+        kind.validate().map_err(Error::InvalidArgument)?;
+        options.validate()?;
+        self.collection(kind).watch_kind(options)
+    }
+}

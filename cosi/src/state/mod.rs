@@ -1,0 +1,153 @@
+//! The state broker: the one place resources are stored and every change is streamed from.
+//!
+//! [`State`] is the dynamic, object-safe interface every backend implements
+//! ([`MemoryState`], the [`NamespacedState`] router, and the remote and durable
+//! backends of other crates). [`StateExt`] adds the typed helpers on top.
+
+mod error;
+mod event;
+mod ext;
+mod memory;
+mod namespaced;
+mod options;
+mod registry;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::resource::{DynamicResource, Kind, Phase, Pointer};
+
+pub use error::{Error, Result};
+pub use event::{Bookmark, Event, EventType, Watch};
+pub use ext::{StateExt, WatchCondition};
+pub use memory::{MemoryOptions, MemoryState};
+pub use namespaced::NamespacedState;
+pub use options::{
+    CreateOptions, DestroyOptions, ListOptions, TeardownOptions, UpdateOptions, WatchKindOptions, WatchOptions,
+};
+pub use registry::{META_NAMESPACE, META_OWNER, Namespace, Registry};
+
+/// An in-memory state with the default history settings, ready to share.
+pub fn memory() -> Arc<dyn State> {
+    Arc::new(MemoryState::default())
+}
+
+/// The state broker interface, usable as `Arc<dyn State>`.
+///
+/// The rules every implementation keeps (the conformance suite in
+/// `cosi::testing` checks them):
+///
+/// - `create` stores version 1; `update` requires the stored version and stores
+///   the next one; both return the stored resource.
+/// - Writes check, in order: existence, owner (exact match, `None` only matches
+///   unowned resources), version, expected phase.
+/// - `destroy` fails while finalizers remain.
+/// - Watches deliver events in order; a watcher that falls behind the history
+///   gets one [`Event::Errored`] and the watch ends.
+///
+/// Reads return `Arc`s to the stored resources: nothing is copied.
+#[async_trait]
+pub trait State: Send + Sync + 'static {
+    /// The resource at `pointer`.
+    async fn get(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>>;
+
+    /// The resources of `kind` that match `options`, sorted by ID.
+    async fn list(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>>;
+
+    /// Stores a new resource at version 1.
+    async fn create(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>>;
+
+    /// Replaces a resource; `resource` must carry the stored version.
+    async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>>;
+
+    /// Removes a resource that has no finalizers left.
+    async fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()>;
+
+    /// Watches one resource.
+    async fn watch(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch>;
+
+    /// Watches every resource of a kind.
+    async fn watch_kind(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch>;
+
+    /// Moves a resource to the tearing-down phase; returns whether it has no
+    /// finalizers left, that is whether it can be destroyed now.
+    ///
+    /// Tearing down a resource that is already tearing down writes nothing.
+    async fn teardown(&self, pointer: &Pointer, options: TeardownOptions) -> Result<bool> {
+        ext::teardown(self, pointer, options).await
+    }
+
+    /// Tears a resource down, waits until its finalizers are gone, then destroys it.
+    ///
+    /// Succeeds when someone else destroys it meanwhile.
+    async fn teardown_and_destroy(&self, pointer: &Pointer, options: TeardownOptions) -> Result<()> {
+        ext::teardown_and_destroy(self, pointer, options).await
+    }
+
+    /// Adds finalizers, whoever owns the resource and whatever its phase.
+    ///
+    /// Writes nothing when all are present already.
+    async fn add_finalizers(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<Arc<DynamicResource>> {
+        ext::edit_finalizers(self, pointer, finalizers, true).await
+    }
+
+    /// Removes finalizers, whoever owns the resource and whatever its phase.
+    ///
+    /// Writes nothing when none is present.
+    async fn remove_finalizers(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<Arc<DynamicResource>> {
+        ext::edit_finalizers(self, pointer, finalizers, false).await
+    }
+}
+
+#[async_trait]
+impl<S: State + ?Sized> State for Arc<S> {
+    async fn get(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+        (**self).get(pointer).await
+    }
+
+    async fn list(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+        (**self).list(kind, options).await
+    }
+
+    async fn create(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
+        (**self).create(resource, options).await
+    }
+
+    async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
+        (**self).update(resource, options).await
+    }
+
+    async fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
+        (**self).destroy(pointer, options).await
+    }
+
+    async fn watch(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
+        (**self).watch(pointer, options).await
+    }
+
+    async fn watch_kind(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
+        (**self).watch_kind(kind, options).await
+    }
+
+    async fn teardown(&self, pointer: &Pointer, options: TeardownOptions) -> Result<bool> {
+        (**self).teardown(pointer, options).await
+    }
+
+    async fn teardown_and_destroy(&self, pointer: &Pointer, options: TeardownOptions) -> Result<()> {
+        (**self).teardown_and_destroy(pointer, options).await
+    }
+
+    async fn add_finalizers(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<Arc<DynamicResource>> {
+        (**self).add_finalizers(pointer, finalizers).await
+    }
+
+    async fn remove_finalizers(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<Arc<DynamicResource>> {
+        (**self).remove_finalizers(pointer, finalizers).await
+    }
+}
+
+/// The phase an update expects to find, `None` for any.
+pub(crate) fn phase_matches(expected: Option<Phase>, actual: Phase) -> bool {
+    expected.is_none_or(|expected| expected == actual)
+}

@@ -1,0 +1,115 @@
+//! A router that sends each namespace to a backend of its own.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use parking_lot::RwLock;
+
+use crate::resource::{DynamicResource, Kind, Pointer};
+use crate::state::{
+    CreateOptions, DestroyOptions, Error, ListOptions, Result, State, TeardownOptions, UpdateOptions, Watch,
+    WatchKindOptions, WatchOptions,
+};
+
+type Builder = dyn Fn(&str) -> Arc<dyn State> + Send + Sync;
+
+/// A [`State`] that routes every call by namespace.
+///
+/// Namespaces given with [`with_namespace`](NamespacedState::with_namespace)
+/// go to their backend; any other namespace gets one built for it on first use.
+/// Talos keeps each namespace in its own in-memory state this way; a program can
+/// keep some namespaces durable and the rest in memory.
+///
+/// ```
+/// use std::sync::Arc;
+/// use cosi::state::{MemoryState, NamespacedState, State};
+///
+/// let durable: Arc<dyn State> = Arc::new(MemoryState::default()); // a durable backend in practice
+/// let state = NamespacedState::new(|_namespace| Arc::new(MemoryState::default()) as Arc<dyn State>)
+///     .with_namespace("config", durable);
+/// ```
+pub struct NamespacedState {
+    routes: RwLock<HashMap<String, Arc<dyn State>>>,
+    build: Box<Builder>,
+}
+
+impl NamespacedState {
+    /// A router that builds the backend of a namespace with `build` on first use.
+    pub fn new(build: impl Fn(&str) -> Arc<dyn State> + Send + Sync + 'static) -> Self {
+        NamespacedState { routes: RwLock::default(), build: Box::new(build) }
+    }
+
+    /// Sends `namespace` to `state`.
+    #[must_use]
+    pub fn with_namespace(self, namespace: impl Into<String>, state: Arc<dyn State>) -> Self {
+        self.routes.write().insert(namespace.into(), state);
+        self
+    }
+
+    /// The backend of `namespace`.
+    pub fn route(&self, namespace: &str) -> Result<Arc<dyn State>> {
+        if let Some(state) = self.routes.read().get(namespace) {
+            return Ok(Arc::clone(state));
+        }
+        // Validate before building, so that bad input never leaves a backend behind.
+        crate::resource::validate_name("namespace", namespace).map_err(Error::InvalidArgument)?;
+        let mut routes = self.routes.write();
+        Ok(Arc::clone(routes.entry(namespace.to_owned()).or_insert_with(|| (self.build)(namespace))))
+    }
+}
+
+impl std::fmt::Debug for NamespacedState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut namespaces: Vec<String> = self.routes.read().keys().cloned().collect();
+        namespaces.sort();
+        f.debug_struct("NamespacedState").field("namespaces", &namespaces).finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl State for NamespacedState {
+    async fn get(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+        self.route(pointer.namespace())?.get(pointer).await
+    }
+
+    async fn list(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+        self.route(kind.namespace())?.list(kind, options).await
+    }
+
+    async fn create(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
+        self.route(resource.metadata.namespace())?.create(resource, options).await
+    }
+
+    async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
+        self.route(resource.metadata.namespace())?.update(resource, options).await
+    }
+
+    async fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
+        self.route(pointer.namespace())?.destroy(pointer, options).await
+    }
+
+    async fn watch(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
+        self.route(pointer.namespace())?.watch(pointer, options).await
+    }
+
+    async fn watch_kind(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
+        self.route(kind.namespace())?.watch_kind(kind, options).await
+    }
+
+    async fn teardown(&self, pointer: &Pointer, options: TeardownOptions) -> Result<bool> {
+        self.route(pointer.namespace())?.teardown(pointer, options).await
+    }
+
+    async fn teardown_and_destroy(&self, pointer: &Pointer, options: TeardownOptions) -> Result<()> {
+        self.route(pointer.namespace())?.teardown_and_destroy(pointer, options).await
+    }
+
+    async fn add_finalizers(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<Arc<DynamicResource>> {
+        self.route(pointer.namespace())?.add_finalizers(pointer, finalizers).await
+    }
+
+    async fn remove_finalizers(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<Arc<DynamicResource>> {
+        self.route(pointer.namespace())?.remove_finalizers(pointer, finalizers).await
+    }
+}

@@ -1,0 +1,230 @@
+//! Options of state operations. Each is a plain struct with a `Default` and
+//! builder methods, so `ListOptions::default().label(query)` reads as it does.
+
+use crate::resource::{IdQuery, LabelQuery, Phase};
+use crate::state::{Bookmark, Error, Result};
+
+/// Filters of a list.
+#[derive(Clone, Debug, Default)]
+pub struct ListOptions {
+    /// Label queries, ORed; empty selects everything.
+    pub labels: Vec<LabelQuery>,
+    /// An ID regular expression; `None` selects everything.
+    pub id: Option<IdQuery>,
+}
+
+impl ListOptions {
+    /// Adds a label query; several are ORed.
+    #[must_use]
+    pub fn label(mut self, query: LabelQuery) -> Self {
+        self.labels.push(query);
+        self
+    }
+
+    /// Selects IDs matching `query`.
+    #[must_use]
+    pub fn id(mut self, query: IdQuery) -> Self {
+        self.id = Some(query);
+        self
+    }
+}
+
+/// Options of a create.
+#[derive(Clone, Debug, Default)]
+pub struct CreateOptions {
+    /// The owner to record; `None` keeps the resource's own.
+    pub owner: Option<String>,
+}
+
+impl CreateOptions {
+    /// Creates the resource owned by `owner`.
+    pub fn owner(owner: impl Into<String>) -> Self {
+        CreateOptions { owner: Some(owner.into()) }
+    }
+}
+
+/// Options of an update.
+#[derive(Clone, Debug)]
+pub struct UpdateOptions {
+    /// The owner the caller writes as; must equal the stored owner.
+    pub owner: Option<String>,
+    /// The phase the stored resource must be in; `None` accepts any.
+    pub expected_phase: Option<Phase>,
+}
+
+impl Default for UpdateOptions {
+    /// No owner, expecting a running resource.
+    fn default() -> Self {
+        UpdateOptions { owner: None, expected_phase: Some(Phase::Running) }
+    }
+}
+
+impl UpdateOptions {
+    /// Writes as `owner`.
+    pub fn owner(owner: impl Into<String>) -> Self {
+        UpdateOptions { owner: Some(owner.into()), ..UpdateOptions::default() }
+    }
+
+    /// Expects the stored resource in `phase`, or in any phase with `None`.
+    #[must_use]
+    pub fn expected_phase(mut self, phase: Option<Phase>) -> Self {
+        self.expected_phase = phase;
+        self
+    }
+
+    /// Writes as `owner`.
+    #[must_use]
+    pub fn with_owner(mut self, owner: Option<impl Into<String>>) -> Self {
+        self.owner = owner.map(Into::into);
+        self
+    }
+}
+
+/// Options of a destroy.
+#[derive(Clone, Debug, Default)]
+pub struct DestroyOptions {
+    /// The owner the caller acts as; must equal the stored owner.
+    pub owner: Option<String>,
+}
+
+impl DestroyOptions {
+    /// Destroys as `owner`.
+    pub fn owner(owner: impl Into<String>) -> Self {
+        DestroyOptions { owner: Some(owner.into()) }
+    }
+}
+
+/// Options of a teardown.
+#[derive(Clone, Debug, Default)]
+pub struct TeardownOptions {
+    /// The owner the caller acts as; must equal the stored owner.
+    pub owner: Option<String>,
+}
+
+impl TeardownOptions {
+    /// Tears down as `owner`.
+    pub fn owner(owner: impl Into<String>) -> Self {
+        TeardownOptions { owner: Some(owner.into()) }
+    }
+}
+
+/// Options of a single-resource watch.
+///
+/// By default the first event is the current state: `Created` with the
+/// resource, or `Destroyed` with a tombstone when it is absent.
+#[derive(Clone, Debug, Default)]
+pub struct WatchOptions {
+    /// Replay up to this many past events of the resource instead of the current state.
+    pub tail_events: usize,
+    /// Resume right after the event that carried this bookmark.
+    pub start_from: Option<Bookmark>,
+}
+
+impl WatchOptions {
+    /// Replays the last `n` events of the resource.
+    pub fn tail(n: usize) -> Self {
+        WatchOptions { tail_events: n, ..WatchOptions::default() }
+    }
+
+    /// Resumes after `bookmark`.
+    pub fn from_bookmark(bookmark: Bookmark) -> Self {
+        WatchOptions { start_from: Some(bookmark), ..WatchOptions::default() }
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.tail_events > 0 && self.start_from.is_some() {
+            return Err(Error::invalid_argument("cannot use both tail events and start from bookmark"));
+        }
+        Ok(())
+    }
+}
+
+/// Options of a kind watch.
+///
+/// By default only changes after the call are delivered.
+#[derive(Clone, Debug, Default)]
+pub struct WatchKindOptions {
+    /// Start with a `Created` event for every matching resource, then `Bootstrapped`.
+    pub bootstrap_contents: bool,
+    /// Send a `Noop` event carrying a bookmark of the current position, so a
+    /// watch that sees no change still has a point to resume from.
+    pub bootstrap_bookmark: bool,
+    /// Replay up to this many past events.
+    pub tail_events: usize,
+    /// Resume right after the event that carried this bookmark.
+    pub start_from: Option<Bookmark>,
+    /// Label queries, ORed.
+    pub labels: Vec<LabelQuery>,
+    /// An ID regular expression.
+    pub id: Option<IdQuery>,
+}
+
+impl WatchKindOptions {
+    /// Starts with the current contents.
+    pub fn bootstrap() -> Self {
+        WatchKindOptions { bootstrap_contents: true, ..WatchKindOptions::default() }
+    }
+
+    /// Replays the last `n` events.
+    pub fn tail(n: usize) -> Self {
+        WatchKindOptions { tail_events: n, ..WatchKindOptions::default() }
+    }
+
+    /// Resumes after `bookmark`.
+    pub fn from_bookmark(bookmark: Bookmark) -> Self {
+        WatchKindOptions { start_from: Some(bookmark), ..WatchKindOptions::default() }
+    }
+
+    /// Adds a label query; several are ORed.
+    #[must_use]
+    pub fn label(mut self, query: LabelQuery) -> Self {
+        self.labels.push(query);
+        self
+    }
+
+    /// Selects IDs matching `query`.
+    #[must_use]
+    pub fn id(mut self, query: IdQuery) -> Self {
+        self.id = Some(query);
+        self
+    }
+
+    /// Also sends a bookmark of the starting point.
+    #[must_use]
+    pub fn with_bootstrap_bookmark(mut self) -> Self {
+        self.bootstrap_bookmark = true;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.bootstrap_contents && (self.tail_events > 0 || self.start_from.is_some()) {
+            return Err(Error::invalid_argument(
+                "cannot use bootstrap contents with tail events or start from bookmark",
+            ));
+        }
+        if self.tail_events > 0 && self.start_from.is_some() {
+            return Err(Error::invalid_argument("cannot use both tail events and start from bookmark"));
+        }
+        for query in &self.labels {
+            query.validate()?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn matches(&self, resource: &crate::resource::DynamicResource) -> bool {
+        crate::resource::matches_queries(&self.labels, self.id.as_ref(), resource)
+    }
+}
+
+impl ListOptions {
+    pub(crate) fn validate(&self) -> Result<()> {
+        for query in &self.labels {
+            query.validate()?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn matches(&self, resource: &crate::resource::DynamicResource) -> bool {
+        crate::resource::matches_queries(&self.labels, self.id.as_ref(), resource)
+    }
+}

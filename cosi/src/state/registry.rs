@@ -1,0 +1,88 @@
+//! The `meta` namespace: which namespaces exist and which resource types are defined.
+
+use serde::{Deserialize, Serialize};
+
+use crate::resource::{DynamicResource, Resource, ResourceDefinition, Spec, Typed};
+use crate::state::{CreateOptions, Error, Result, State, UpdateOptions};
+
+/// The namespace that holds [`Namespace`] and [`ResourceDefinition`] resources.
+pub const META_NAMESPACE: &str = "meta";
+
+/// The owner of everything in the `meta` namespace.
+pub const META_OWNER: &str = "meta";
+
+/// A namespace, published in the `meta` namespace with its name as ID.
+#[derive(cosi::Resource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[resource(type = "Namespaces.meta.cosi.dev", namespace = "meta", aliases = ["ns"])]
+pub struct Namespace {
+    /// What the namespace holds.
+    pub description: String,
+}
+
+/// Publishes namespaces and resource definitions into the `meta` namespace of a state,
+/// so clients can list them and resolve aliases.
+///
+/// Registering is idempotent: registering the same thing again changes nothing,
+/// and registering a changed definition updates it.
+#[derive(Debug)]
+pub struct Registry<'a, S: ?Sized> {
+    state: &'a S,
+}
+
+impl<'a, S: State + ?Sized> Registry<'a, S> {
+    /// A registry writing into `state`.
+    pub fn new(state: &'a S) -> Self {
+        Registry { state }
+    }
+
+    /// Registers the `meta` namespace and the definitions of its two types.
+    pub async fn register_defaults(&self) -> Result<()> {
+        self.register_namespace(
+            META_NAMESPACE,
+            "Metadata namespace which contains resource and namespace definitions.",
+        )
+        .await?;
+        self.register::<ResourceDefinition>().await?;
+        self.register::<Namespace>().await
+    }
+
+    /// Registers a namespace.
+    pub async fn register_namespace(&self, name: &str, description: &str) -> Result<()> {
+        crate::resource::validate_name("namespace", name).map_err(Error::InvalidArgument)?;
+        let namespace = Typed::new(name, Namespace { description: description.to_owned() });
+        self.put(namespace.into()).await
+    }
+
+    /// Registers the definition of resource type `T`.
+    pub async fn register<T: Resource>(&self) -> Result<()> {
+        self.register_definition(T::definition()).await
+    }
+
+    /// Registers a definition built at run time.
+    pub async fn register_definition(&self, definition: ResourceDefinition) -> Result<()> {
+        let id = definition.id();
+        self.put(Typed::new(id, definition).into()).await
+    }
+
+    async fn put(&self, resource: DynamicResource) -> Result<()> {
+        let pointer = resource.metadata.pointer();
+        let spec = resource.spec.clone();
+        match self.state.create(resource, CreateOptions::owner(META_OWNER)).await {
+            Ok(_) => Ok(()),
+            Err(Error::AlreadyExists(_)) => {
+                update_spec(self.state, &pointer, spec).await?;
+                Ok(())
+            }
+            Err(err) => Err(err),
+        }
+    }
+}
+
+async fn update_spec<S: State + ?Sized>(state: &S, pointer: &crate::resource::Pointer, spec: Spec) -> Result<()> {
+    crate::state::ext::update_with(state, pointer, UpdateOptions::owner(META_OWNER), |resource| {
+        resource.spec = spec.clone();
+        Ok::<_, Error>(())
+    })
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,10 @@
+use cosi::Resource;
+use serde::{Deserialize, Serialize};
+
+#[derive(Resource, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[resource(type = "Links.net.example.org", namespace = "network", aliases = "link")]
+pub struct LinkSpec {
+    pub up: bool,
+}
+
+fn main() {}
