@@ -37,7 +37,14 @@ async fn main() -> cosi::Result<()> {
                 Event::Bootstrapped { .. } => println!("watch: bootstrapped"),
                 Event::Created { resource, .. } | Event::Updated { resource, .. } => {
                     let spec: Typed<HostnameSpec> = Typed::try_from(&**resource).expect("a HostnameSpec");
-                    println!("watch: {:?} {} -> {:?}", event.event_type(), resource.metadata(), spec.hostname);
+                    let metadata = resource.metadata();
+                    println!(
+                        "watch: {:?} {metadata} hostname={:?} phase={} finalizers={}",
+                        event.event_type(),
+                        spec.hostname,
+                        metadata.phase(),
+                        metadata.finalizers()
+                    );
                 }
                 Event::Destroyed { resource, .. } => {
                     println!("watch: destroyed {}", resource.metadata());

@@ -10,11 +10,15 @@ use crate::state::Error;
 /// A resource of spec type `S`: its [`Metadata`] and a shared, immutable `S`.
 ///
 /// It dereferences to the spec, so `status.hostname` reads a field and
-/// `status.id()` the ID; `status.hostname = ...` edits a copy of the spec. Cloning it, reading it from a state and converting it
-/// to and from [`DynamicResource`] share the spec behind an `Arc`; only
-/// [`spec_mut`](Typed::spec_mut) on a shared spec copies it.
+/// `status.id()` the ID; `status.hostname = ...` edits a copy of the spec.
+/// Cloning it, reading it from a state and converting it to and from
+/// [`DynamicResource`] share the stored resource and its spec behind `Arc`s;
+/// only editing copies, and only what is edited.
 pub struct Typed<S> {
-    metadata: Metadata,
+    /// The resource as read. Its metadata is this resource's; its spec is not
+    /// read (it goes stale once `spec` is edited) and is replaced by `spec` on
+    /// the way back to a `DynamicResource`.
+    resource: Arc<DynamicResource>,
     spec: Arc<S>,
 }
 
@@ -26,22 +30,23 @@ impl<S: Resource> Typed<S> {
 
     /// A new resource `id` in `namespace`.
     pub fn new_in(namespace: impl Into<String>, id: impl Into<String>, spec: S) -> Self {
-        Typed { metadata: Metadata::new(namespace, S::TYPE, id), spec: Arc::new(spec) }
+        let metadata = Metadata::new(namespace, S::TYPE, id);
+        Typed { resource: Arc::new(DynamicResource::new(metadata, Spec::empty())), spec: Arc::new(spec) }
     }
 
     /// The metadata.
     pub fn metadata(&self) -> &Metadata {
-        &self.metadata
+        &self.resource.metadata
     }
 
     /// The metadata, for editing labels, annotations, finalizers or phase.
     pub fn metadata_mut(&mut self) -> &mut Metadata {
-        &mut self.metadata
+        &mut Arc::make_mut(&mut self.resource).metadata
     }
 
     /// The ID.
     pub fn id(&self) -> &str {
-        self.metadata.id()
+        self.resource.metadata.id()
     }
 
     /// The spec.
@@ -61,25 +66,28 @@ impl<S: Resource> Typed<S> {
 
     /// Splits into metadata and spec.
     pub fn into_parts(self) -> (Metadata, Arc<S>) {
-        (self.metadata, self.spec)
+        let metadata =
+            Arc::try_unwrap(self.resource).map_or_else(|shared| shared.metadata.clone(), |owned| owned.metadata);
+        (metadata, self.spec)
     }
 }
 
 impl<S> Clone for Typed<S> {
     fn clone(&self) -> Self {
-        Typed { metadata: self.metadata.clone(), spec: Arc::clone(&self.spec) }
+        Typed { resource: Arc::clone(&self.resource), spec: Arc::clone(&self.spec) }
     }
 }
 
 impl<S: PartialEq> PartialEq for Typed<S> {
     fn eq(&self, other: &Self) -> bool {
-        self.metadata == other.metadata && (Arc::ptr_eq(&self.spec, &other.spec) || self.spec == other.spec)
+        self.resource.metadata == other.resource.metadata
+            && (Arc::ptr_eq(&self.spec, &other.spec) || self.spec == other.spec)
     }
 }
 
 impl<S: fmt::Debug> fmt::Debug for Typed<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Typed").field("metadata", &self.metadata).field("spec", &self.spec).finish()
+        f.debug_struct("Typed").field("metadata", &self.resource.metadata).field("spec", &self.spec).finish()
     }
 }
 
@@ -101,7 +109,18 @@ impl<S: Resource> DerefMut for Typed<S> {
 
 impl<S: Resource> From<Typed<S>> for DynamicResource {
     fn from(typed: Typed<S>) -> Self {
-        DynamicResource::new(typed.metadata, Spec::from_arc(typed.spec))
+        let (metadata, spec) = typed.into_parts();
+        DynamicResource::new(metadata, Spec::from_arc(spec))
+    }
+}
+
+impl<S: Resource> TryFrom<Arc<DynamicResource>> for Typed<S> {
+    type Error = Error;
+
+    /// Shares the resource: no copy at all. Fails when the type differs or the spec is not an `S`.
+    fn try_from(resource: Arc<DynamicResource>) -> Result<Self, Error> {
+        let spec = typed_spec::<S>(&resource)?;
+        Ok(Typed { resource, spec })
     }
 }
 
@@ -110,8 +129,7 @@ impl<S: Resource> TryFrom<DynamicResource> for Typed<S> {
 
     /// Fails when the type differs or the spec is not an `S`.
     fn try_from(resource: DynamicResource) -> Result<Self, Error> {
-        let spec = typed_spec::<S>(&resource)?;
-        Ok(Typed { metadata: resource.metadata, spec })
+        Typed::try_from(Arc::new(resource))
     }
 }
 
@@ -120,19 +138,7 @@ impl<S: Resource> TryFrom<&DynamicResource> for Typed<S> {
 
     /// Shares the spec and copies the metadata.
     fn try_from(resource: &DynamicResource) -> Result<Self, Error> {
-        let spec = typed_spec::<S>(resource)?;
-        Ok(Typed { metadata: resource.metadata.clone(), spec })
-    }
-}
-
-impl<S: Resource> TryFrom<Arc<DynamicResource>> for Typed<S> {
-    type Error = Error;
-
-    /// Takes the metadata without copying when this was the last reference.
-    fn try_from(resource: Arc<DynamicResource>) -> Result<Self, Error> {
-        let spec = typed_spec::<S>(&resource)?;
-        let metadata = Arc::try_unwrap(resource).map_or_else(|shared| shared.metadata.clone(), |owned| owned.metadata);
-        Ok(Typed { metadata, spec })
+        Typed::try_from(Arc::new(resource.clone()))
     }
 }
 
