@@ -16,10 +16,8 @@ use crate::resource::{Kind, Pointer};
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Metadata {
-    namespace: String,
-    #[serde(rename = "type")]
-    r#type: String,
-    id: String,
+    #[serde(flatten)]
+    pointer: Pointer,
     version: Version,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     owner: Option<String>,
@@ -42,9 +40,7 @@ impl Metadata {
     pub fn new(namespace: impl Into<String>, r#type: impl Into<String>, id: impl Into<String>) -> Self {
         let now = SystemTime::now();
         Metadata {
-            namespace: namespace.into(),
-            r#type: r#type.into(),
-            id: id.into(),
+            pointer: Pointer::new(namespace, r#type, id),
             version: Version::UNDEFINED,
             owner: None,
             phase: Phase::Running,
@@ -58,27 +54,27 @@ impl Metadata {
 
     /// The namespace the resource lives in.
     pub fn namespace(&self) -> &str {
-        &self.namespace
+        self.pointer.namespace()
     }
 
     /// The resource type, for example `HostnameStatuses.net.example.org`.
     pub fn r#type(&self) -> &str {
-        &self.r#type
+        self.pointer.r#type()
     }
 
     /// The ID, unique within (namespace, type).
     pub fn id(&self) -> &str {
-        &self.id
+        self.pointer.id()
     }
 
     /// The (namespace, type) pair.
     pub fn kind(&self) -> Kind {
-        Kind::new(&self.namespace, &self.r#type)
+        self.pointer.kind()
     }
 
     /// The (namespace, type, ID) triple.
-    pub fn pointer(&self) -> Pointer {
-        Pointer::new(&self.namespace, &self.r#type, &self.id)
+    pub fn pointer(&self) -> &Pointer {
+        &self.pointer
     }
 
     /// The version: 1 on create, +1 on each update, undefined before the first write.
@@ -161,9 +157,7 @@ impl Metadata {
 /// Equality as COSI defines it: every field but the timestamps, finalizers compared as a set.
 impl PartialEq for Metadata {
     fn eq(&self, other: &Self) -> bool {
-        self.namespace == other.namespace
-            && self.r#type == other.r#type
-            && self.id == other.id
+        self.pointer == other.pointer
             && self.version == other.version
             && self.owner == other.owner
             && self.phase == other.phase
@@ -178,7 +172,8 @@ impl Eq for Metadata {}
 impl fmt::Display for Metadata {
     /// `type(namespace/id@version)`, the form error messages use.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}({}/{}@{})", self.r#type, self.namespace, self.id, self.version)
+        let pointer = &self.pointer;
+        write!(f, "{}({}/{}@{})", pointer.r#type(), pointer.namespace(), pointer.id(), self.version)
     }
 }
 

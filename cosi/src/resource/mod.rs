@@ -104,9 +104,10 @@ impl fmt::Display for Kind {
 }
 
 /// A (namespace, type, ID) triple: the address of one resource.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
 pub struct Pointer {
     namespace: String,
+    #[serde(rename = "type")]
     r#type: String,
     id: String,
 }

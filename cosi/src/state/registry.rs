@@ -65,7 +65,7 @@ impl<'a, S: State + ?Sized> Registry<'a, S> {
     }
 
     async fn put(&self, resource: DynamicResource) -> Result<()> {
-        let pointer = resource.metadata.pointer();
+        let pointer = resource.metadata.pointer().clone();
         let spec = resource.spec.clone();
         match self.state.create(resource, CreateOptions::owner(META_OWNER)).await {
             Ok(_) => Ok(()),

@@ -186,10 +186,10 @@ pub async fn crd_with_owners(state: Arc<dyn State>) {
     ok("create owned by owner2", state.create(path(&ns, "owner2/var/lib"), CreateOptions::owner(owner2))).await;
 
     let got = ok("get path1", state.get(&path1)).await;
-    assert_eq!(got.metadata.pointer(), path1);
+    assert_eq!(*got.metadata.pointer(), path1);
     assert_eq!(got.metadata.owner(), Some(owner1), "create should record the owner");
     let got = ok("get path2", state.get(&path2)).await;
-    assert_eq!(got.metadata.pointer(), path2);
+    assert_eq!(*got.metadata.pointer(), path2);
     assert_eq!(got.metadata.owner(), Some(owner2), "create should record the owner");
 
     let err = fails("update without owner", state.update(DynamicResource::clone(&got), UpdateOptions::default())).await;
@@ -347,7 +347,7 @@ pub async fn watch(state: Arc<dyn State>) {
     let resource = check_event(&event, EventType::Updated, &pointer);
     assert_eq!(resource.metadata.phase(), Phase::TearingDown);
     let old = event.old().expect("an updated event carries the old resource");
-    assert_eq!(old.metadata.pointer(), pointer);
+    assert_eq!(*old.metadata.pointer(), pointer);
     assert_eq!(old.metadata.phase(), Phase::Running);
 
     ok("add a finalizer", state.add_finalizers(&pointer, &["A"])).await;
@@ -695,7 +695,7 @@ pub async fn teardown_notifies_watchers(state: Arc<dyn State>) {
     let event = ok("watch_for r2 tearing down", join("watch_for r2 tearing down", r2_tearing_down)).await;
     // A watcher that subscribed only after the teardown matches its initial (created) event.
     let resource = resource_of(&event);
-    assert_eq!(resource.metadata.pointer(), r2);
+    assert_eq!(*resource.metadata.pointer(), r2);
     assert_eq!(resource.metadata.phase(), Phase::TearingDown, "watch_for should return the torn down resource");
     let event = r2_events.next().await;
     assert_eq!(check_event(&event, EventType::Updated, &r2).metadata.phase(), Phase::TearingDown);
@@ -728,7 +728,7 @@ pub async fn teardown_and_destroy(state: Arc<dyn State>) {
                     {
                         state.remove_finalizers(&resource.metadata.pointer(), &[FINALIZER]).await?;
                     }
-                    Event::Destroyed { resource, .. } if resource.metadata.pointer() == pointer => return Ok(()),
+                    Event::Destroyed { resource, .. } if *resource.metadata.pointer() == pointer => return Ok(()),
                     Event::Errored { error } => return Err(error.clone()),
                     _ => {}
                 }
@@ -756,7 +756,7 @@ pub async fn modify(state: Arc<dyn State>) {
         }),
     )
     .await;
-    assert_eq!(created.metadata().pointer(), pointer);
+    assert_eq!(*created.metadata().pointer(), pointer);
     assert_eq!(created.metadata().labels().get("foo"), Some("bar"));
     assert_eq!(created.metadata().owner(), None, "modify without owner should create an unowned resource");
     assert_eq!(created.metadata().version(), Version::new(1), "modify of a missing resource should create it");
@@ -821,7 +821,7 @@ pub async fn modify_with_owner(state: Arc<dyn State>) {
         state.modify::<PathResource, _>(&pointer, UpdateOptions::owner("owner"), |_| {}),
     )
     .await;
-    assert_eq!(created.metadata().pointer(), pointer);
+    assert_eq!(*created.metadata().pointer(), pointer);
     assert_eq!(created.metadata().owner(), Some("owner"), "modify should create the resource with the owner");
 
     let updated = ok(
@@ -1331,7 +1331,7 @@ async fn check_watch_kind(state: Arc<dyn State>, aggregated: bool) {
     let event = events.next().await;
     assert_eq!(check_event(&event, EventType::Updated, &path1).metadata.phase(), Phase::TearingDown);
     let old = event.old().expect("an updated event carries the old resource");
-    assert_eq!(old.metadata.pointer(), path1);
+    assert_eq!(*old.metadata.pointer(), path1);
     assert_eq!(old.metadata.phase(), Phase::Running);
     check_event(&events.next().await, EventType::Destroyed, &path1);
 
@@ -1339,7 +1339,7 @@ async fn check_watch_kind(state: Arc<dyn State>, aggregated: bool) {
     let event = events.next().await;
     assert_eq!(check_event(&event, EventType::Updated, &path2).metadata.version(), updated2.metadata.version());
     let old = event.old().expect("an updated event carries the old resource");
-    assert_eq!(old.metadata.pointer(), path2);
+    assert_eq!(*old.metadata.pointer(), path2);
     assert_eq!(old.metadata.version(), created2.metadata.version());
 
     let watch = ok("watch kind with bootstrap", state.watch_kind(&kind, WatchKindOptions::bootstrap())).await;
@@ -1500,7 +1500,7 @@ async fn check_watch_kind_with_labels(state: Arc<dyn State>, aggregated: bool) {
         let event = reader.next().await;
         assert!(check_event(&event, EventType::Updated, &path1).metadata.labels().contains("app"));
         let old = event.old().expect("an updated event carries the old resource");
-        assert_eq!(old.metadata.pointer(), path1);
+        assert_eq!(*old.metadata.pointer(), path1);
         assert!(!old.metadata.labels().contains("app"), "the old resource should not have the new label");
     }
 
@@ -1709,7 +1709,7 @@ fn typed_spec(resource: &Arc<DynamicResource>) -> Typed<PathResource> {
 #[track_caller]
 fn assert_fresh(resource: &DynamicResource, pointer: &Pointer) {
     let metadata = &resource.metadata;
-    assert_eq!(metadata.pointer(), *pointer);
+    assert_eq!(*metadata.pointer(), *pointer);
     assert_eq!(metadata.version(), Version::new(1), "create should store version 1");
     assert_eq!(metadata.phase(), Phase::Running, "create should store a running resource");
     assert_eq!(metadata.owner(), None, "create without an owner should store an unowned resource");
@@ -1732,7 +1732,7 @@ fn assert_path_spec(resource: &Arc<DynamicResource>) {
 fn check_event<'a>(event: &'a Event, expected: EventType, pointer: &Pointer) -> &'a Arc<DynamicResource> {
     assert_eq!(event.event_type(), expected, "expected a {expected:?} event of {pointer}, got {event:?}");
     let resource = resource_of(event);
-    assert_eq!(resource.metadata.pointer(), *pointer, "expected a {expected:?} event of {pointer}, got {event:?}");
+    assert_eq!(*resource.metadata.pointer(), *pointer, "expected a {expected:?} event of {pointer}, got {event:?}");
     resource
 }
 

@@ -71,7 +71,7 @@ impl Collection {
     }
 
     pub(super) fn create(&self, mut resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
-        let pointer = resource.metadata.pointer();
+        let pointer = resource.metadata.pointer().clone();
         match (resource.metadata.owner(), options.owner.as_deref()) {
             (Some(existing), Some(requested)) if existing != requested => {
                 return Err(Error::invalid_argument(format!(
@@ -96,7 +96,7 @@ impl Collection {
     }
 
     pub(super) fn update(&self, mut resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
-        let pointer = resource.metadata.pointer();
+        let pointer = resource.metadata.pointer().clone();
         let mut inner = self.inner.lock();
         let Some(old) = inner.resources.get(pointer.id()).cloned() else {
             return Err(Error::NotFound(pointer));

@@ -101,13 +101,13 @@ impl State for MemoryState {
     }
 
     async fn create(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
-        let pointer = resource.metadata.pointer();
+        let pointer = resource.metadata.pointer().clone();
         pointer.validate().map_err(Error::InvalidArgument)?;
         self.collection(&pointer.kind()).create(resource, options)
     }
 
     async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
-        let pointer = resource.metadata.pointer();
+        let pointer = resource.metadata.pointer().clone();
         pointer.validate().map_err(Error::InvalidArgument)?;
         match self.existing(&pointer.kind()) {
             Some(collection) => collection.update(resource, options),

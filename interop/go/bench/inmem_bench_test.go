@@ -1,0 +1,249 @@
+// Package bench measures Go COSI's in-memory state the way Talos builds it,
+// as a baseline for the Rust benchmark in cosi/benches/state.rs.
+//
+// Each benchmark mirrors one Rust measurement; see BENCHMARKS.md, section
+// "Go COSI baseline". Run with:
+//
+//	go test ./bench -run '^$' -bench . -benchmem -count 3
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/resource/meta"
+	"github.com/cosi-project/runtime/pkg/resource/typed"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
+	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
+)
+
+const (
+	benchNamespace = resource.Namespace("bench")
+	benchType      = resource.Type("BenchSpecs.bench.cosi.dev")
+	listSize       = 10_000
+)
+
+// BenchSpec is the spec of the benchmark resource: the same fields as the
+// Rust BenchSpec (a counter and a 256-byte string payload).
+type BenchSpec struct {
+	Payload string
+	Value   uint64
+}
+
+// DeepCopy implements typed.DeepCopyable. Go strings are immutable, so copying
+// the struct is a deep copy (the payload bytes are shared, not copied).
+func (s BenchSpec) DeepCopy() BenchSpec { return s }
+
+// BenchExtension provides the resource definition.
+type BenchExtension struct{}
+
+// ResourceDefinition implements meta.ResourceDefinitionProvider.
+func (BenchExtension) ResourceDefinition() meta.ResourceDefinitionSpec {
+	return meta.ResourceDefinitionSpec{
+		Type:             benchType,
+		DefaultNamespace: benchNamespace,
+	}
+}
+
+// BenchResource is the typed resource used by every benchmark.
+type BenchResource = typed.Resource[BenchSpec, BenchExtension]
+
+func newBench(id resource.ID, value uint64) *BenchResource {
+	return typed.NewResource[BenchSpec, BenchExtension](
+		resource.NewMetadata(benchNamespace, benchType, id, resource.VersionUndefined),
+		// A spec of realistic size, built per operation as in the Rust benchmark.
+		BenchSpec{Value: value, Payload: strings.Repeat("x", 256)},
+	)
+}
+
+func benchKind() resource.Kind {
+	return resource.NewMetadata(benchNamespace, benchType, "", resource.VersionUndefined)
+}
+
+// newState builds the state as Talos does, with the default inmem options
+// (history of 100 events per collection).
+func newState() state.State { //nolint:ireturn
+	return state.WrapCore(namespaced.NewState(inmem.Build))
+}
+
+func stateWith(b *testing.B, n int) state.State { //nolint:ireturn
+	b.Helper()
+
+	st := newState()
+	ctx := context.Background()
+
+	for i := range n {
+		if err := st.Create(ctx, newBench(fmt.Sprintf("r%06d", i), uint64(i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	return st
+}
+
+// BenchmarkCreate: Rust memory/create. Fresh state per run, ID formatted per op.
+func BenchmarkCreate(b *testing.B) {
+	st := newState()
+	ctx := context.Background()
+
+	b.ResetTimer()
+
+	for i := range b.N {
+		if err := st.Create(ctx, newBench(fmt.Sprintf("r%d", i), uint64(i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkGet: Rust memory/get. safe.StateGetByID (state.Get + type assertion)
+// from 10,000 resources, ID formatted per op.
+func BenchmarkGet(b *testing.B) {
+	st := stateWith(b, listSize)
+	ctx := context.Background()
+
+	b.ResetTimer()
+
+	for i := range b.N {
+		res, err := safe.StateGetByID[*BenchResource](ctx, st, fmt.Sprintf("r%06d", i%listSize))
+		if err != nil {
+			b.Fatal(err)
+		}
+
+		_ = res
+	}
+}
+
+// BenchmarkUpdate: Rust memory/update. safe.StateGet, edit the spec, state.Update.
+func BenchmarkUpdate(b *testing.B) {
+	st := stateWith(b, listSize)
+	ctx := context.Background()
+	ptr := resource.NewMetadata(benchNamespace, benchType, "r000000", resource.VersionUndefined)
+
+	b.ResetTimer()
+
+	for i := range b.N {
+		res, err := safe.StateGet[*BenchResource](ctx, st, ptr)
+		if err != nil {
+			b.Fatal(err)
+		}
+
+		res.TypedSpec().Value = uint64(i)
+
+		if err := st.Update(ctx, res); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkListTyped: Rust memory/list/typed/10000. safe.StateListAll.
+func BenchmarkListTyped(b *testing.B) {
+	st := stateWith(b, listSize)
+	ctx := context.Background()
+
+	b.ResetTimer()
+
+	for range b.N {
+		list, err := safe.StateListAll[*BenchResource](ctx, st)
+		if err != nil {
+			b.Fatal(err)
+		}
+
+		if list.Len() != listSize {
+			b.Fatalf("listed %d", list.Len())
+		}
+	}
+}
+
+// BenchmarkListDynamic: Rust memory/list/dynamic/10000. Plain state.List.
+func BenchmarkListDynamic(b *testing.B) {
+	st := stateWith(b, listSize)
+	ctx := context.Background()
+	kind := benchKind()
+
+	b.ResetTimer()
+
+	for range b.N {
+		list, err := st.List(ctx, kind)
+		if err != nil {
+			b.Fatal(err)
+		}
+
+		if len(list.Items) != listSize {
+			b.Fatalf("listed %d", len(list.Items))
+		}
+	}
+}
+
+// BenchmarkWatchFanOut: Rust memory/watch_fan_out/watchers/100. Per op: a fresh
+// state, 100 WatchKindAggregated watchers on one kind (set up untimed), then
+// timed: 100 creates and the wait until every watcher has received all 100
+// events. Default history (100 events) holds exactly the 100 creates, so a
+// watcher that falls behind cannot overrun; an Errored event fails the run.
+func BenchmarkWatchFanOut(b *testing.B) {
+	const (
+		watchers = 100
+		writes   = 100
+	)
+
+	kind := benchKind()
+
+	for iter := range b.N {
+		b.StopTimer()
+
+		st := newState()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, watchers)
+
+		for range watchers {
+			ch := make(chan []state.Event)
+
+			if err := st.WatchKindAggregated(ctx, kind, ch); err != nil {
+				b.Fatal(err)
+			}
+
+			go func() {
+				seen := 0
+
+				for seen < writes {
+					events := <-ch
+					for _, ev := range events {
+						if ev.Type == state.Errored {
+							done <- ev.Error
+
+							return
+						}
+					}
+
+					seen += len(events)
+				}
+
+				done <- nil
+			}()
+		}
+
+		b.StartTimer()
+
+		for i := range writes {
+			if err := st.Create(ctx, newBench(fmt.Sprintf("r%d-%d", iter, i), uint64(i))); err != nil {
+				b.Fatal(err)
+			}
+		}
+
+		for range watchers {
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		}
+
+		b.StopTimer()
+		cancel()
+		b.StartTimer()
+	}
+
+	b.ReportMetric(float64(watchers*writes)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mdeliveries/s")
+}
