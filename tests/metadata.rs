@@ -230,3 +230,35 @@ fn finalizers_from_iter_drop_duplicates() {
     assert_eq!(finalizers.iter().collect::<BTreeSet<_>>(), BTreeSet::from(["a", "b"]));
     assert_eq!(finalizers.len(), 2);
 }
+
+#[test]
+fn metadata_round_trips_through_serde_and_rejects_malformed_fields() {
+    let mut metadata = Metadata::new("network", "HostnameStatuses.net.example.org", "default");
+    metadata.set_version(Version::new(7));
+    metadata.set_owner(Some("hostname"));
+    metadata.set_phase(Phase::TearingDown);
+    metadata.labels_mut().set("app", "");
+    metadata.annotations_mut().set("note", "kept");
+    metadata.finalizers_mut().add("consumer");
+
+    let json = serde_json::to_value(&metadata).unwrap();
+    assert_eq!(json["namespace"], "network");
+    assert_eq!(json["type"], "HostnameStatuses.net.example.org");
+    assert_eq!(json["version"], 7);
+    assert_eq!(json["phase"], "tearingDown");
+    assert_eq!(json["labels"]["app"], "");
+    let back: Metadata = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(back, metadata);
+    assert_eq!(back.created(), metadata.created());
+    assert_eq!(back.updated(), metadata.updated());
+
+    for (field, value) in [("version", serde_json::json!("seven")), ("phase", serde_json::json!("sleeping"))] {
+        let mut bad = json.clone();
+        bad[field] = value;
+        let err = serde_json::from_value::<Metadata>(bad).unwrap_err();
+        assert!(!err.to_string().is_empty(), "{field}");
+    }
+    let mut bad = json.clone();
+    bad["created"]["nanos"] = serde_json::json!(1_000_000_000u32);
+    assert!(serde_json::from_value::<Metadata>(bad).unwrap_err().to_string().contains("nanos"));
+}
