@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
@@ -37,7 +38,7 @@ pub struct Metadata {
 
 impl Metadata {
     /// Metadata for a resource that is not stored yet: version undefined, phase running, no owner.
-    pub fn new(namespace: impl Into<String>, r#type: impl Into<String>, id: impl Into<String>) -> Self {
+    pub fn new(namespace: impl AsRef<str>, r#type: impl AsRef<str>, id: impl AsRef<str>) -> Self {
         let now = SystemTime::now();
         Metadata {
             pointer: Pointer::new(namespace, r#type, id),

@@ -12,6 +12,7 @@ mod query;
 mod typed;
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -63,7 +64,7 @@ pub trait Resource: Clone + PartialEq + fmt::Debug + Send + Sync + Serialize + D
     }
 
     /// A pointer to the resource `id` in the default namespace.
-    fn pointer(id: impl Into<String>) -> Pointer {
+    fn pointer(id: impl AsRef<str>) -> Pointer {
         Pointer::new(Self::NAMESPACE, Self::TYPE, id)
     }
 }
@@ -71,14 +72,14 @@ pub trait Resource: Clone + PartialEq + fmt::Debug + Send + Sync + Serialize + D
 /// A (namespace, type) pair: what a list or a kind watch addresses.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Kind {
-    namespace: String,
-    r#type: String,
+    namespace: Arc<str>,
+    r#type: Arc<str>,
 }
 
 impl Kind {
     /// A kind; it is validated when a state receives it.
-    pub fn new(namespace: impl Into<String>, r#type: impl Into<String>) -> Self {
-        Kind { namespace: namespace.into(), r#type: r#type.into() }
+    pub fn new(namespace: impl AsRef<str>, r#type: impl AsRef<str>) -> Self {
+        Kind { namespace: namespace.as_ref().into(), r#type: r#type.as_ref().into() }
     }
 
     /// The namespace.
@@ -92,8 +93,8 @@ impl Kind {
     }
 
     /// The resource `id` of this kind.
-    pub fn pointer(&self, id: impl Into<String>) -> Pointer {
-        Pointer::new(&self.namespace, &self.r#type, id)
+    pub fn pointer(&self, id: impl AsRef<str>) -> Pointer {
+        Pointer { namespace: Arc::clone(&self.namespace), r#type: Arc::clone(&self.r#type), id: id.as_ref().into() }
     }
 }
 
@@ -106,16 +107,16 @@ impl fmt::Display for Kind {
 /// A (namespace, type, ID) triple: the address of one resource.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
 pub struct Pointer {
-    namespace: String,
+    namespace: Arc<str>,
     #[serde(rename = "type")]
-    r#type: String,
-    id: String,
+    r#type: Arc<str>,
+    id: Arc<str>,
 }
 
 impl Pointer {
     /// A pointer; it is validated when a state receives it.
-    pub fn new(namespace: impl Into<String>, r#type: impl Into<String>, id: impl Into<String>) -> Self {
-        Pointer { namespace: namespace.into(), r#type: r#type.into(), id: id.into() }
+    pub fn new(namespace: impl AsRef<str>, r#type: impl AsRef<str>, id: impl AsRef<str>) -> Self {
+        Pointer { namespace: namespace.as_ref().into(), r#type: r#type.as_ref().into(), id: id.as_ref().into() }
     }
 
     /// The namespace.
@@ -135,7 +136,7 @@ impl Pointer {
 
     /// The (namespace, type) part.
     pub fn kind(&self) -> Kind {
-        Kind::new(&self.namespace, &self.r#type)
+        Kind { namespace: Arc::clone(&self.namespace), r#type: Arc::clone(&self.r#type) }
     }
 }
 

@@ -24,12 +24,12 @@ pub struct Typed<S> {
 
 impl<S: Resource> Typed<S> {
     /// A new resource `id` in the type's default namespace.
-    pub fn new(id: impl Into<String>, spec: S) -> Self {
+    pub fn new(id: impl AsRef<str>, spec: S) -> Self {
         Typed::new_in(S::NAMESPACE, id, spec)
     }
 
     /// A new resource `id` in `namespace`.
-    pub fn new_in(namespace: impl Into<String>, id: impl Into<String>, spec: S) -> Self {
+    pub fn new_in(namespace: impl AsRef<str>, id: impl AsRef<str>, spec: S) -> Self {
         let metadata = Metadata::new(namespace, S::TYPE, id);
         Typed { resource: Arc::new(DynamicResource::new(metadata, Spec::empty())), spec: Arc::new(spec) }
     }

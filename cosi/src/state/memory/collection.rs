@@ -71,11 +71,11 @@ impl Collection {
     }
 
     pub(super) fn create(&self, mut resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
-        let pointer = resource.metadata.pointer().clone();
         match (resource.metadata.owner(), options.owner.as_deref()) {
             (Some(existing), Some(requested)) if existing != requested => {
                 return Err(Error::invalid_argument(format!(
-                    "cannot create {pointer} owned by {requested:?}: its metadata names the owner {existing:?}"
+                    "cannot create {} owned by {requested:?}: its metadata names the owner {existing:?}",
+                    resource.metadata.pointer()
                 )));
             }
             (_, Some(requested)) => resource.metadata.set_owner(Some(requested)),
@@ -86,39 +86,45 @@ impl Collection {
         resource.metadata.set_timestamps(now, now);
 
         let mut inner = self.inner.lock();
-        if inner.resources.contains_key(pointer.id()) {
-            return Err(Error::AlreadyExists(pointer));
+        let id = resource.metadata.id();
+        if inner.resources.contains_key(id) {
+            return Err(Error::AlreadyExists(resource.metadata.pointer().clone()));
         }
+        let id = id.to_owned();
         let stored = Arc::new(resource);
-        inner.resources.insert(pointer.id().to_owned(), Arc::clone(&stored));
+        inner.resources.insert(id, Arc::clone(&stored));
         self.publish(&mut inner, |bookmark| Event::Created { resource: Arc::clone(&stored), bookmark });
         Ok(stored)
     }
 
     pub(super) fn update(&self, mut resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
-        let pointer = resource.metadata.pointer().clone();
         let mut inner = self.inner.lock();
+        let pointer = resource.metadata.pointer();
         let Some(old) = inner.resources.get(pointer.id()).cloned() else {
-            return Err(Error::NotFound(pointer));
+            return Err(Error::NotFound(pointer.clone()));
         };
-        check_owner(&pointer, &old, options.owner.as_deref())?;
+        check_owner(pointer, &old, options.owner.as_deref())?;
         if resource.metadata.version() != old.metadata.version() {
             return Err(Error::VersionConflict {
-                pointer,
+                pointer: pointer.clone(),
                 given: resource.metadata.version(),
                 stored: old.metadata.version(),
             });
         }
         if !phase_matches(options.expected_phase, old.metadata.phase()) {
             let expected = options.expected_phase.unwrap_or(Phase::Running);
-            return Err(Error::PhaseConflict { pointer, expected });
+            return Err(Error::PhaseConflict { pointer: pointer.clone(), expected });
         }
         resource.metadata.set_version(old.metadata.version().next());
         resource.metadata.set_timestamps(old.metadata.created(), SystemTime::now());
         // Ownership is not the writer's to change.
-        resource.metadata.set_owner(old.metadata.owner());
+        if resource.metadata.owner() != old.metadata.owner() {
+            resource.metadata.set_owner(old.metadata.owner());
+        }
         let stored = Arc::new(resource);
-        inner.resources.insert(pointer.id().to_owned(), Arc::clone(&stored));
+        if let Some(slot) = inner.resources.get_mut(stored.metadata.id()) {
+            *slot = Arc::clone(&stored);
+        }
         self.publish(&mut inner, |bookmark| Event::Updated { resource: Arc::clone(&stored), old, bookmark });
         Ok(stored)
     }
@@ -225,7 +231,7 @@ impl Collection {
         let mut bytes = [0u8; 16];
         bytes[..8].copy_from_slice(&self.cookie.to_be_bytes());
         bytes[8..].copy_from_slice(&pos.to_be_bytes());
-        Bookmark::from_bytes(bytes.to_vec())
+        Bookmark::from_bytes(&bytes[..])
     }
 
     /// The position a bookmark names, if it is one of ours and still in the history.

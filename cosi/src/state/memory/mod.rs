@@ -47,7 +47,8 @@ impl Default for MemoryOptions {
 #[derive(Debug, Default)]
 pub struct MemoryState {
     options: MemoryOptions,
-    collections: RwLock<HashMap<Kind, Arc<Collection>>>,
+    /// Namespace, then type: two levels, so a lookup borrows the caller's strings.
+    collections: RwLock<HashMap<String, HashMap<String, Arc<Collection>>>>,
 }
 
 impl MemoryState {
@@ -68,20 +69,22 @@ impl MemoryState {
         Ok(MemoryState { options, collections: RwLock::default() })
     }
 
-    /// The collection of `kind`, if anything ever touched it.
-    fn existing(&self, kind: &Kind) -> Option<Arc<Collection>> {
-        self.collections.read().get(kind).cloned()
+    /// The collection of (namespace, type), if anything ever touched it.
+    fn existing(&self, namespace: &str, r#type: &str) -> Option<Arc<Collection>> {
+        self.collections.read().get(namespace)?.get(r#type).cloned()
     }
 
-    /// The collection of `kind`, created on first use.
-    fn collection(&self, kind: &Kind) -> Arc<Collection> {
-        if let Some(collection) = self.existing(kind) {
+    /// The collection of (namespace, type), created on first use.
+    fn collection(&self, namespace: &str, r#type: &str) -> Arc<Collection> {
+        if let Some(collection) = self.existing(namespace, r#type) {
             return collection;
         }
         let mut collections = self.collections.write();
-        Arc::clone(
-            collections.entry(kind.clone()).or_insert_with(|| Arc::new(Collection::new(kind.clone(), &self.options))),
-        )
+        let types = collections.entry(namespace.to_owned()).or_default();
+        let collection = types
+            .entry(r#type.to_owned())
+            .or_insert_with(|| Arc::new(Collection::new(Kind::new(namespace, r#type), &self.options)));
+        Arc::clone(collection)
     }
 }
 
@@ -89,7 +92,7 @@ impl MemoryState {
 impl State for MemoryState {
     async fn get(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
         pointer.validate().map_err(Error::InvalidArgument)?;
-        self.existing(&pointer.kind())
+        self.existing(pointer.namespace(), pointer.r#type())
             .and_then(|collection| collection.get(pointer.id()))
             .ok_or_else(|| Error::NotFound(pointer.clone()))
     }
@@ -97,27 +100,28 @@ impl State for MemoryState {
     async fn list(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
         kind.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;
-        Ok(self.existing(kind).map(|collection| collection.list(options)).unwrap_or_default())
+        let collection = self.existing(kind.namespace(), kind.r#type());
+        Ok(collection.map(|collection| collection.list(options)).unwrap_or_default())
     }
 
     async fn create(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
-        let pointer = resource.metadata.pointer().clone();
+        let pointer = resource.metadata.pointer();
         pointer.validate().map_err(Error::InvalidArgument)?;
-        self.collection(&pointer.kind()).create(resource, options)
+        self.collection(pointer.namespace(), pointer.r#type()).create(resource, options)
     }
 
     async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
-        let pointer = resource.metadata.pointer().clone();
+        let pointer = resource.metadata.pointer();
         pointer.validate().map_err(Error::InvalidArgument)?;
-        match self.existing(&pointer.kind()) {
+        match self.existing(pointer.namespace(), pointer.r#type()) {
             Some(collection) => collection.update(resource, options),
-            None => Err(Error::NotFound(pointer)),
+            None => Err(Error::NotFound(pointer.clone())),
         }
     }
 
     async fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
         pointer.validate().map_err(Error::InvalidArgument)?;
-        match self.existing(&pointer.kind()) {
+        match self.existing(pointer.namespace(), pointer.r#type()) {
             Some(collection) => collection.destroy(pointer, options),
             None => Err(Error::NotFound(pointer.clone())),
         }
@@ -126,12 +130,12 @@ impl State for MemoryState {
     async fn watch(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
         pointer.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;
-        self.collection(&pointer.kind()).watch(pointer.id(), options)
+        self.collection(pointer.namespace(), pointer.r#type()).watch(pointer.id(), options)
     }
 
     async fn watch_kind(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
         kind.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;
-        self.collection(kind).watch_kind(options)
+        self.collection(kind.namespace(), kind.r#type()).watch_kind(options)
     }
 }
