@@ -139,6 +139,10 @@ pub(crate) fn validate_name(what: &str, value: &str) -> Result<(), String> {
     if allow_space && value.trim() != value {
         return Err(format!("{what} {value:?} starts or ends with whitespace"));
     }
+    // Every state operation checks its names: the common all-ASCII case is a byte scan.
+    if value.bytes().all(|b| b.is_ascii_graphic() || (allow_space && b == b' ')) {
+        return Ok(());
+    }
     if let Some(c) = value.chars().find(|&c| c.is_control() || (c.is_whitespace() && !(allow_space && c == ' '))) {
         return Err(format!("{what} {value:?} contains the character {c:?}"));
     }

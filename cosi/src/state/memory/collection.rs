@@ -1,9 +1,9 @@
 //! One (namespace, type) of the in-memory state: its resources and its event history.
 //!
-//! Writers append to a ring of events under a short lock and bump a
-//! `tokio::sync::watch` counter. Watchers own a read position into the ring and
-//! pull from it when woken, so a writer never waits for a watcher and a watcher
-//! costs nothing while it is idle. A watcher whose position has fallen out of
+//! Writers append to a ring of events under a short lock and wake the
+//! watchers through one `tokio::sync::Notify`. Watchers own a read position
+//! into the ring and pull from it when woken, so a writer never waits for a
+//! watcher and a watcher costs nothing while it is idle. A watcher whose position has fallen out of
 //! the ring gets one `Errored` event instead of a silent gap.
 
 use std::collections::BTreeMap;
@@ -11,8 +11,10 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use parking_lot::Mutex;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 use crate::resource::{DynamicResource, Kind, Phase, Pointer};
 use crate::state::memory::MemoryOptions;
@@ -28,8 +30,10 @@ pub(super) struct Collection {
     /// before a restart is rejected rather than misread.
     cookie: u64,
     inner: Mutex<Inner>,
-    /// The write position, published after every event.
-    written: watch::Sender<u64>,
+    /// Woken after every event, when anyone watches.
+    written: Notify,
+    /// How many watches are open: writers skip the wake-up when there are none.
+    watchers: AtomicUsize,
 }
 
 #[derive(Debug)]
@@ -57,7 +61,8 @@ impl Collection {
                 gap: options.history_gap,
                 write_pos: 0,
             }),
-            written: watch::Sender::new(0),
+            written: Notify::new(),
+            watchers: AtomicUsize::new(0),
         }
     }
 
@@ -67,6 +72,10 @@ impl Collection {
 
     pub(super) fn list(&self, options: &ListOptions) -> Vec<Arc<DynamicResource>> {
         let inner = self.inner.lock();
+        if options.labels.is_empty() && options.id.is_none() {
+            // An exact size hint: one allocation for the whole list.
+            return inner.resources.values().cloned().collect();
+        }
         inner.resources.values().filter(|resource| options.matches(resource)).cloned().collect()
     }
 
@@ -224,7 +233,9 @@ impl Collection {
             inner.history.push(event);
         }
         inner.write_pos = pos + 1;
-        self.written.send_replace(inner.write_pos);
+        if self.watchers.load(Ordering::Acquire) > 0 {
+            self.written.notify_waiters();
+        }
     }
 
     fn encode(&self, pos: i64) -> Bookmark {
@@ -311,7 +322,6 @@ impl Filter {
 /// A watcher's read position in a collection's history.
 struct Cursor {
     collection: Arc<Collection>,
-    written: watch::Receiver<u64>,
     pos: u64,
     filter: Filter,
     initial: Vec<Event>,
@@ -320,8 +330,8 @@ struct Cursor {
 
 impl Cursor {
     fn start(collection: Arc<Collection>, pos: u64, initial: Vec<Event>, filter: Filter) -> Watch {
-        let written = collection.written.subscribe();
-        let cursor = Cursor { collection, written, pos, filter, initial, finished: false };
+        collection.watchers.fetch_add(1, Ordering::AcqRel);
+        let cursor = Cursor { collection, pos, filter, initial, finished: false };
         Watch::from_batches(futures_util::stream::unfold(cursor, |mut cursor| async move {
             let batch = cursor.next_batch().await?;
             Some((batch, cursor))
@@ -332,16 +342,20 @@ impl Cursor {
         if !self.initial.is_empty() {
             return Some(std::mem::take(&mut self.initial));
         }
+        let collection = Arc::clone(&self.collection);
         while !self.finished {
-            // Marking the counter seen before reading makes any later write wake us.
-            self.written.borrow_and_update();
+            // Registered before reading, so a write after the read wakes us:
+            // `notify_waiters` reaches every enabled `Notified`.
+            let notified = collection.written.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
             let pending = {
-                let inner = self.collection.inner.lock();
+                let inner = collection.inner.lock();
                 let behind = inner.write_pos - self.pos;
                 if behind > inner.capacity as u64 {
                     self.finished = true;
                     let error =
-                        Error::BufferOverrun { kind: self.collection.kind.clone(), behind, capacity: inner.capacity };
+                        Error::BufferOverrun { kind: collection.kind.clone(), behind, capacity: inner.capacity };
                     return Some(vec![Event::Errored { error }]);
                 }
                 let pending: Vec<Event> = (self.pos..inner.write_pos).map(|pos| inner.event_at(pos).clone()).collect();
@@ -352,10 +366,16 @@ impl Cursor {
             if !batch.is_empty() {
                 return Some(batch);
             }
-            if pending.is_empty() && self.written.changed().await.is_err() {
-                return None;
+            if pending.is_empty() {
+                notified.await;
             }
         }
         None
+    }
+}
+
+impl Drop for Cursor {
+    fn drop(&mut self) {
+        self.collection.watchers.fetch_sub(1, Ordering::AcqRel);
     }
 }
