@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};

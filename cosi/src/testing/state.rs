@@ -63,7 +63,7 @@ pub async fn crd(state: Arc<dyn State>) {
 
     for created in [&created_run, &created_lib] {
         let pointer = created.metadata.pointer();
-        let got = ok(format!("get {pointer}"), state.get(&pointer)).await;
+        let got = ok(format!("get {pointer}"), state.get(pointer)).await;
         assert_eq!(got.metadata, created.metadata, "get should return what create stored");
         assert_path_spec(&got);
     }
@@ -726,7 +726,7 @@ pub async fn teardown_and_destroy(state: Arc<dyn State>) {
                         if resource.metadata.phase() == Phase::TearingDown
                             && resource.metadata.finalizers().has(FINALIZER) =>
                     {
-                        state.remove_finalizers(&resource.metadata.pointer(), &[FINALIZER]).await?;
+                        state.remove_finalizers(resource.metadata.pointer(), &[FINALIZER]).await?;
                     }
                     Event::Destroyed { resource, .. } if *resource.metadata.pointer() == pointer => return Ok(()),
                     Event::Errored { error } => return Err(error.clone()),
@@ -1348,7 +1348,7 @@ async fn check_watch_kind(state: Arc<dyn State>, aggregated: bool) {
     assert_eq!(ids(&listed), ["var/tmp"]);
     for resource in &listed {
         let event = bootstrapped.next().await;
-        let created = check_event(&event, EventType::Created, &resource.metadata.pointer());
+        let created = check_event(&event, EventType::Created, resource.metadata.pointer());
         assert_eq!(
             created.metadata.version(),
             resource.metadata.version(),
