@@ -1,8 +1,9 @@
 //! The `meta` namespace: namespaces and resource definitions published through `Registry`.
 
+use cosi::ResourceDefinition;
 use cosi::prelude::*;
+use cosi::resource::{DefinitionOptions, Sensitivity};
 use cosi::state::{META_NAMESPACE, META_OWNER, Namespace, Registry};
-use cosi::{ResourceDefinition, resource::Sensitivity};
 
 #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[resource(
@@ -29,26 +30,12 @@ async fn defaults_publish_the_meta_namespace_and_its_types() {
     let ids: Vec<&str> = definitions.iter().map(|definition| definition.id()).collect();
     assert_eq!(ids, ["namespaces.meta.cosi.dev", "resourcedefinitions.meta.cosi.dev"]);
 
-    let rd = &definitions[1];
-    assert_eq!(rd.r#type, "ResourceDefinitions.meta.cosi.dev");
-    assert_eq!(rd.aliases, ["api-resources", "resourcedefinition", "rd", "rds"]);
-    assert_eq!(
-        rd.all_aliases,
-        [
-            "resourcedefinitions",
-            "resourcedefinitions.meta",
-            "resourcedefinitions.meta.cosi",
-            "api-resources",
-            "resourcedefinition",
-            "rd",
-            "rds"
-        ]
-    );
-    assert_eq!(rd.print_columns[0].json_path, "{.aliases[:]}");
-
-    let ns = &definitions[0];
-    assert_eq!(ns.aliases, ["ns", "namespace"]);
-    assert_eq!(ns.all_aliases, ["namespaces", "namespaces.meta", "namespaces.meta.cosi", "ns", "namespace"]);
+    // The stored definitions are the derived ones (whose aliases `naming.rs` pins down).
+    assert_eq!(*definitions[0].spec(), Namespace::definition());
+    assert_eq!(*definitions[1].spec(), ResourceDefinition::definition());
+    assert!(definitions[1].aliases.iter().any(|alias| alias == "api-resources"));
+    assert!(definitions[0].aliases.iter().any(|alias| alias == "ns"));
+    assert!(definitions.iter().all(|definition| definition.metadata().owner() == Some(META_OWNER)));
 }
 
 #[tokio::test]
@@ -98,25 +85,30 @@ async fn namespaces_are_published_and_bad_names_are_rejected() {
 
 #[test]
 fn run_time_definitions_follow_the_naming_rules() {
-    let definition = ResourceDefinition::new(
-        "HostnameStatuses.net.talos.dev",
-        "network",
-        &["hostname"],
-        vec![],
-        Sensitivity::NonSensitive,
-    )
-    .unwrap();
+    let options = DefinitionOptions { aliases: vec!["hostname".into()], ..DefinitionOptions::default() };
+    let definition = ResourceDefinition::new("HostnameStatuses.net.talos.dev", "network", options).unwrap();
     assert_eq!(definition.display_type, "HostnameStatus");
     assert_eq!(definition.aliases, ["hostname", "hostnamestatus", "hs"]);
     assert_eq!(definition.id(), "hostnamestatuses.net.talos.dev");
 
-    for (bad, reason) in [
-        ("hostnames", "missing suffix"),
-        ("hostnames.net", "name should be in CamelCase"),
-        ("Hostname.net", "name should be plural"),
-        ("Hostnames.Net", "suffix doesn't match"),
+    let skipped = DefinitionOptions { aliases: vec!["hn".into()], skip_automatic_aliases: true, ..Default::default() };
+    let definition = ResourceDefinition::new("HostnameStatuses.net.talos.dev", "network", skipped).unwrap();
+    assert_eq!((definition.aliases, definition.all_aliases), (vec!["hn".to_owned()], vec!["hn".to_owned()]));
+
+    for (bad, aliases, reason) in [
+        ("hostnames", vec![], "missing suffix"),
+        ("hostnames.net", vec![], "name should be in CamelCase"),
+        ("Hostname.net", vec![], "name should be plural"),
+        ("Hostnames.Net", vec![], "suffix doesn't match"),
+        ("Hostnames.net", vec!["HN"], "should be lowercase"),
+        ("Hostnames.net", vec!["h n"], "contains the character"),
+        ("Hostnames.net", vec!["hn", "hn"], "duplicate alias"),
     ] {
-        let err = ResourceDefinition::new(bad, "network", &[], vec![], Sensitivity::NonSensitive).unwrap_err();
+        let options =
+            DefinitionOptions { aliases: aliases.into_iter().map(Into::into).collect(), ..Default::default() };
+        let err = ResourceDefinition::new(bad, "network", options).unwrap_err();
         assert!(err.is_invalid_argument() && err.to_string().contains(reason), "{bad}: {err}");
     }
+    let err = ResourceDefinition::new("Hostnames.net", "two words", DefinitionOptions::default()).unwrap_err();
+    assert!(err.is_invalid_argument(), "{err}");
 }

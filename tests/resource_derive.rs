@@ -2,7 +2,7 @@
 //! definition computed at compile time, and its agreement with the definition
 //! `ResourceDefinition::new` computes at run time from the same input.
 
-use cosi::resource::{PrintColumn, Sensitivity};
+use cosi::resource::{DefinitionOptions, PrintColumn, Sensitivity};
 use cosi::state::Namespace;
 use cosi::{Kind, Pointer, Resource, ResourceDefinition};
 use serde::{Deserialize, Serialize};
@@ -51,8 +51,18 @@ fn strings(list: &[&str]) -> Vec<String> {
 
 /// What `ResourceDefinition::new` computes for the same input as `T`'s attribute.
 fn at_run_time<T: Resource>(aliases: &[&str]) -> ResourceDefinition {
+    at_run_time_with::<T>(aliases, false)
+}
+
+fn at_run_time_with<T: Resource>(aliases: &[&str], skip_automatic_aliases: bool) -> ResourceDefinition {
     let definition = T::definition();
-    ResourceDefinition::new(T::TYPE, T::NAMESPACE, aliases, definition.print_columns, definition.sensitivity)
+    let options = DefinitionOptions {
+        aliases: strings(aliases),
+        skip_automatic_aliases,
+        print_columns: definition.print_columns,
+        sensitivity: definition.sensitivity,
+    };
+    ResourceDefinition::new(T::TYPE, T::NAMESPACE, options)
         .expect("the derive accepted this type, so must the run-time path")
 }
 
@@ -164,6 +174,7 @@ fn same_definition_at_run_time() {
     assert_eq!(LinkSpec::definition(), at_run_time::<LinkSpec>(&[]));
     assert_eq!(CertificateKey::definition(), at_run_time::<CertificateKey>(&[]));
     assert_eq!(MachineStage::definition(), at_run_time::<MachineStage>(&[]));
+    assert_eq!(MachineSpec::definition(), at_run_time_with::<MachineSpec>(&["m"], true));
     assert_eq!(ResourceDefinition::definition(), at_run_time::<ResourceDefinition>(&["api-resources"]));
     assert_eq!(Namespace::definition(), at_run_time::<Namespace>(&["ns"]));
 }
@@ -178,8 +189,7 @@ fn same_rules_at_run_time() {
         ("Links.Net.example.org", "suffix doesn't match"),
     ];
     for (r#type, reason) in cases {
-        let error =
-            ResourceDefinition::new(r#type, "network", &[], Vec::new(), Sensitivity::NonSensitive).expect_err(r#type);
+        let error = ResourceDefinition::new(r#type, "network", DefinitionOptions::default()).expect_err(r#type);
         assert!(error.is_invalid_argument(), "{type}: {error}");
         assert!(error.to_string().contains(reason), "{type}: {error}");
     }

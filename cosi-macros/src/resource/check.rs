@@ -80,16 +80,12 @@ fn check_namespace(cx: &Ctxt, namespace: &LitStr) {
     }
 }
 
-/// Aliases are what users type on a command line: lowercase, no whitespace, each given once.
+/// Aliases follow `naming::validate_alias`, each given once.
 fn check_aliases(cx: &Ctxt, aliases: &[LitStr]) {
     for (i, alias) in aliases.iter().enumerate() {
         let value = alias.value();
-        if value.is_empty() {
-            cx.error_spanned_by(alias, "alias is empty");
-        } else if let Some(c) = value.chars().find(|c| c.is_control() || c.is_whitespace()) {
-            cx.error_spanned_by(alias, format_args!("alias `{value}` contains the character {c:?}"));
-        } else if value.chars().any(char::is_uppercase) {
-            cx.error_spanned_by(alias, format_args!("alias `{value}` should be lowercase"));
+        if let Err(reason) = naming::validate_alias(&value) {
+            cx.error_spanned_by(alias, reason);
         } else if aliases[..i].iter().any(|earlier| earlier.value() == value) {
             cx.error_spanned_by(alias, format_args!("duplicate alias `{value}`"));
         }

@@ -60,30 +60,58 @@ pub enum Sensitivity {
     Sensitive,
 }
 
+/// What a definition built at run time says beyond its type and namespace:
+/// the keys of `#[resource(...)]` as data.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DefinitionOptions {
+    /// Explicit aliases, listed before the derived ones.
+    pub aliases: Vec<String>,
+    /// Derive no alias: both alias lists are exactly `aliases`.
+    pub skip_automatic_aliases: bool,
+    /// Extra columns for table output.
+    pub print_columns: Vec<PrintColumn>,
+    /// Whether resources of this type hold secrets.
+    pub sensitivity: Sensitivity,
+}
+
 impl ResourceDefinition {
-    /// The definition of `type`, with derived display type and aliases.
+    /// The definition of `type`, with derived display type and aliases, as
+    /// `#[derive(Resource)]` computes it at compile time.
     ///
-    /// `aliases` come first among the aliases, as given. Fails with an invalid
-    /// argument error when the type breaks COSI's naming rules (plural
-    /// CamelCase name, dotted lowercase suffix).
-    pub fn new(
-        r#type: &str,
-        default_namespace: &str,
-        aliases: &[&str],
-        print_columns: Vec<PrintColumn>,
-        sensitivity: Sensitivity,
-    ) -> Result<Self, Error> {
-        let derived = naming::derive(r#type, aliases)
-            .map_err(|reason| Error::invalid_argument(format!("invalid resource type {type:?}: {reason}")))?;
-        crate::resource::validate_name("namespace", default_namespace).map_err(Error::invalid_argument)?;
+    /// Fails with an invalid argument error when the type breaks COSI's naming
+    /// rules (plural CamelCase name, dotted lowercase suffix), the namespace is
+    /// not one a state accepts, or an alias is empty, not lowercase, or given twice.
+    ///
+    /// ```
+    /// use cosi::resource::{DefinitionOptions, ResourceDefinition};
+    ///
+    /// let options = DefinitionOptions { aliases: vec!["hostname".into()], ..DefinitionOptions::default() };
+    /// let definition = ResourceDefinition::new("HostnameStatuses.net.example.org", "network", options)?;
+    /// assert_eq!(definition.display_type, "HostnameStatus");
+    /// assert_eq!(definition.aliases, ["hostname", "hostnamestatus", "hs"]);
+    /// # Ok::<(), cosi::Error>(())
+    /// ```
+    pub fn new(r#type: &str, default_namespace: &str, options: DefinitionOptions) -> Result<Self, Error> {
+        let invalid =
+            |reason: String| Error::invalid_argument(format!("invalid resource definition {type:?}: {reason}"));
+        for (i, alias) in options.aliases.iter().enumerate() {
+            naming::validate_alias(alias).map_err(invalid)?;
+            if options.aliases[..i].contains(alias) {
+                return Err(invalid(format!("duplicate alias `{alias}`")));
+            }
+        }
+        crate::resource::validate_name("namespace", default_namespace).map_err(invalid)?;
+        let explicit: Vec<&str> = options.aliases.iter().map(String::as_str).collect();
+        let derived = naming::derive_with(r#type, &explicit, options.skip_automatic_aliases)
+            .map_err(|reason| invalid(format!("invalid resource type: {reason}")))?;
         Ok(ResourceDefinition {
             r#type: r#type.to_owned(),
             display_type: derived.display_type,
             default_namespace: default_namespace.to_owned(),
             aliases: derived.aliases,
             all_aliases: derived.all_aliases,
-            print_columns,
-            sensitivity,
+            print_columns: options.print_columns,
+            sensitivity: options.sensitivity,
         })
     }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use definition::{PrintColumn, ResourceDefinition, Sensitivity};
+pub use definition::{DefinitionOptions, PrintColumn, ResourceDefinition, Sensitivity};
 pub use dynamic::{DynamicResource, EncodedSpec, Spec};
 pub use metadata::{Finalizers, Labels, Metadata, ParseError, Phase, Version};
 pub use query::{IdQuery, LabelOp, LabelQuery, LabelTerm};

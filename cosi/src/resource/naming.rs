@@ -26,14 +26,9 @@ const NAME_PATTERN: &str = "^[A-Z][A-Za-z0-9-]+$";
 /// The pattern a type's suffix (the part after the first `.`) must match.
 const SUFFIX_PATTERN: &str = r"^[a-z][a-z0-9-]+(\.[a-z][a-z0-9-]+)*$";
 
-/// Validates `type` against COSI's rules and derives display type and aliases; explicit aliases come first.
-#[allow(dead_code, reason = "cosi-macros calls `derive_with` only")]
-pub(crate) fn derive(r#type: &str, explicit_aliases: &[&str]) -> Result<Derived, String> {
-    derive_with(r#type, explicit_aliases, false)
-}
-
-/// [`derive`], optionally without the automatic aliases: then both alias lists
-/// are exactly `explicit_aliases` (the display type is still derived).
+/// Validates `type` against COSI's rules and derives display type and aliases;
+/// explicit aliases come first. With `skip_automatic`, both alias lists are
+/// exactly `explicit_aliases` (the display type is still derived).
 pub(crate) fn derive_with(r#type: &str, explicit_aliases: &[&str], skip_automatic: bool) -> Result<Derived, String> {
     let (name, suffix) = split(r#type)?;
     let display_type = pluralizer::pluralize(name, 1, false);
@@ -117,6 +112,20 @@ fn push_unique(list: &mut Vec<String>, alias: String) {
     }
 }
 
+/// An alias is what users type on a command line: not empty, lowercase, no whitespace.
+pub(crate) fn validate_alias(alias: &str) -> Result<(), String> {
+    if alias.is_empty() {
+        return Err("alias is empty".to_owned());
+    }
+    if let Some(c) = alias.chars().find(|c| c.is_control() || c.is_whitespace()) {
+        return Err(format!("alias `{alias}` contains the character {c:?}"));
+    }
+    if alias.chars().any(char::is_uppercase) {
+        return Err(format!("alias `{alias}` should be lowercase"));
+    }
+    Ok(())
+}
+
 // Namespaces, types and IDs as a state accepts them. The derive checks a
 // default namespace with the same function, so what compiles is accepted.
 
@@ -152,6 +161,10 @@ pub(crate) fn validate_name(what: &str, value: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn derive(r#type: &str, explicit_aliases: &[&str]) -> Result<Derived, String> {
+        derive_with(r#type, explicit_aliases, false)
+    }
 
     fn strings(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| (*s).to_owned()).collect()
