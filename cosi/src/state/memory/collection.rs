@@ -3,8 +3,9 @@
 //! Writers append to a ring of events under a short lock and wake the
 //! watchers through one `tokio::sync::Notify`. Watchers own a read position
 //! into the ring and pull from it when woken, so a writer never waits for a
-//! watcher and a watcher costs nothing while it is idle. A watcher whose position has fallen out of
-//! the ring gets one `Errored` event instead of a silent gap.
+//! watcher and a watcher costs nothing while it is idle. A watcher whose
+//! position has fallen out of the ring gets one `Errored` event instead of a
+//! silent gap.
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, RandomState};
