@@ -5,9 +5,11 @@
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
+mod controller;
 mod ctxt;
 mod debug;
 mod resource;
+mod system;
 
 // The naming rules and alias derivation are one file compiled into both
 // crates, so the derive rejects at compile time exactly the types that
@@ -121,4 +123,16 @@ use proc_macro::TokenStream;
 #[proc_macro_derive(Resource, attributes(resource))]
 pub fn derive_resource(input: TokenStream) -> TokenStream {
     debug::dump("#[derive(Resource)]", resource::derive(input.into())).into()
+}
+
+/// Declares a controller (placeholder).
+#[proc_macro_attribute]
+pub fn controller(args: TokenStream, item: TokenStream) -> TokenStream {
+    debug::dump("#[controller]", controller::expand(args.into(), item.into())).into()
+}
+
+/// Declares a system (placeholder).
+#[proc_macro]
+pub fn system(input: TokenStream) -> TokenStream {
+    debug::dump("cosi::system!", system::expand(input.into())).into()
 }

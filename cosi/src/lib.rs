@@ -37,7 +37,9 @@
 // inside this crate too, which derives `Resource` for its own meta types.
 extern crate self as cosi;
 
+pub mod controller;
 pub mod resource;
+pub mod runtime;
 pub mod state;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -45,18 +47,23 @@ pub mod testing;
 #[doc(hidden)]
 pub mod __private;
 
-pub use cosi_macros::Resource;
+pub use cosi_macros::{Resource, controller, system};
 
+pub use controller::{Controller, Ctx, QueueController};
 pub use resource::{
     DynamicResource, Finalizers, IdQuery, Kind, LabelOp, LabelQuery, LabelTerm, Labels, Metadata, Phase, Pointer,
     Resource, ResourceDefinition, Spec, Typed, Version,
 };
+pub use runtime::{Runtime, RuntimeError};
 pub use state::{Error, Result, State, StateExt};
 
 /// The names most programs need: `use cosi::prelude::*;`.
 pub mod prelude {
-    pub use cosi_macros::Resource;
+    pub use cosi_macros::{Resource, controller};
     pub use serde::{Deserialize, Serialize};
+
+    pub use crate::controller::{Ctx, Input, InputKind, ReducedMetadata, Requeue, RequeueError};
+    pub use crate::runtime::Runtime;
 
     pub use crate::resource::{
         DynamicResource, IdQuery, Kind, LabelQuery, Labels, Metadata, Phase, Pointer, Resource, Typed, Version,

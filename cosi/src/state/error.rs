@@ -87,6 +87,11 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    /// A controller touched a resource outside its declared inputs and outputs,
+    /// or a client one its role does not allow.
+    #[error("access denied: {0}")]
+    AccessDenied(String),
+
     /// The backend failed: an I/O error, a lost connection.
     #[error("state backend error: {0}")]
     Backend(Arc<dyn std::error::Error + Send + Sync>),
@@ -136,6 +141,11 @@ impl Error {
         matches!(self, Error::InvalidBookmark { .. })
     }
 
+    /// The caller may not do this.
+    pub fn is_access_denied(&self) -> bool {
+        matches!(self, Error::AccessDenied(_))
+    }
+
     /// The request is malformed.
     pub fn is_invalid_argument(&self) -> bool {
         matches!(self, Error::InvalidArgument(_))
@@ -152,6 +162,7 @@ impl Error {
             Error::InvalidBookmark { .. }
             | Error::BufferOverrun { .. }
             | Error::InvalidArgument(_)
+            | Error::AccessDenied(_)
             | Error::Backend(_) => None,
         }
     }

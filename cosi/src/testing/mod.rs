@@ -72,6 +72,7 @@
 //! the whole run; on the in-memory backend the suite takes about a second.
 
 pub mod resources;
+pub mod runtime;
 pub mod state;
 
 use std::future::Future;
@@ -186,5 +187,56 @@ macro_rules! __state_conformance_module {
             invalid_input,
             $($extra,)*
         ]);
+    };
+}
+
+/// Instantiates the runtime conformance suite for one backend: every case of
+/// [`testing::runtime`](crate::testing::runtime) becomes a `#[test]` in a
+/// module named `$name`, run against a fresh backend from `$factory` (as for
+/// [`state_conformance_tests!`]).
+///
+/// ```
+/// cosi::runtime_conformance_tests!(memory, || async { cosi::state::MemoryState::default() });
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! runtime_conformance_tests {
+    ($name:ident, $factory:expr $(,)?) => {
+        $crate::__runtime_conformance_module!($name, $factory, [
+            no_controllers,
+            int_to_str,
+            int_to_str_to_sentence,
+            sum,
+            sum_filtered,
+            cascading_sum,
+            failing,
+            panicking,
+            int_doubler,
+            modify_with_result,
+            runtime_metrics,
+            queue_int_to_str,
+            queue_failing,
+            queue_sleeping,
+        ]);
+    };
+}
+
+/// The body of [`runtime_conformance_tests!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __runtime_conformance_module {
+    ($name:ident, $factory:expr, [$($case:ident),* $(,)?]) => {
+        mod $name {
+            // The factory is written in the calling module.
+            #[allow(unused_imports)]
+            use super::*;
+
+            $(
+                #[test]
+                fn $case() {
+                    $crate::testing::run_case($factory, $crate::testing::runtime::$case);
+                }
+            )*
+        }
     };
 }

@@ -1,4 +1,6 @@
-//! The resources the conformance cases write: one typed, one that only exists in encoded form.
+//! The resources the conformance cases write: for the state suite one typed
+//! and one that only exists in encoded form; for the runtime suite integers,
+//! strings and sentences.
 //!
 //! Covering both matters because a backend handles them differently: a typed
 //! spec may stay a Rust value in an in-process backend but must be encoded by
@@ -24,4 +26,28 @@ pub const ENCODED_TYPE: &str = "EncodedResources.os.cosi.dev";
 /// A resource of [`ENCODED_TYPE`] carrying `spec` as it is.
 pub fn encoded_resource(namespace: &str, id: &str, spec: EncodedSpec) -> DynamicResource {
     DynamicResource::new(Metadata::new(namespace, ENCODED_TYPE, id), Spec::encoded(spec))
+}
+
+/// An integer, the input of most runtime conformance controllers (Go's `IntResource`).
+#[derive(crate::Resource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[resource(type = "IntResources.test.cosi.dev", namespace = "default")]
+pub struct IntResource {
+    /// The value.
+    pub value: i64,
+}
+
+/// A string (Go's `StrResource`).
+#[derive(crate::Resource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[resource(type = "StrResources.test.cosi.dev", namespace = "default")]
+pub struct StrResource {
+    /// The value.
+    pub value: String,
+}
+
+/// A sentence (Go's `SentenceResource`).
+#[derive(crate::Resource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[resource(type = "SentenceResources.test.cosi.dev", namespace = "default")]
+pub struct SentenceResource {
+    /// The value.
+    pub value: String,
 }

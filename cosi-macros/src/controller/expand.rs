@@ -1,0 +1,327 @@
+//! The impls of a checked [`Definition`], and the stubs emitted beside the
+//! errors when the checks fail.
+//!
+//! For a function, the output is a braced unit struct of the same name (a
+//! braced struct lives in the type namespace only, so it coexists with the
+//! function), the function with `Ctx` filled in, and the impls for the
+//! struct. Impls and assertions go inside `const _: () = { ... };` and name
+//! nothing but `<cosi>::__private::*`, so they compile whatever the user has
+//! in scope.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{FnArg, Ident, Item, ItemFn, PathArguments, ReturnType, Type};
+
+use super::attr::{Args, InputEntry, InputKind, OutputEntry};
+use super::check::{default_crate, tokens};
+use super::{Definition, Shape};
+
+/// Everything a checked controller expands to.
+pub(crate) fn controller(definition: &Definition<'_>) -> TokenStream {
+    let Definition { ident, krate, name, shape, inputs, outputs, inventory } = definition;
+    let private = quote!(#krate::__private);
+
+    let item = match shape {
+        Shape::Fn(function) => function_and_struct(&private, function, ident),
+        Shape::Struct(item) | Shape::Queue { item, .. } => quote!(#item),
+    };
+    let concurrency = match shape {
+        Shape::Queue { concurrency, .. } => quote!(#private::Option::Some(#concurrency)),
+        Shape::Fn(_) | Shape::Struct(_) => quote!(#private::Option::None),
+    };
+    let input_decls = inputs.iter().filter_map(|input| input_decl(&private, input));
+    let output_decls = outputs.iter().filter_map(|output| output_decl(&private, output));
+    let controller_impl = controller_impl(&private, ident, shape);
+    let access = access_impls(&private, ident, inputs, outputs);
+    let inventory = inventory.then(|| submit(&private, ident, shape));
+
+    quote! {
+        #item
+
+        const _: () = {
+            #[automatically_derived]
+            impl #private::Declared for #ident {
+                const DECLARATION: #private::Declaration = #private::Declaration {
+                    name: #name,
+                    inputs: &[#(#input_decls),*],
+                    outputs: &[#(#output_decls),*],
+                    concurrency: #concurrency,
+                };
+            }
+
+            // The rules of `cosi::controller::check_declaration`, at compile time.
+            const _: () = #private::assert_declaration(&<#ident as #private::Declared>::DECLARATION);
+
+            #controller_impl
+            #access
+            #inventory
+        };
+    }
+}
+
+/// `errors`, the item, and stubs: a `Declared` impl with an empty declaration,
+/// the controller trait, `Register`, and the access markers of every type the
+/// attribute names, so that the body and the uses of the controller add no
+/// errors of their own. Generic items and items that are neither functions
+/// nor structs get no stub: they could not be controllers anyway.
+pub(crate) fn fallback(item: &Item, args: &Args, errors: syn::Error) -> TokenStream {
+    let errors = errors.into_compile_error();
+    let krate = args.krate.clone().unwrap_or_else(default_crate);
+    let private = quote!(#krate::__private);
+    let (item, ident, queue) = match item {
+        Item::Fn(function) if function.sig.generics.params.is_empty() => {
+            let ident = &function.sig.ident;
+            // The stub impls never call the function.
+            let item = function_and_struct(&private, function, ident);
+            (quote!(#[allow(dead_code)] #item), ident, false)
+        }
+        Item::Struct(item) if item.generics.params.is_empty() => {
+            let queue = args.inputs.iter().any(|input| input.kind.is_some_and(InputKind::is_queue));
+            (quote!(#item), &item.ident, queue)
+        }
+        item => return quote!(#errors #item),
+    };
+    let controller_impl = match queue {
+        false => quote! {
+            #[automatically_derived]
+            impl #private::Controller for #ident {
+                fn reconcile(&mut self, _: &mut #private::Ctx<Self>) -> impl #private::Future<Output = #private::Outcome> + #private::Send {
+                    #private::pending()
+                }
+            }
+        },
+        true => quote! {
+            #[automatically_derived]
+            impl #private::QueueController for #ident {
+                fn reconcile(&self, _: &#private::Ctx<Self>, _: &#private::Pointer) -> impl #private::Future<Output = #private::Outcome> + #private::Send {
+                    #private::pending()
+                }
+            }
+        },
+    };
+    let access = access_impls(&private, ident, &args.inputs, &args.outputs);
+    quote! {
+        #errors
+        #item
+
+        const _: () = {
+            #[automatically_derived]
+            impl #private::Declared for #ident {
+                const DECLARATION: #private::Declaration = #private::Declaration {
+                    name: "",
+                    inputs: &[],
+                    outputs: &[],
+                    concurrency: #private::Option::None,
+                };
+            }
+
+            #controller_impl
+
+            #[automatically_derived]
+            impl #private::Register for #ident {
+                fn registration(self) -> #private::Registration {
+                    #private::unreachable!()
+                }
+            }
+
+            #access
+        };
+    }
+}
+
+/// The struct named after the function, then the function with `ctx: &mut Ctx`
+/// completed to `ctx: &mut Ctx<name>`.
+fn function_and_struct(private: &TokenStream, function: &ItemFn, ident: &Ident) -> TokenStream {
+    let docs = function.attrs.iter().filter(|attr| attr.path().is_ident("doc"));
+    let vis = &function.vis;
+    let mut function = function.clone();
+    if let Some(FnArg::Typed(parameter)) = function.sig.inputs.first_mut() {
+        complete_ctx(&mut parameter.ty, ident);
+    }
+    quote! {
+        #(#docs)*
+        #[allow(non_camel_case_types)]
+        #[derive(#private::Clone, #private::Copy, #private::Debug, #private::Default)]
+        #vis struct #ident {}
+
+        #function
+    }
+}
+
+/// `Ctx` or `&mut Ctx`, written without generics, becomes `Ctx<ident>`.
+fn complete_ctx(ty: &mut Type, ident: &Ident) {
+    match ty {
+        Type::Reference(reference) => complete_ctx(&mut reference.elem, ident),
+        Type::Path(path) if path.qself.is_none() => {
+            if let Some(segment) = path.path.segments.last_mut()
+                && segment.ident == "Ctx"
+                && matches!(segment.arguments, PathArguments::None)
+            {
+                let ty: Type = syn::parse_quote_spanned!(segment.ident.span()=> #ident);
+                segment.arguments = PathArguments::AngleBracketed(syn::parse_quote!(<#ty>));
+            }
+        }
+        _ => (),
+    }
+}
+
+/// `impl Controller` or `impl QueueController`, calling the user's function or methods, and `impl Register`.
+fn controller_impl(private: &TokenStream, ident: &Ident, shape: &Shape<'_>) -> TokenStream {
+    // Calls are spanned on the user's code, so a wrong signature or return type is reported there.
+    match shape {
+        Shape::Fn(function) => {
+            let output = output_span(&function.sig.output, function.sig.ident.span());
+            let call = quote_spanned!(output=> #private::IntoOutcome::into_outcome(#ident(__cosi_ctx).await));
+            quote! {
+                #[automatically_derived]
+                impl #private::Controller for #ident {
+                    fn reconcile(&mut self, __cosi_ctx: &mut #private::Ctx<Self>) -> impl #private::Future<Output = #private::Outcome> + #private::Send {
+                        async move { #call }
+                    }
+                }
+
+                #[automatically_derived]
+                impl #private::Register for #ident {
+                    fn registration(self) -> #private::Registration {
+                        #private::Registration::controller(self)
+                    }
+                }
+            }
+        }
+        Shape::Struct(_) => {
+            let call = quote_spanned!(ident.span()=> #private::IntoOutcome::into_outcome(#ident::reconcile(self, __cosi_ctx).await));
+            quote! {
+                #[automatically_derived]
+                impl #private::Controller for #ident {
+                    fn reconcile(&mut self, __cosi_ctx: &mut #private::Ctx<Self>) -> impl #private::Future<Output = #private::Outcome> + #private::Send {
+                        async move { #call }
+                    }
+                }
+
+                #[automatically_derived]
+                impl #private::Register for #ident {
+                    fn registration(self) -> #private::Registration {
+                        #private::Registration::controller(self)
+                    }
+                }
+            }
+        }
+        Shape::Queue { mapped, .. } => {
+            let call = quote_spanned!(ident.span()=>
+                #private::IntoOutcome::into_outcome(#ident::reconcile(self, __cosi_ctx, __cosi_item).await)
+            );
+            let map = mapped.then(|| {
+                let call = quote_spanned!(ident.span()=>
+                    #private::IntoMapped::into_mapped(#ident::map(self, __cosi_ctx, __cosi_input).await)
+                );
+                quote! {
+                    fn map(
+                        &self,
+                        __cosi_ctx: &#private::Ctx<Self>,
+                        __cosi_input: &#private::ReducedMetadata,
+                    ) -> impl #private::Future<Output = #private::Result<#private::Vec<#private::Pointer>, #private::BoxError>> + #private::Send {
+                        async move { #call }
+                    }
+                }
+            });
+            quote! {
+                #[automatically_derived]
+                impl #private::QueueController for #ident {
+                    fn reconcile(&self, __cosi_ctx: &#private::Ctx<Self>, __cosi_item: &#private::Pointer) -> impl #private::Future<Output = #private::Outcome> + #private::Send {
+                        async move { #call }
+                    }
+
+                    #map
+                }
+
+                #[automatically_derived]
+                impl #private::Register for #ident {
+                    fn registration(self) -> #private::Registration {
+                        #private::Registration::queue(self)
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn output_span(output: &ReturnType, default: proc_macro2::Span) -> proc_macro2::Span {
+    match output {
+        ReturnType::Default => default,
+        ReturnType::Type(_, ty) => ty.span(),
+    }
+}
+
+/// `InputDecl::of::<T>(InputKind::Weak).in_namespace("...").with_id("...")`.
+fn input_decl(private: &TokenStream, input: &InputEntry) -> Option<TokenStream> {
+    let InputEntry { kind, ty, namespace, id, .. } = input;
+    let kind = format_ident!("{}", kind.as_ref()?.as_str());
+    let namespace = namespace.as_ref().map(|namespace| quote!(.in_namespace(#namespace)));
+    let id = id.as_ref().map(|id| quote!(.with_id(#id)));
+    Some(quote!(#private::InputDecl::of::<#ty>(#private::InputKind::#kind) #namespace #id))
+}
+
+/// `OutputDecl::of::<T>(OutputKind::Exclusive)`.
+fn output_decl(private: &TokenStream, output: &OutputEntry) -> Option<TokenStream> {
+    let OutputEntry { kind, ty, .. } = output;
+    let kind = format_ident!("{}", kind.as_ref()?.as_str());
+    Some(quote!(#private::OutputDecl::of::<#ty>(#private::OutputKind::#kind)))
+}
+
+/// `Reads` for every type named, `Writes` for outputs, `Finalizes` for the
+/// inputs that grant finalizers; one impl per type as written.
+fn access_impls(private: &TokenStream, ident: &Ident, inputs: &[InputEntry], outputs: &[OutputEntry]) -> TokenStream {
+    let reads = inputs.iter().map(|input| &input.ty).chain(outputs.iter().map(|output| &output.ty));
+    let writes = outputs.iter().map(|output| &output.ty);
+    // An unknown kind (only in the fallback) grants the most, so the body adds no errors.
+    let finalizes = inputs
+        .iter()
+        .filter(|input| input.kind.is_none_or(InputKind::grants_finalizers))
+        .map(|input| &input.ty);
+    let writes: Vec<&Type> = writes
+        .chain(outputs.iter().filter(|output| output.kind.is_none()).map(|output| &output.ty))
+        .collect();
+    let (reads, writes, finalizes) = (unique(reads), unique(writes), unique(finalizes));
+    quote! {
+        #(#[automatically_derived] impl #private::Reads<#ident> for #reads {})*
+        #(#[automatically_derived] impl #private::Writes<#ident> for #writes {})*
+        #(#[automatically_derived] impl #private::Finalizes<#ident> for #finalizes {})*
+    }
+}
+
+/// The types in order, each once (as written).
+fn unique<'a>(types: impl IntoIterator<Item = &'a Type>) -> Vec<&'a Type> {
+    let mut seen = Vec::new();
+    let mut unique = Vec::new();
+    for ty in types {
+        let key = tokens(ty);
+        if !seen.contains(&key) {
+            seen.push(key);
+            unique.push(ty);
+        }
+    }
+    unique
+}
+
+/// The inventory entry. Structs are built with `Default`; the assertion puts
+/// the error of a struct without it on the struct's name.
+fn submit(private: &TokenStream, ident: &Ident, shape: &Shape<'_>) -> TokenStream {
+    let assert_default = match shape {
+        Shape::Fn(_) => None,
+        Shape::Struct(_) | Shape::Queue { .. } => Some(quote_spanned! {ident.span()=>
+            const _: () = #private::assert_inventory_default::<#ident>();
+        }),
+    };
+    quote! {
+        #assert_default
+
+        #private::inventory::submit! {
+            #private::Collected {
+                declaration: &<#ident as #private::Declared>::DECLARATION,
+                build: #private::build_default::<#ident>,
+                module: #private::module_path!(),
+            }
+        }
+    }
+}

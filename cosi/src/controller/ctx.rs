@@ -1,0 +1,422 @@
+//! The context a controller works through: reads, writes and finalizer edits,
+//! checked against its declaration.
+//!
+//! [`Ctx<C>`] checks the resource *type* of every call at compile time,
+//! through the bounds [`Reads`], [`Writes`] and [`Finalizes`] that
+//! `#[controller]` implements for `C`. [`DynCtx`] does the same operations
+//! with the type checked at run time only, for controllers generic over their
+//! types. Both check the namespace and ID at run time, against the inputs the
+//! controller has now, and both write as the controller: its name is the owner
+//! of everything it creates, and the state refuses its writes to resources
+//! another controller owns.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::controller::{Finalizes, Input, InputKind, Reads, Writes};
+use crate::resource::{DynamicResource, Kind, Phase, Pointer, Resource, Typed};
+use crate::runtime::Core;
+use crate::state::{
+    CreateOptions, DestroyOptions, Error, Event, ListOptions, Result, State, StateExt, TeardownOptions, UpdateOptions,
+    WatchOptions,
+};
+
+/// The context of controller `C`: its view of the state.
+///
+/// Reconcile controllers get `&mut Ctx<Self>`, queue controllers `&Ctx<Self>`.
+/// In a `#[controller]` function, write `ctx: &mut Ctx`: the macro fills in
+/// the controller type.
+pub struct Ctx<C: ?Sized> {
+    dynamic: DynCtx,
+    _controller: PhantomData<fn() -> C>,
+}
+
+/// Resolves once a resource is tearing down or gone: [`Ctx::until_teardown`].
+pub type TeardownSignal = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// Where a resource of type `T` is: an ID (in `T`'s default namespace), a
+/// [`Pointer`], or a resource read before.
+pub trait At<T> {
+    /// The pointer.
+    fn pointer(self) -> Pointer;
+}
+
+impl<T: Resource> At<T> for &str {
+    fn pointer(self) -> Pointer {
+        T::pointer(self)
+    }
+}
+
+impl<T: Resource> At<T> for &String {
+    fn pointer(self) -> Pointer {
+        T::pointer(self)
+    }
+}
+
+impl<T: Resource> At<T> for &Pointer {
+    fn pointer(self) -> Pointer {
+        self.clone()
+    }
+}
+
+impl<T: Resource> At<T> for Pointer {
+    fn pointer(self) -> Pointer {
+        self
+    }
+}
+
+impl<T: Resource> At<T> for &Typed<T> {
+    fn pointer(self) -> Pointer {
+        self.metadata().pointer().clone()
+    }
+}
+
+impl<C: ?Sized> Ctx<C> {
+    pub(crate) fn new(core: Arc<Core>) -> Self {
+        Ctx { dynamic: DynCtx { core }, _controller: PhantomData }
+    }
+
+    /// The controller's name: the owner of what it writes.
+    pub fn name(&self) -> &str {
+        self.dynamic.name()
+    }
+
+    /// The same operations with resource types checked at run time only.
+    pub fn dynamic(&self) -> &DynCtx {
+        &self.dynamic
+    }
+
+    /// The resource of type `T` at `at`.
+    pub async fn get<T: Resource + Reads<C>>(&self, at: impl At<T>) -> Result<Typed<T>> {
+        self.dynamic.get::<T>(at.pointer()).await
+    }
+
+    /// The resources of type `T` in its default namespace, sorted by ID.
+    pub async fn list<T: Resource + Reads<C>>(&self) -> Result<Vec<Typed<T>>> {
+        self.dynamic.list::<T>(T::NAMESPACE, &ListOptions::default()).await
+    }
+
+    /// The resources of type `T` in `namespace` that match `options`, sorted by ID.
+    pub async fn list_in<T: Resource + Reads<C>>(
+        &self,
+        namespace: &str,
+        options: &ListOptions,
+    ) -> Result<Vec<Typed<T>>> {
+        self.dynamic.list::<T>(namespace, options).await
+    }
+
+    /// Creates the resource from `T::default()` with `edit` applied, or updates
+    /// it with `edit`; retried on conflicts, and not written at all when
+    /// `edit` changes nothing. Returns the resource as stored.
+    pub async fn modify<T: Resource + Default + Writes<C>>(
+        &self,
+        at: impl At<T>,
+        mut edit: impl FnMut(&mut Typed<T>) + Send,
+    ) -> Result<Typed<T>> {
+        self.dynamic
+            .try_modify::<T, Error>(at.pointer(), move |resource| {
+                edit(resource);
+                Ok(())
+            })
+            .await
+    }
+
+    /// [`modify`](Ctx::modify) with an edit that can fail; its error is returned as it is.
+    pub async fn try_modify<T, E>(
+        &self,
+        at: impl At<T>,
+        edit: impl FnMut(&mut Typed<T>) -> Result<(), E> + Send,
+    ) -> Result<Typed<T>, E>
+    where
+        T: Resource + Default + Writes<C>,
+        E: From<Error> + Send,
+    {
+        self.dynamic.try_modify(at.pointer(), edit).await
+    }
+
+    /// Creates a resource.
+    pub async fn create<T: Resource + Writes<C>>(&self, resource: Typed<T>) -> Result<Typed<T>> {
+        self.dynamic.create(resource).await
+    }
+
+    /// Updates a resource; it must carry the stored version.
+    pub async fn update<T: Resource + Writes<C>>(&self, resource: Typed<T>) -> Result<Typed<T>> {
+        self.dynamic.update(resource).await
+    }
+
+    /// Moves a resource to the tearing-down phase; returns whether it has no
+    /// finalizers left, so can be destroyed now.
+    pub async fn teardown<T: Resource + Writes<C>>(&self, at: impl At<T>) -> Result<bool> {
+        self.dynamic.teardown::<T>(at.pointer()).await
+    }
+
+    /// Destroys a resource that has no finalizers left.
+    pub async fn destroy<T: Resource + Writes<C>>(&self, at: impl At<T>) -> Result<()> {
+        self.dynamic.destroy::<T>(at.pointer()).await
+    }
+
+    /// Puts `finalizer` on an input: it stays until this controller removes it,
+    /// and the resource cannot be destroyed meanwhile.
+    pub async fn add_finalizer<T: Resource + Finalizes<C>>(&self, at: impl At<T>, finalizer: &str) -> Result<()> {
+        self.dynamic.add_finalizer::<T>(at.pointer(), finalizer).await
+    }
+
+    /// Removes `finalizer` from an input; succeeds when the resource is gone.
+    pub async fn remove_finalizer<T: Resource + Finalizes<C>>(&self, at: impl At<T>, finalizer: &str) -> Result<()> {
+        self.dynamic.remove_finalizer::<T>(at.pointer(), finalizer).await
+    }
+
+    /// Removes the outputs of type `T` (in its default namespace) that this
+    /// controller owns and did not write in this reconcile: destroys those
+    /// without finalizers, tears down the others (to be destroyed by a later
+    /// reconcile once their finalizers are gone; declare `DestroyReady<T>` to
+    /// be woken then).
+    pub async fn cleanup_outputs<T: Resource + Writes<C>>(&self) -> Result<()> {
+        self.dynamic.cleanup_outputs::<T>(T::NAMESPACE).await
+    }
+
+    /// [`cleanup_outputs`](Ctx::cleanup_outputs) in `namespace`.
+    pub async fn cleanup_outputs_in<T: Resource + Writes<C>>(&self, namespace: &str) -> Result<()> {
+        self.dynamic.cleanup_outputs::<T>(namespace).await
+    }
+
+    /// Replaces the controller's inputs (COSI's `UpdateInputs`): it is woken by
+    /// these from now on, and may read only these (and its outputs).
+    ///
+    /// Every input must be of a type the declaration names as an input, with
+    /// a kind of the same shape (queue or not).
+    pub fn update_inputs(&self, inputs: impl IntoIterator<Item = Input>) -> Result<()> {
+        self.dynamic.update_inputs(inputs)
+    }
+
+    /// Asks for another reconcile after this one, even if no input changes.
+    pub fn requeue(&self) {
+        self.dynamic.requeue();
+    }
+
+    /// A future that resolves once the resource at `at` is tearing down or
+    /// gone (at once if it is already): a way to stop long work on an item
+    /// that is going away (COSI's `ContextWithTeardown`).
+    pub async fn until_teardown<T: Resource + Reads<C>>(&self, at: impl At<T>) -> Result<TeardownSignal> {
+        self.dynamic.until_teardown(&expect_type::<T>(at.pointer())?).await
+    }
+}
+
+impl<C: ?Sized> fmt::Debug for Ctx<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ctx").field("controller", &self.name()).finish_non_exhaustive()
+    }
+}
+
+/// A controller's context with resource types checked at run time only: what
+/// [`Ctx::dynamic`] returns.
+pub struct DynCtx {
+    core: Arc<Core>,
+}
+
+impl DynCtx {
+    /// The controller's name.
+    pub fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    fn state(&self) -> &dyn State {
+        &*self.core.state
+    }
+
+    /// The resource of type `T` at `pointer`.
+    pub async fn get<T: Resource>(&self, pointer: Pointer) -> Result<Typed<T>> {
+        Typed::try_from(self.get_dynamic(&expect_type::<T>(pointer)?).await?)
+    }
+
+    /// The resource at `pointer`, whatever its type.
+    pub async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+        self.core.check_read(pointer)?;
+        self.core.stats.count_read();
+        self.state().get(pointer).await
+    }
+
+    /// The resources of type `T` in `namespace`.
+    pub async fn list<T: Resource>(&self, namespace: &str, options: &ListOptions) -> Result<Vec<Typed<T>>> {
+        let kind = Kind::new(namespace, T::TYPE);
+        self.list_dynamic(&kind, options).await?.into_iter().map(Typed::try_from).collect()
+    }
+
+    /// The resources of `kind`, whatever their type.
+    pub async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+        self.core.check_list(kind)?;
+        self.core.stats.count_read();
+        self.state().list(kind, options).await
+    }
+
+    /// As [`Ctx::try_modify`].
+    pub async fn try_modify<T, E>(
+        &self,
+        pointer: Pointer,
+        edit: impl FnMut(&mut Typed<T>) -> Result<(), E> + Send,
+    ) -> Result<Typed<T>, E>
+    where
+        T: Resource + Default,
+        E: From<Error> + Send,
+    {
+        let pointer = expect_type::<T>(pointer)?;
+        self.core.check_write(&pointer, "modify")?;
+        self.core.touch(&pointer);
+        self.core.stats.count_write();
+        self.state().try_modify(&pointer, UpdateOptions::owner(&*self.core.name), edit).await
+    }
+
+    /// As [`Ctx::create`].
+    pub async fn create<T: Resource>(&self, resource: Typed<T>) -> Result<Typed<T>> {
+        Typed::try_from(self.create_dynamic(resource.into()).await?)
+    }
+
+    /// Creates a resource of any type.
+    pub async fn create_dynamic(&self, resource: DynamicResource) -> Result<Arc<DynamicResource>> {
+        let pointer = resource.metadata().pointer();
+        self.core.check_write(pointer, "create")?;
+        self.core.touch(pointer);
+        self.core.stats.count_write();
+        self.state().create(resource, CreateOptions::owner(&*self.core.name)).await
+    }
+
+    /// As [`Ctx::update`].
+    pub async fn update<T: Resource>(&self, resource: Typed<T>) -> Result<Typed<T>> {
+        Typed::try_from(self.update_dynamic(resource.into()).await?)
+    }
+
+    /// Updates a resource of any type.
+    pub async fn update_dynamic(&self, resource: DynamicResource) -> Result<Arc<DynamicResource>> {
+        let pointer = resource.metadata().pointer();
+        self.core.check_write(pointer, "update")?;
+        self.core.touch(pointer);
+        self.core.stats.count_write();
+        self.state().update(resource, UpdateOptions::owner(&*self.core.name)).await
+    }
+
+    /// As [`Ctx::teardown`].
+    pub async fn teardown<T: Resource>(&self, pointer: Pointer) -> Result<bool> {
+        self.teardown_dynamic(&expect_type::<T>(pointer)?).await
+    }
+
+    /// Tears down a resource of any type.
+    pub async fn teardown_dynamic(&self, pointer: &Pointer) -> Result<bool> {
+        self.core.check_write(pointer, "teardown")?;
+        self.core.stats.count_write();
+        self.state().teardown(pointer, TeardownOptions::owner(&*self.core.name)).await
+    }
+
+    /// As [`Ctx::destroy`].
+    pub async fn destroy<T: Resource>(&self, pointer: Pointer) -> Result<()> {
+        self.destroy_dynamic(&expect_type::<T>(pointer)?).await
+    }
+
+    /// Destroys a resource of any type.
+    pub async fn destroy_dynamic(&self, pointer: &Pointer) -> Result<()> {
+        self.core.check_write(pointer, "destroy")?;
+        self.core.stats.count_write();
+        self.state().destroy(pointer, DestroyOptions::owner(&*self.core.name)).await
+    }
+
+    /// As [`Ctx::add_finalizer`].
+    pub async fn add_finalizer<T: Resource>(&self, pointer: Pointer, finalizer: &str) -> Result<()> {
+        self.add_finalizer_dynamic(&expect_type::<T>(pointer)?, finalizer).await
+    }
+
+    /// Adds a finalizer to an input of any type.
+    pub async fn add_finalizer_dynamic(&self, pointer: &Pointer, finalizer: &str) -> Result<()> {
+        self.core.check_finalizers(pointer)?;
+        self.core.stats.count_write();
+        self.state().add_finalizers(pointer, &[finalizer]).await.map(drop)
+    }
+
+    /// As [`Ctx::remove_finalizer`].
+    pub async fn remove_finalizer<T: Resource>(&self, pointer: Pointer, finalizer: &str) -> Result<()> {
+        self.remove_finalizer_dynamic(&expect_type::<T>(pointer)?, finalizer).await
+    }
+
+    /// Removes a finalizer from an input of any type; succeeds when the resource is gone.
+    pub async fn remove_finalizer_dynamic(&self, pointer: &Pointer, finalizer: &str) -> Result<()> {
+        self.core.check_finalizers(pointer)?;
+        self.core.stats.count_write();
+        match self.state().remove_finalizers(pointer, &[finalizer]).await {
+            Ok(_) => Ok(()),
+            Err(error) if error.is_not_found() => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// As [`Ctx::cleanup_outputs_in`].
+    pub async fn cleanup_outputs<T: Resource>(&self, namespace: &str) -> Result<()> {
+        self.cleanup_outputs_dynamic(&Kind::new(namespace, T::TYPE)).await
+    }
+
+    /// Removes the outputs of `kind` this controller owns and did not write in this reconcile.
+    pub async fn cleanup_outputs_dynamic(&self, kind: &Kind) -> Result<()> {
+        self.core.check_write(&kind.pointer("*"), "clean up")?;
+        let touched: HashSet<Pointer> = self.core.touched();
+        for resource in self.list_dynamic(kind, &ListOptions::default()).await? {
+            let metadata = resource.metadata();
+            if metadata.owner() != Some(&*self.core.name) || touched.contains(metadata.pointer()) {
+                continue;
+            }
+            let ready = match metadata.phase() {
+                Phase::Running => self.teardown_dynamic(metadata.pointer()).await?,
+                Phase::TearingDown => metadata.finalizers().is_empty(),
+            };
+            if ready {
+                match self.destroy_dynamic(metadata.pointer()).await {
+                    Ok(()) => (),
+                    Err(error) if error.is_not_found() => (),
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// As [`Ctx::until_teardown`].
+    pub async fn until_teardown(&self, pointer: &Pointer) -> Result<TeardownSignal> {
+        self.core.check_read(pointer)?;
+        let mut watch = self.state().watch(pointer, WatchOptions::default()).await?;
+        Ok(Box::pin(async move {
+            while let Some(event) = watch.recv().await {
+                match event {
+                    Event::Created { resource, .. } | Event::Updated { resource, .. }
+                        if resource.metadata().phase() == Phase::Running => {}
+                    _ => return,
+                }
+            }
+        }))
+    }
+
+    /// As [`Ctx::update_inputs`].
+    pub fn update_inputs(&self, inputs: impl IntoIterator<Item = Input>) -> Result<()> {
+        self.core.update_inputs(inputs.into_iter().collect())
+    }
+
+    /// As [`Ctx::requeue`].
+    pub fn requeue(&self) {
+        self.core.wake();
+    }
+
+    /// The inputs the controller has now.
+    pub fn inputs(&self) -> Arc<[Input]> {
+        self.core.inputs()
+    }
+
+    /// Whether `kind` is one of the controller's input kinds of the given dependency.
+    pub fn has_input(&self, kind: &Kind, dependency: InputKind) -> bool {
+        self.core.inputs().iter().any(|input| &input.kind == kind && input.dependency == dependency)
+    }
+}
+
+fn expect_type<T: Resource>(pointer: Pointer) -> Result<Pointer> {
+    if pointer.r#type() == T::TYPE {
+        return Ok(pointer);
+    }
+    Err(Error::invalid_argument(format!("resource {pointer} is not of type {:?}", T::TYPE)))
+}

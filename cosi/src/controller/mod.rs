@@ -1,0 +1,155 @@
+//! Controllers: single-writer loops that read some resources (inputs) and
+//! write others (outputs).
+//!
+//! A controller is declared with `#[controller]`, on an async function or on a
+//! struct with state of its own:
+//!
+//! ```
+//! use cosi::prelude::*;
+//!
+//! #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+//! #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+//! pub struct HostnameSpec {
+//!     pub hostname: String,
+//! }
+//!
+//! #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+//! #[resource(type = "HostnameStatuses.net.example.org", namespace = "network")]
+//! pub struct HostnameStatus {
+//!     pub hostname: String,
+//! }
+//!
+//! /// Its declaration is its contract: it reads specs and is the one writer of statuses.
+//! #[controller(inputs = [Weak<HostnameSpec>], outputs = [Exclusive<HostnameStatus>])]
+//! async fn hostname(ctx: &mut Ctx) -> cosi::Result<()> {
+//!     for spec in ctx.list::<HostnameSpec>().await? {
+//!         ctx.modify::<HostnameStatus>(spec.id(), |status| status.hostname = spec.hostname.clone()).await?;
+//!     }
+//!     ctx.cleanup_outputs::<HostnameStatus>().await
+//! }
+//! ```
+//!
+//! [`Ctx`] is typed by the declaration: reading a type that is neither an
+//! input nor an output, writing one that is not an output, or touching the
+//! finalizers of anything but a strong input does not compile (see
+//! [`Reads`], [`Writes`], [`Finalizes`]).
+//!
+//! Two shapes of controller exist, as in COSI:
+//!
+//! - **Reconcile controllers** ([`Controller`]) are woken, coalesced, whenever
+//!   any input changes, and reconcile everything each time.
+//! - **Queue controllers** ([`QueueController`]) reconcile one item at a time:
+//!   each changed primary input is an item, mapped inputs are mapped to the
+//!   items they affect, up to `concurrency` items run at once, never the same
+//!   item twice at once, each with its own backoff.
+
+mod access;
+mod ctx;
+mod declaration;
+mod outcome;
+
+use std::borrow::Cow;
+use std::future::Future;
+
+pub use access::{Finalizes, Reads, Writes};
+pub use ctx::{At, Ctx, DynCtx, TeardownSignal};
+pub use declaration::{
+    Conflict, Declaration, Entry, Input, InputDecl, InputKind, InputRef, OutputDecl, OutputKind, check_declaration,
+    check_graph, check_inputs, check_pair,
+};
+pub use outcome::{BoxError, IntoMapped, IntoOutcome, Outcome, Requeue, RequeueError};
+
+#[doc(hidden)]
+pub use declaration::assert_system;
+
+use crate::resource::{Labels, Phase, Pointer};
+use crate::runtime::Registration;
+
+/// A reconcile controller. `#[controller]` implements it; implement it by hand
+/// only for controllers the macro cannot express (generic ones).
+pub trait Controller: Declared + Send + Sized + 'static {
+    /// The name of this instance: the owner of everything it writes.
+    /// Defaults to the declared name.
+    fn name(&self) -> Cow<'static, str> {
+        Cow::Borrowed(Self::DECLARATION.name)
+    }
+
+    /// Brings the outputs in line with the inputs. Runs once at start, then
+    /// whenever an input changed (many changes may wake it once), and again
+    /// after a failure, with backoff.
+    fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> impl Future<Output = Outcome> + Send;
+}
+
+/// A queue controller. `#[controller]` implements it when the inputs are
+/// `Primary`/`Mapped` ones.
+pub trait QueueController: Declared + Send + Sync + Sized + 'static {
+    /// The name of this instance. Defaults to the declared name.
+    fn name(&self) -> Cow<'static, str> {
+        Cow::Borrowed(Self::DECLARATION.name)
+    }
+
+    /// Reconciles one item: a resource of a primary input.
+    fn reconcile(&self, ctx: &Ctx<Self>, item: &Pointer) -> impl Future<Output = Outcome> + Send;
+
+    /// Maps a changed resource of a mapped input to the items it affects.
+    fn map(
+        &self,
+        ctx: &Ctx<Self>,
+        input: &ReducedMetadata,
+    ) -> impl Future<Output = Result<Vec<Pointer>, BoxError>> + Send {
+        let _ = (ctx, input);
+        async move { Err(format!("controller `{}` declares mapped inputs but no `map`", Self::DECLARATION.name).into()) }
+    }
+}
+
+/// Anything the runtime can register: every `#[controller]`, and
+/// [`Registration`] itself.
+pub trait Register: Sized {
+    /// The registration of this controller instance.
+    fn registration(self) -> Registration;
+
+    /// The registration under another name: for several instances of one
+    /// controller type, each the owner of its own outputs.
+    fn named(self, name: impl Into<std::sync::Arc<str>>) -> Registration {
+        self.registration().with_name(name)
+    }
+}
+
+impl Register for Registration {
+    fn registration(self) -> Registration {
+        self
+    }
+}
+
+/// A controller type's declaration, whatever its shape: what the runtime and
+/// `cosi::system!` check.
+pub trait Declared {
+    /// The name, inputs, outputs and (queue controllers) concurrency.
+    const DECLARATION: Declaration;
+}
+
+/// What a mapper sees of a changed resource: enough to find the items it
+/// affects, without its spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReducedMetadata {
+    /// The resource.
+    pub pointer: Pointer,
+    /// Its phase.
+    pub phase: Phase,
+    /// Its labels.
+    pub labels: Labels,
+    /// Whether it has no finalizers.
+    pub finalizers_empty: bool,
+}
+
+impl ReducedMetadata {
+    pub(crate) fn of(resource: &crate::DynamicResource) -> Self {
+        let metadata = resource.metadata();
+        ReducedMetadata {
+            pointer: metadata.pointer().clone(),
+            phase: metadata.phase(),
+            labels: metadata.labels().clone(),
+            finalizers_empty: metadata.finalizers().is_empty(),
+        }
+    }
+}

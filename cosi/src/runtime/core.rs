@@ -1,0 +1,310 @@
+//! What the runtime keeps per registered controller, shared by its task, its
+//! [`Ctx`](crate::Ctx) and the event router: the current inputs, the access
+//! checks, the reconcile trigger and the statistics.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::Notify;
+
+use crate::controller::{Declaration, Input, InputRef, check_inputs};
+use crate::resource::{Kind, Pointer};
+use crate::runtime::engine::Engine;
+use crate::runtime::queue::Queue;
+use crate::state::{Error, Result, State};
+
+pub(crate) struct Core {
+    pub(crate) name: Arc<str>,
+    pub(crate) declaration: &'static Declaration,
+    pub(crate) state: Arc<dyn State>,
+    pub(crate) stats: Stats,
+    /// Set for queue controllers.
+    pub(crate) queue: Option<Queue>,
+    inputs: RwLock<Arc<[Input]>>,
+    /// The outputs written since the reconcile started, for `cleanup_outputs`.
+    touched: Mutex<HashSet<Pointer>>,
+    /// One stored wake-up: many changes while the controller is busy make
+    /// one more reconcile, never none.
+    wake: Notify,
+    wake_pending: AtomicBool,
+    engine: Weak<Engine>,
+}
+
+impl Core {
+    pub(crate) fn new(
+        name: Arc<str>,
+        declaration: &'static Declaration,
+        state: Arc<dyn State>,
+        engine: Weak<Engine>,
+    ) -> Self {
+        let queue = declaration.concurrency.map(|_| Queue::default());
+        Core {
+            stats: Stats::new(&name),
+            name,
+            declaration,
+            state,
+            queue,
+            inputs: RwLock::new(declaration.runtime_inputs().into()),
+            touched: Mutex::default(),
+            wake: Notify::new(),
+            wake_pending: AtomicBool::new(false),
+            engine,
+        }
+    }
+
+    pub(crate) fn inputs(&self) -> Arc<[Input]> {
+        Arc::clone(&self.inputs.read())
+    }
+
+    /// Asks for a reconcile; coalesces with any not yet started.
+    pub(crate) fn wake(&self) {
+        if !self.wake_pending.swap(true, Ordering::SeqCst) {
+            self.stats.wakeups.fetch_add(1, Ordering::Relaxed);
+            self.wake.notify_one();
+        }
+    }
+
+    /// Waits for a wake-up and consumes it.
+    pub(crate) async fn woken(&self) {
+        self.wake.notified().await;
+        self.wake_pending.store(false, Ordering::SeqCst);
+    }
+
+    pub(crate) fn start_reconcile(&self) {
+        self.touched.lock().clear();
+    }
+
+    pub(crate) fn touch(&self, pointer: &Pointer) {
+        if self.queue.is_none() {
+            self.touched.lock().insert(pointer.clone());
+        }
+    }
+
+    pub(crate) fn touched(&self) -> HashSet<Pointer> {
+        self.touched.lock().clone()
+    }
+
+    fn is_output(&self, r#type: &str) -> bool {
+        self.declaration.outputs.iter().any(|output| output.r#type == r#type)
+    }
+
+    pub(crate) fn check_read(&self, pointer: &Pointer) -> Result<()> {
+        let allowed = self.is_output(pointer.r#type())
+            || self.inputs.read().iter().any(|input| {
+                input.kind.namespace() == pointer.namespace()
+                    && input.kind.r#type() == pointer.r#type()
+                    && input.covers(pointer.id())
+            });
+        match allowed {
+            true => Ok(()),
+            false => Err(self.denied(format_args!("cannot read {pointer}: it is neither an input nor an output"))),
+        }
+    }
+
+    pub(crate) fn check_list(&self, kind: &Kind) -> Result<()> {
+        let allowed = self.is_output(kind.r#type())
+            || self.inputs.read().iter().any(|input| &input.kind == kind && input.id.is_none());
+        match allowed {
+            true => Ok(()),
+            false => Err(self.denied(format_args!(
+                "cannot list {kind}: it is neither an output nor an input of every ID"
+            ))),
+        }
+    }
+
+    pub(crate) fn check_write(&self, pointer: &Pointer, operation: &str) -> Result<()> {
+        match self.is_output(pointer.r#type()) {
+            true => Ok(()),
+            false => Err(self.denied(format_args!("cannot {operation} {pointer}: it is not an output"))),
+        }
+    }
+
+    pub(crate) fn check_finalizers(&self, pointer: &Pointer) -> Result<()> {
+        let allowed = self.inputs.read().iter().any(|input| {
+            input.kind.namespace() == pointer.namespace()
+                && input.kind.r#type() == pointer.r#type()
+                && input.covers(pointer.id())
+                && input.dependency.grants_finalizers()
+        });
+        match allowed {
+            true => Ok(()),
+            false => Err(self.denied(format_args!(
+                "cannot change the finalizers of {pointer}: it is not a strong input"
+            ))),
+        }
+    }
+
+    fn denied(&self, reason: std::fmt::Arguments<'_>) -> Error {
+        Error::AccessDenied(format!("controller `{}` {reason}", self.name))
+    }
+
+    /// Replaces the inputs (COSI's `UpdateInputs`).
+    pub(crate) fn update_inputs(self: &Arc<Self>, mut inputs: Vec<Input>) -> Result<()> {
+        inputs.sort();
+        inputs.dedup();
+        for input in &inputs {
+            let declared = self.declaration.inputs.iter().any(|declared| declared.r#type == input.kind.r#type());
+            if !declared {
+                return Err(Error::invalid_argument(format!(
+                    "controller `{}` cannot take {} as an input: the type is not among its declared inputs",
+                    self.name,
+                    input.kind
+                )));
+            }
+            if input.dependency.is_queue() != self.declaration.is_queue() {
+                return Err(Error::invalid_argument(format!(
+                    "controller `{}` cannot take a {} input: {}",
+                    self.name,
+                    input.dependency,
+                    match self.declaration.is_queue() {
+                        true => "queue controllers take primary and mapped inputs",
+                        false => "primary and mapped inputs belong to queue controllers",
+                    }
+                )));
+            }
+            if let Err(error) = input.kind.validate() {
+                return Err(Error::invalid_argument(format!("controller `{}`: invalid input: {error}", self.name)));
+            }
+        }
+        let refs: Vec<InputRef<'_>> = inputs.iter().map(InputRef::from_input).collect();
+        if let Err(conflict) = check_inputs(&self.name, &refs, self.declaration.outputs) {
+            return Err(Error::invalid_argument(conflict.to_string()));
+        }
+        drop(refs);
+        let inputs: Arc<[Input]> = inputs.into();
+        *self.inputs.write() = Arc::clone(&inputs);
+        if let Some(engine) = self.engine.upgrade() {
+            engine.reroute(self, &inputs);
+        }
+        Ok(())
+    }
+}
+
+/// The statistics of one controller, kept as atomics and mirrored to the
+/// `metrics` facade.
+pub(crate) struct Stats {
+    pub(crate) wakeups: AtomicU64,
+    pub(crate) reconciles: AtomicU64,
+    pub(crate) errors: AtomicU64,
+    pub(crate) restarts: AtomicU64,
+    pub(crate) reads: AtomicU64,
+    pub(crate) writes: AtomicU64,
+    pub(crate) busy_nanos: AtomicU64,
+    pub(crate) last_error: Mutex<Option<String>>,
+    /// Whether the published status is behind.
+    pub(crate) dirty: AtomicBool,
+    failing: AtomicBool,
+    metrics: Metrics,
+}
+
+struct Metrics {
+    reconciles: metrics::Counter,
+    errors: metrics::Counter,
+    restarts: metrics::Counter,
+    busy: metrics::Histogram,
+    queue_depth: metrics::Gauge,
+}
+
+impl Stats {
+    fn new(name: &str) -> Self {
+        let label = || [("controller", name.to_owned())];
+        Stats {
+            wakeups: AtomicU64::new(0),
+            reconciles: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            restarts: AtomicU64::new(0),
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            busy_nanos: AtomicU64::new(0),
+            last_error: Mutex::new(None),
+            dirty: AtomicBool::new(true),
+            failing: AtomicBool::new(false),
+            metrics: Metrics {
+                reconciles: metrics::counter!("cosi_controller_reconciles_total", &label()),
+                errors: metrics::counter!("cosi_controller_errors_total", &label()),
+                restarts: metrics::counter!("cosi_controller_restarts_total", &label()),
+                busy: metrics::histogram!("cosi_controller_busy_seconds", &label()),
+                queue_depth: metrics::gauge!("cosi_controller_queue_depth", &label()),
+            },
+        }
+    }
+
+    pub(crate) fn count_read(&self) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_write(&self) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_success(&self, busy: Duration) {
+        self.reconciles.fetch_add(1, Ordering::Relaxed);
+        self.busy_nanos.fetch_add(u64::try_from(busy.as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.metrics.reconciles.increment(1);
+        self.metrics.busy.record(busy.as_secs_f64());
+        self.failing.store(false, Ordering::Relaxed);
+        self.dirty.store(true, Ordering::Release);
+    }
+
+    /// Whether the last reconcile succeeded.
+    pub(crate) fn healthy(&self) -> bool {
+        !self.failing.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn record_failure(&self, busy: Duration, error: String, restart: bool) {
+        self.record_success(busy);
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        self.metrics.errors.increment(1);
+        if restart {
+            self.restarts.fetch_add(1, Ordering::Relaxed);
+            self.metrics.restarts.increment(1);
+        }
+        *self.last_error.lock() = Some(error);
+        self.failing.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_queue_depth(&self, depth: usize) {
+        self.metrics.queue_depth.set(depth as f64);
+    }
+
+    pub(crate) fn snapshot(&self, queue_depth: usize) -> ControllerStats {
+        ControllerStats {
+            wakeups: self.wakeups.load(Ordering::Relaxed),
+            reconciles: self.reconciles.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            restarts: self.restarts.load(Ordering::Relaxed),
+            reads: self.reads.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            busy: Duration::from_nanos(self.busy_nanos.load(Ordering::Relaxed)),
+            queue_depth,
+            last_error: self.last_error.lock().clone(),
+        }
+    }
+}
+
+/// What the runtime counted for one controller: [`Runtime::stats`](crate::Runtime::stats).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ControllerStats {
+    /// Wake-ups that led to a reconcile (coalesced ones count once).
+    pub wakeups: u64,
+    /// Reconciles run (queue controllers: items and mappings processed).
+    pub reconciles: u64,
+    /// Reconciles that failed or panicked.
+    pub errors: u64,
+    /// Restarts after a failure (queue controllers: items retried after a failure).
+    pub restarts: u64,
+    /// Reads through the controller's context.
+    pub reads: u64,
+    /// Writes through the controller's context.
+    pub writes: u64,
+    /// Time spent reconciling.
+    pub busy: Duration,
+    /// Items waiting (queue controllers).
+    pub queue_depth: usize,
+    /// The last failure's message, if any.
+    pub last_error: Option<String>,
+}

@@ -1,0 +1,630 @@
+//! The engine behind [`Runtime`](crate::Runtime): the registry of
+//! controllers, the routes from resource kinds to the controllers that read
+//! them, one watch task per kind, and one task per controller (a pool of
+//! workers per queue controller).
+//!
+//! Every task is spawned on one [`TaskTracker`] and stops on one
+//! [`CancellationToken`], so shutdown cancels them all and waits for each:
+//! nothing outlives the runtime.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use crate::controller::{
+    Entry, Input, InputKind, Outcome, ReducedMetadata, Requeue, RequeueError, check_declaration, check_pair,
+};
+use crate::resource::{DynamicResource, Kind, Phase};
+use crate::runtime::backoff::Backoff;
+use crate::runtime::queue::{Item, Job, Key, Queue};
+use crate::runtime::status::{ControllerStatus, RUNTIME_OWNER};
+use crate::runtime::{
+    Body, ControllerStats, Core, ErasedQueue, ErasedReconcile, Graph, GraphController, Registration, RuntimeError,
+    RuntimeOptions,
+};
+use crate::state::{Event, ListOptions, Registry, State, StateExt, UpdateOptions, WatchKindOptions};
+
+pub(crate) struct Engine {
+    state: Arc<dyn State>,
+    options: RuntimeOptions,
+    controllers: RwLock<Vec<Arc<Core>>>,
+    routes: RwLock<HashMap<Kind, Vec<Route>>>,
+    /// The kinds watched, each with whether its watch is established.
+    watches: Mutex<HashMap<Kind, watch::Receiver<bool>>>,
+    run: Mutex<Run>,
+    cancel: CancellationToken,
+    tasks: TaskTracker,
+}
+
+struct Route {
+    core: Arc<Core>,
+    input: Input,
+}
+
+enum Run {
+    Idle { pending: Vec<(Arc<Core>, Body)> },
+    Running,
+    Stopped,
+}
+
+impl Engine {
+    pub(crate) fn new(state: Arc<dyn State>, options: RuntimeOptions) -> Arc<Self> {
+        Arc::new(Engine {
+            state,
+            options,
+            controllers: RwLock::default(),
+            routes: RwLock::default(),
+            watches: Mutex::default(),
+            run: Mutex::new(Run::Idle { pending: Vec::new() }),
+            cancel: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+        })
+    }
+
+    pub(crate) fn state(&self) -> &Arc<dyn State> {
+        &self.state
+    }
+
+    pub(crate) fn register(self: &Arc<Self>, registration: Registration) -> Result<(), RuntimeError> {
+        let Registration { name, declaration, body } = registration;
+        check_declaration(declaration).map_err(|conflict| RuntimeError::InvalidController(conflict.to_string()))?;
+        if name.is_empty() || &*name == RUNTIME_OWNER {
+            return Err(RuntimeError::InvalidController(format!(
+                "the name `{name}` is reserved for the runtime itself"
+            )));
+        }
+        let mut run = self.run.lock();
+        if matches!(*run, Run::Stopped) {
+            return Err(RuntimeError::ShutDown);
+        }
+        let core = {
+            let mut controllers = self.controllers.write();
+            let new = Entry { name: &name, outputs: declaration.outputs };
+            for existing in controllers.iter() {
+                let old = Entry { name: &existing.name, outputs: existing.declaration.outputs };
+                check_pair(old, new).map_err(|conflict| RuntimeError::Conflict(conflict.to_string()))?;
+            }
+            let core = Arc::new(Core::new(name, declaration, Arc::clone(&self.state), Arc::downgrade(self)));
+            controllers.push(Arc::clone(&core));
+            core
+        };
+        self.add_routes(&core, &core.inputs());
+        match &mut *run {
+            Run::Idle { pending } => pending.push((core, body)),
+            Run::Running => {
+                drop(run);
+                self.spawn_controller(core, body);
+            }
+            Run::Stopped => return Err(RuntimeError::ShutDown),
+        }
+        Ok(())
+    }
+
+    pub(crate) fn start(self: &Arc<Self>) -> Result<(), RuntimeError> {
+        let pending = {
+            let mut run = self.run.lock();
+            match std::mem::replace(&mut *run, Run::Running) {
+                Run::Idle { pending } => pending,
+                Run::Running => return Err(RuntimeError::AlreadyStarted),
+                Run::Stopped => {
+                    *run = Run::Stopped;
+                    return Err(RuntimeError::ShutDown);
+                }
+            }
+        };
+        let kinds: Vec<Kind> = self.routes.read().keys().cloned().collect();
+        for kind in kinds {
+            self.ensure_watch(&kind);
+        }
+        for (core, body) in pending {
+            self.spawn_controller(core, body);
+        }
+        if let Some(namespace) = self.options.status_namespace.clone() {
+            let engine = Arc::clone(self);
+            self.tasks.spawn(async move { engine.publish_statuses(namespace).await });
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn shutdown(&self) {
+        *self.run.lock() = Run::Stopped;
+        self.cancel.cancel();
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+
+    pub(crate) fn graph(&self) -> Graph {
+        let controllers = self.controllers.read();
+        let mut graph = Graph {
+            controllers: controllers
+                .iter()
+                .map(|core| GraphController::new(&core.name, core.declaration, &core.inputs()))
+                .collect(),
+        };
+        graph.controllers.sort_by(|a, b| a.name.cmp(&b.name));
+        graph
+    }
+
+    pub(crate) fn controller_names(&self) -> Vec<String> {
+        self.controllers.read().iter().map(|core| core.name.to_string()).collect()
+    }
+
+    pub(crate) fn stats(&self, name: &str) -> Option<ControllerStats> {
+        let controllers = self.controllers.read();
+        let core = controllers.iter().find(|core| &*core.name == name)?;
+        Some(core.stats.snapshot(core.queue.as_ref().map_or(0, Queue::len)))
+    }
+
+    fn add_routes(&self, core: &Arc<Core>, inputs: &[Input]) {
+        let mut routes = self.routes.write();
+        for input in inputs {
+            routes
+                .entry(input.kind.clone())
+                .or_default()
+                .push(Route { core: Arc::clone(core), input: input.clone() });
+        }
+    }
+
+    /// Moves `core`'s routes to `inputs` (COSI's `UpdateInputs`); watches
+    /// kinds new to the runtime, and wakes the controller once they are
+    /// watched, so it sees what they hold already.
+    pub(crate) fn reroute(self: &Arc<Self>, core: &Arc<Core>, inputs: &[Input]) {
+        {
+            let mut routes = self.routes.write();
+            for list in routes.values_mut() {
+                list.retain(|route| !Arc::ptr_eq(&route.core, core));
+            }
+            routes.retain(|_, list| !list.is_empty());
+        }
+        self.add_routes(core, inputs);
+        if !matches!(*self.run.lock(), Run::Running) {
+            return;
+        }
+        let ready: Vec<watch::Receiver<bool>> = inputs.iter().map(|input| self.ensure_watch(&input.kind)).collect();
+        let engine = Arc::clone(self);
+        let core = Arc::clone(core);
+        let kinds: Vec<Kind> = inputs.iter().map(|input| input.kind.clone()).collect();
+        self.tasks.spawn(async move {
+            tokio::select! {
+                () = engine.cancel.cancelled() => (),
+                () = wait_ready(ready) => match core.queue {
+                    Some(_) => {
+                        for kind in kinds {
+                            engine.resync(&kind, Some(&core)).await;
+                        }
+                    }
+                    None => core.wake(),
+                },
+            }
+        });
+    }
+
+    /// Starts the watch of `kind` unless it runs; returns whether it is established.
+    fn ensure_watch(self: &Arc<Self>, kind: &Kind) -> watch::Receiver<bool> {
+        let mut watches = self.watches.lock();
+        if let Some(ready) = watches.get(kind) {
+            return ready.clone();
+        }
+        let (sender, receiver) = watch::channel(false);
+        watches.insert(kind.clone(), receiver.clone());
+        let engine = Arc::clone(self);
+        let kind = kind.clone();
+        self.tasks.spawn(async move { engine.watch_kind(kind, sender).await });
+        receiver
+    }
+
+    fn spawn_controller(self: &Arc<Self>, core: Arc<Core>, body: Body) {
+        let ready: Vec<watch::Receiver<bool>> =
+            core.inputs().iter().map(|input| self.ensure_watch(&input.kind)).collect();
+        match body {
+            Body::Reconcile(build) => {
+                let controller = build(Arc::clone(&core));
+                let engine = Arc::clone(self);
+                self.tasks.spawn(async move { engine.run_reconciler(core, controller, ready).await });
+            }
+            Body::Queue(build) => {
+                let controller = build(Arc::clone(&core));
+                let engine = Arc::clone(self);
+                self.tasks.spawn(async move { engine.run_queue(core, controller, ready).await });
+            }
+        }
+    }
+
+    /// One kind's watch: routes every change, resumes from the last bookmark
+    /// when the watch ends, and starts over (waking every reader of the kind)
+    /// when the history no longer holds what it missed.
+    async fn watch_kind(self: Arc<Self>, kind: Kind, ready: watch::Sender<bool>) {
+        let mut backoff = Backoff::new(self.options.backoff);
+        let mut bookmark = None;
+        let mut resync = false;
+        loop {
+            let options = match bookmark.clone() {
+                Some(bookmark) => WatchKindOptions::from_bookmark(bookmark),
+                None => WatchKindOptions::default().with_bootstrap_bookmark(),
+            };
+            let watch = tokio::select! {
+                () = self.cancel.cancelled() => return,
+                watch = self.state.watch_kind(&kind, options) => watch,
+            };
+            let mut watch = match watch {
+                Ok(watch) => watch,
+                Err(error) => {
+                    tracing::warn!(%kind, %error, "runtime watch failed; retrying");
+                    if bookmark.take().is_some() {
+                        resync = true;
+                        continue;
+                    }
+                    let delay = backoff.next_delay();
+                    tokio::select! {
+                        () = self.cancel.cancelled() => return,
+                        () = tokio::time::sleep(delay) => continue,
+                    }
+                }
+            };
+            backoff.reset();
+            ready.send_replace(true);
+            if std::mem::take(&mut resync) {
+                self.resync(&kind, None).await;
+            }
+            'events: loop {
+                let batch = tokio::select! {
+                    () = self.cancel.cancelled() => return,
+                    batch = watch.recv_batch() => batch,
+                };
+                let Some(batch) = batch else { break };
+                for event in &batch {
+                    if let Event::Errored { error } = event {
+                        tracing::warn!(%kind, %error, "runtime watch fell behind; starting over");
+                        bookmark = None;
+                        resync = true;
+                        break 'events;
+                    }
+                    if let Some(mark) = event.bookmark() {
+                        bookmark = Some(mark.clone());
+                    }
+                    if let Some(resource) = event.resource() {
+                        self.route(&kind, resource);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Delivers one change to the controllers that read its kind.
+    fn route(&self, kind: &Kind, resource: &Arc<DynamicResource>) {
+        let routes = self.routes.read();
+        let Some(routes) = routes.get(kind) else { return };
+        let metadata = resource.metadata();
+        let destroy_ready = metadata.phase() == Phase::TearingDown && metadata.finalizers().is_empty();
+        for route in routes {
+            if !route.input.covers(metadata.id()) {
+                continue;
+            }
+            match (route.input.dependency, &route.core.queue) {
+                (InputKind::Weak | InputKind::Strong, _) => route.core.wake(),
+                (InputKind::DestroyReady, _) if destroy_ready => route.core.wake(),
+                (InputKind::Primary, Some(queue)) => {
+                    queue.put(Key { pointer: metadata.pointer().clone(), job: Job::Reconcile }, None);
+                }
+                (InputKind::Mapped, Some(queue)) => {
+                    let key = Key { pointer: metadata.pointer().clone(), job: Job::Map };
+                    queue.put(key, Some(ReducedMetadata::of(resource)));
+                }
+                (InputKind::MappedDestroyReady, Some(queue)) if destroy_ready => {
+                    let key = Key { pointer: metadata.pointer().clone(), job: Job::Map };
+                    queue.put(key, Some(ReducedMetadata::of(resource)));
+                }
+                _ => (),
+            }
+        }
+    }
+
+    /// Makes the readers of `kind` (or only `only`) look at all of it again:
+    /// wakes reconcile controllers, queues every resource for queue controllers.
+    async fn resync(&self, kind: &Kind, only: Option<&Arc<Core>>) {
+        let targets: Vec<(Arc<Core>, Input)> = {
+            let routes = self.routes.read();
+            routes
+                .get(kind)
+                .into_iter()
+                .flatten()
+                .filter(|route| only.is_none_or(|core| Arc::ptr_eq(core, &route.core)))
+                .map(|route| (Arc::clone(&route.core), route.input.clone()))
+                .collect()
+        };
+        if targets.iter().all(|(core, _)| core.queue.is_none()) {
+            for (core, _) in targets {
+                core.wake();
+            }
+            return;
+        }
+        let mut backoff = Backoff::new(self.options.backoff);
+        let resources = loop {
+            match self.state.list(kind, &ListOptions::default()).await {
+                Ok(resources) => break resources,
+                Err(error) => {
+                    tracing::warn!(%kind, %error, "runtime could not list a kind to resynchronize; retrying");
+                    tokio::select! {
+                        () = self.cancel.cancelled() => return,
+                        () = tokio::time::sleep(backoff.next_delay()) => (),
+                    }
+                }
+            }
+        };
+        for (core, _) in &targets {
+            if core.queue.is_none() {
+                core.wake();
+            }
+        }
+        for resource in &resources {
+            for (core, input) in &targets {
+                let Some(queue) = &core.queue else { continue };
+                let metadata = resource.metadata();
+                if !input.covers(metadata.id()) {
+                    continue;
+                }
+                let destroy_ready = metadata.phase() == Phase::TearingDown && metadata.finalizers().is_empty();
+                let job = match input.dependency {
+                    InputKind::Primary => Job::Reconcile,
+                    InputKind::Mapped => Job::Map,
+                    InputKind::MappedDestroyReady if destroy_ready => Job::Map,
+                    _ => continue,
+                };
+                let value = (job == Job::Map).then(|| ReducedMetadata::of(resource));
+                queue.put(Key { pointer: metadata.pointer().clone(), job }, value);
+            }
+        }
+    }
+
+    /// A reconcile controller's loop: reconcile when woken, restart with
+    /// backoff after a failure or a panic.
+    async fn run_reconciler(
+        self: Arc<Self>,
+        core: Arc<Core>,
+        mut controller: Box<dyn ErasedReconcile>,
+        ready: Vec<watch::Receiver<bool>>,
+    ) {
+        tokio::select! {
+            () = self.cancel.cancelled() => return,
+            () = wait_ready(ready) => core.wake(),
+        }
+        let mut backoff = Backoff::new(self.options.backoff);
+        let mut requeue_at: Option<Instant> = None;
+        loop {
+            let woken = async {
+                match requeue_at {
+                    Some(at) => tokio::select! {
+                        () = core.woken() => (),
+                        () = tokio::time::sleep_until(at) => (),
+                    },
+                    None => core.woken().await,
+                }
+            };
+            tokio::select! {
+                () = self.cancel.cancelled() => return,
+                () = woken => (),
+            }
+            requeue_at = None;
+            core.start_reconcile();
+            let span = tracing::info_span!("reconcile", controller = %core.name);
+            let started = Instant::now();
+            let outcome = tokio::select! {
+                () = self.cancel.cancelled() => return,
+                outcome = AssertUnwindSafe(controller.reconcile()).catch_unwind().instrument(span) => outcome,
+            };
+            let busy = started.elapsed();
+            let delay = match settle(outcome) {
+                Ok(requeue) => {
+                    core.stats.record_success(busy);
+                    backoff.reset();
+                    if let Requeue::After(after) = requeue {
+                        requeue_at = Some(Instant::now() + after);
+                    }
+                    continue;
+                }
+                Err((message, explicit)) => {
+                    let delay = explicit.unwrap_or_else(|| backoff.next_delay());
+                    tracing::error!(controller = %core.name, error = %message, ?delay, "reconcile failed; restarting");
+                    core.stats.record_failure(busy, message, true);
+                    delay
+                }
+            };
+            tokio::select! {
+                () = self.cancel.cancelled() => return,
+                () = tokio::time::sleep(delay) => core.wake(),
+            }
+        }
+    }
+
+    /// A queue controller: lists its primary inputs once watched, then runs
+    /// `concurrency` workers over its queue.
+    async fn run_queue(
+        self: Arc<Self>,
+        core: Arc<Core>,
+        controller: Arc<dyn ErasedQueue>,
+        ready: Vec<watch::Receiver<bool>>,
+    ) {
+        tokio::select! {
+            () = self.cancel.cancelled() => return,
+            () = wait_ready(ready) => (),
+        }
+        let backoffs: Arc<Mutex<HashMap<Key, Backoff>>> = Arc::default();
+        for _ in 0..core.declaration.concurrency.unwrap_or(1).max(1) {
+            let engine = Arc::clone(&self);
+            let (core, controller, backoffs) = (Arc::clone(&core), Arc::clone(&controller), Arc::clone(&backoffs));
+            self.tasks.spawn(async move { engine.run_worker(core, controller, backoffs).await });
+        }
+        let kinds: Vec<Kind> = core.inputs().iter().map(|input| input.kind.clone()).collect();
+        for kind in kinds {
+            self.resync(&kind, Some(&core)).await;
+        }
+    }
+
+    async fn run_worker(
+        self: Arc<Self>,
+        core: Arc<Core>,
+        controller: Arc<dyn ErasedQueue>,
+        backoffs: Arc<Mutex<HashMap<Key, Backoff>>>,
+    ) {
+        let Some(queue) = &core.queue else { return };
+        loop {
+            let item = tokio::select! {
+                () = self.cancel.cancelled() => return,
+                item = queue.next() => item,
+            };
+            core.stats.set_queue_depth(queue.len());
+            let span = tracing::info_span!(
+                "reconcile",
+                controller = %core.name,
+                item = %item.key.pointer,
+                job = ?item.key.job,
+            );
+            let started = Instant::now();
+            let outcome = tokio::select! {
+                () = self.cancel.cancelled() => return,
+                outcome = AssertUnwindSafe(self.process(&core, &*controller, &item)).catch_unwind().instrument(span) => outcome,
+            };
+            let busy = started.elapsed();
+            let requeue = match settle(outcome) {
+                Ok(requeue) => {
+                    core.stats.record_success(busy);
+                    backoffs.lock().remove(&item.key);
+                    match requeue {
+                        Requeue::Never => None,
+                        Requeue::After(after) => Some(Instant::now() + after),
+                    }
+                }
+                Err((message, explicit)) => {
+                    let delay = explicit.unwrap_or_else(|| {
+                        backoffs
+                            .lock()
+                            .entry(item.key.clone())
+                            .or_insert_with(|| Backoff::new(self.options.backoff))
+                            .next_delay()
+                    });
+                    tracing::warn!(controller = %core.name, item = %item.key.pointer, error = %message, ?delay, "item failed; retrying");
+                    core.stats.record_failure(busy, message, true);
+                    Some(Instant::now() + delay)
+                }
+            };
+            queue.release(item, requeue);
+            core.stats.set_queue_depth(queue.len());
+        }
+    }
+
+    /// Runs one queue item: a reconcile, or a mapping whose results are queued.
+    async fn process(&self, core: &Core, controller: &dyn ErasedQueue, item: &Item) -> Outcome {
+        match item.key.job {
+            Job::Reconcile => controller.reconcile(&item.key.pointer).await,
+            Job::Map => {
+                let Some(input) = &item.value else { return Outcome::Done(Requeue::Never) };
+                let mapped = match controller.map(input).await {
+                    Ok(mapped) => mapped,
+                    Err(error) => return Outcome::Failed(error),
+                };
+                let Some(queue) = &core.queue else { return Outcome::Done(Requeue::Never) };
+                let inputs = core.inputs();
+                for pointer in mapped {
+                    let primary = inputs.iter().any(|input| {
+                        input.dependency == InputKind::Primary
+                            && input.kind.namespace() == pointer.namespace()
+                            && input.kind.r#type() == pointer.r#type()
+                    });
+                    if !primary {
+                        return Outcome::Failed(
+                            format!(
+                                "controller `{}` mapped {} to {pointer}, which is not of a primary input",
+                                core.name, input.pointer
+                            )
+                            .into(),
+                        );
+                    }
+                    queue.put(Key { pointer, job: Job::Reconcile }, None);
+                }
+                Outcome::Done(Requeue::Never)
+            }
+        }
+    }
+
+    /// Writes the status of every controller whose statistics changed, at
+    /// most once per interval, and once more at shutdown.
+    async fn publish_statuses(self: Arc<Self>, namespace: String) {
+        if let Err(error) = Registry::new(&*self.state).register::<ControllerStatus>().await {
+            tracing::warn!(%error, "runtime could not register the controller status definition");
+        }
+        loop {
+            self.write_statuses(&namespace).await;
+            tokio::select! {
+                () = self.cancel.cancelled() => break,
+                () = tokio::time::sleep(self.options.status_interval) => (),
+            }
+        }
+        self.write_statuses(&namespace).await;
+    }
+
+    async fn write_statuses(&self, namespace: &str) {
+        let controllers: Vec<Arc<Core>> = self.controllers.read().clone();
+        for core in controllers {
+            if !core.stats.dirty.swap(false, std::sync::atomic::Ordering::AcqRel) {
+                continue;
+            }
+            let stats = core.stats.snapshot(core.queue.as_ref().map_or(0, Queue::len));
+            let graph = GraphController::new(&core.name, core.declaration, &core.inputs());
+            let pointer = crate::resource::Pointer::new(namespace, <ControllerStatus as crate::Resource>::TYPE, &*core.name);
+            let healthy = core.stats.healthy();
+            let written = self
+                .state
+                .modify(&pointer, UpdateOptions::owner(RUNTIME_OWNER), |status: &mut crate::Typed<ControllerStatus>| {
+                    status.inputs.clone_from(&graph.inputs);
+                    status.outputs.clone_from(&graph.outputs);
+                    status.concurrency = core.declaration.concurrency;
+                    status.reconciles = stats.reconciles;
+                    status.errors = stats.errors;
+                    status.restarts = stats.restarts;
+                    status.last_error.clone_from(&stats.last_error);
+                    status.healthy = healthy;
+                })
+                .await;
+            if let Err(error) = written {
+                tracing::warn!(controller = %core.name, %error, "runtime could not publish a controller status");
+                core.stats.dirty.store(true, std::sync::atomic::Ordering::Release);
+            }
+        }
+    }
+}
+
+/// Reads a reconcile's result: a requeue, or a failure's message and the
+/// delay a [`RequeueError`] asks for.
+fn settle(outcome: std::thread::Result<Outcome>) -> Result<Requeue, (String, Option<Duration>)> {
+    match outcome {
+        Ok(Outcome::Done(requeue)) => Ok(requeue),
+        Ok(Outcome::Failed(error)) => {
+            let explicit = error.downcast_ref::<RequeueError>().map(RequeueError::after);
+            Err((error.to_string(), explicit))
+        }
+        Err(panic) => {
+            let message = match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+                (Some(message), _) => (*message).to_owned(),
+                (None, Some(message)) => message.clone(),
+                (None, None) => "a panic with a non-string payload".to_owned(),
+            };
+            Err((format!("panicked: {message}"), None))
+        }
+    }
+}
+
+async fn wait_ready(ready: Vec<watch::Receiver<bool>>) {
+    for mut ready in ready {
+        // An error means the watch task ended, which happens only at shutdown.
+        let _ = ready.wait_for(|ready| *ready).await;
+    }
+}

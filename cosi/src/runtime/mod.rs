@@ -1,0 +1,336 @@
+//! The runtime: wires controllers into a graph over one state and decides who
+//! wakes up when.
+//!
+//! ```
+//! use cosi::prelude::*;
+//!
+//! #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+//! #[resource(type = "Greetings.example.org", namespace = "default")]
+//! pub struct Greeting {
+//!     pub text: String,
+//! }
+//!
+//! #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+//! #[resource(type = "Shouts.example.org", namespace = "default")]
+//! pub struct Shout {
+//!     pub text: String,
+//! }
+//!
+//! #[controller(inputs = [Weak<Greeting>], outputs = [Exclusive<Shout>], inventory = false)]
+//! async fn shout(ctx: &mut Ctx) -> cosi::Result<()> {
+//!     for greeting in ctx.list::<Greeting>().await? {
+//!         ctx.modify::<Shout>(greeting.id(), |shout| shout.text = greeting.text.to_uppercase()).await?;
+//!     }
+//!     ctx.cleanup_outputs::<Shout>().await
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let state = cosi::state::memory();
+//! let runtime = Runtime::new(state.clone());
+//! runtime.register(shout {})?;
+//! runtime.start().await?;
+//!
+//! state.create_typed(Typed::new("hello", Greeting { text: "hello".into() }), CreateOptions::default()).await?;
+//! let shout = state
+//!     .watch_for::<Shout>("hello", cosi::state::WatchCondition::new().resource(|_| true))
+//!     .await?;
+//! assert_eq!(Typed::<Shout>::try_from(shout)?.text, "HELLO");
+//! runtime.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # How it works
+//!
+//! - **One watch per (namespace, type)** that any controller reads, resumed
+//!   from its last bookmark when it drops. A watch that fell behind the
+//!   state's history starts over and wakes every controller that reads the
+//!   kind (queue controllers: re-queues every resource), so no change is lost.
+//! - **Coalesced triggers.** A reconcile controller has one pending wake-up at
+//!   most: a burst of changes while it is busy makes one more reconcile, never
+//!   none after the last change. Every controller reconciles once at start.
+//! - **Failures restart with backoff.** A reconcile that fails or panics is
+//!   retried after a capped exponential backoff with jitter
+//!   ([`BackoffOptions`]); the other controllers keep running. Queue
+//!   controllers keep a backoff per item.
+//! - **Observability.** A tracing span per reconcile; counters through the
+//!   `metrics` facade (`cosi_controller_reconciles_total`,
+//!   `cosi_controller_errors_total`, `cosi_controller_restarts_total`,
+//!   `cosi_controller_busy_seconds`, `cosi_controller_queue_depth`, labelled
+//!   by controller; install the recorder before building the runtime); one
+//!   [`ControllerStatus`] resource per controller in the `runtime` namespace.
+
+mod backoff;
+mod core;
+mod engine;
+mod graph;
+mod queue;
+mod status;
+
+use std::any::Any;
+use std::borrow::Cow;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+
+use crate::controller::{
+    BoxError, Controller, Declaration, Outcome, QueueController, ReducedMetadata, Register,
+};
+use crate::resource::Pointer;
+use crate::state::State;
+
+pub use backoff::BackoffOptions;
+pub use core::ControllerStats;
+pub use graph::{Graph, GraphController, GraphInput, GraphOutput};
+pub use status::{ControllerStatus, RUNTIME_NAMESPACE, RUNTIME_OWNER};
+
+pub(crate) use core::Core;
+
+use engine::Engine;
+
+/// The controller runtime. Cheap to clone: clones share one runtime.
+#[derive(Clone)]
+pub struct Runtime {
+    engine: Arc<Engine>,
+}
+
+/// How a runtime behaves.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct RuntimeOptions {
+    /// The backoff of failing controllers, failing queue items and watches.
+    pub backoff: BackoffOptions,
+    /// Where controller statuses are published; `None` publishes none.
+    pub status_namespace: Option<String>,
+    /// How often changed controller statuses are written, at most.
+    pub status_interval: Duration,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions {
+            backoff: BackoffOptions::default(),
+            status_namespace: Some(RUNTIME_NAMESPACE.to_owned()),
+            status_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Why a runtime refused a controller or a start.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// Two controllers conflict: the message names both.
+    #[error("{0}")]
+    Conflict(String),
+    /// A controller's declaration breaks a rule.
+    #[error("invalid controller: {0}")]
+    InvalidController(String),
+    /// `start` was called twice.
+    #[error("the runtime has already been started")]
+    AlreadyStarted,
+    /// The runtime was shut down; it cannot be started or given controllers again.
+    #[error("the runtime has been shut down")]
+    ShutDown,
+}
+
+impl Runtime {
+    /// A runtime over `state` with default options.
+    pub fn new(state: impl State) -> Self {
+        Runtime::with_options(state, RuntimeOptions::default())
+    }
+
+    /// A runtime over `state`.
+    pub fn with_options(state: impl State, options: RuntimeOptions) -> Self {
+        Runtime { engine: Engine::new(shared(state), options) }
+    }
+
+    /// A runtime with every controller `#[controller]` collected from the
+    /// crates linked into the program, validated as a graph: an error names
+    /// both sides of any conflict, and nothing has run.
+    ///
+    /// A crate that nothing in the program names is not linked, and its
+    /// controllers are not collected: name it (`use my_controllers as _;`) in
+    /// the binary, and in each integration test that needs it. Controllers
+    /// declared with `inventory = false` are registered by hand with
+    /// [`register`](Runtime::register).
+    pub fn from_inventory(state: impl State) -> Result<Self, RuntimeError> {
+        let runtime = Runtime::new(state);
+        for collected in Collected::sorted() {
+            runtime.register((collected.build)())?;
+        }
+        Ok(runtime)
+    }
+
+    /// Registers a controller, before or after the start. Refused when its
+    /// declaration breaks a rule or it conflicts with a registered controller.
+    pub fn register(&self, controller: impl Register) -> Result<(), RuntimeError> {
+        self.engine.register(controller.registration())
+    }
+
+    /// The state the controllers work on.
+    pub fn state(&self) -> &Arc<dyn State> {
+        self.engine.state()
+    }
+
+    /// The dependency graph of the registered controllers, with their current inputs.
+    pub fn graph(&self) -> Graph {
+        self.engine.graph()
+    }
+
+    /// The names of the registered controllers, in registration order.
+    pub fn controllers(&self) -> Vec<String> {
+        self.engine.controller_names()
+    }
+
+    /// What the runtime counted for the controller `name`.
+    pub fn stats(&self, name: &str) -> Option<ControllerStats> {
+        self.engine.stats(name)
+    }
+
+    /// Starts the watches and every controller in the background, on the
+    /// current tokio runtime. Controllers registered later start at once.
+    pub async fn start(&self) -> Result<(), RuntimeError> {
+        self.engine.start()
+    }
+
+    /// Stops every controller and watch and waits until all have stopped.
+    /// A reconcile in progress is dropped at its next await.
+    pub async fn shutdown(&self) {
+        self.engine.shutdown().await;
+    }
+
+    /// Starts, runs until `signal` completes, then shuts down.
+    pub async fn run_until(&self, signal: impl Future) -> Result<(), RuntimeError> {
+        self.start().await?;
+        signal.await;
+        self.shutdown().await;
+        Ok(())
+    }
+}
+
+/// Shares `state`, without wrapping it again when it is shared already.
+fn shared<S: State>(state: S) -> Arc<dyn State> {
+    match (&state as &dyn Any).downcast_ref::<Arc<dyn State>>() {
+        Some(shared) => Arc::clone(shared),
+        None => Arc::new(state),
+    }
+}
+
+/// A controller ready to be registered: its name, its declaration, and how to
+/// build its task. Every `#[controller]` converts into one ([`Register`]).
+pub struct Registration {
+    name: Arc<str>,
+    declaration: &'static Declaration,
+    body: Body,
+}
+
+pub(crate) enum Body {
+    Reconcile(Box<dyn FnOnce(Arc<Core>) -> Box<dyn ErasedReconcile> + Send>),
+    Queue(Box<dyn FnOnce(Arc<Core>) -> Arc<dyn ErasedQueue> + Send>),
+}
+
+impl Registration {
+    /// A reconcile controller.
+    pub fn controller<C: Controller>(controller: C) -> Self {
+        Registration {
+            name: name_of(controller.name()),
+            declaration: const { &C::DECLARATION },
+            body: Body::Reconcile(Box::new(move |core| {
+                Box::new(Holder { controller, ctx: crate::Ctx::new(core) }) as Box<dyn ErasedReconcile>
+            })),
+        }
+    }
+
+    /// A queue controller.
+    pub fn queue<C: QueueController>(controller: C) -> Self {
+        Registration {
+            name: name_of(controller.name()),
+            declaration: const { &C::DECLARATION },
+            body: Body::Queue(Box::new(move |core| {
+                Arc::new(Holder { controller, ctx: crate::Ctx::new(core) }) as Arc<dyn ErasedQueue>
+            })),
+        }
+    }
+
+    /// The controller's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The same controller under another name.
+    pub fn with_name(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The controller's declaration.
+    pub fn declaration(&self) -> &'static Declaration {
+        self.declaration
+    }
+}
+
+fn name_of(name: Cow<'static, str>) -> Arc<str> {
+    match name {
+        Cow::Borrowed(name) => Arc::from(name),
+        Cow::Owned(name) => Arc::from(name),
+    }
+}
+
+/// A controller `#[controller]` collected for [`Runtime::from_inventory`].
+#[derive(Debug)]
+pub struct Collected {
+    /// Its declaration.
+    pub declaration: &'static Declaration,
+    /// Builds it (with `Default`).
+    pub build: fn() -> Registration,
+    /// The module that declared it.
+    pub module: &'static str,
+}
+
+inventory::collect!(Collected);
+
+impl Collected {
+    /// Every collected controller, by name (then module), so that runtimes
+    /// and graphs built from the inventory are the same in every run.
+    pub fn sorted() -> Vec<&'static Collected> {
+        let mut all: Vec<&'static Collected> = inventory::iter::<Collected>.into_iter().collect();
+        all.sort_by_key(|collected| (collected.declaration.name, collected.module));
+        all
+    }
+}
+
+struct Holder<C> {
+    controller: C,
+    ctx: crate::Ctx<C>,
+}
+
+/// A reconcile controller with its context, types erased.
+pub(crate) trait ErasedReconcile: Send {
+    fn reconcile(&mut self) -> BoxFuture<'_, Outcome>;
+}
+
+impl<C: Controller> ErasedReconcile for Holder<C> {
+    fn reconcile(&mut self) -> BoxFuture<'_, Outcome> {
+        Box::pin(self.controller.reconcile(&mut self.ctx))
+    }
+}
+
+/// A queue controller with its context, types erased.
+pub(crate) trait ErasedQueue: Send + Sync {
+    fn reconcile<'a>(&'a self, item: &'a Pointer) -> BoxFuture<'a, Outcome>;
+    fn map<'a>(&'a self, input: &'a ReducedMetadata) -> BoxFuture<'a, Result<Vec<Pointer>, BoxError>>;
+}
+
+impl<C: QueueController> ErasedQueue for Holder<C> {
+    fn reconcile<'a>(&'a self, item: &'a Pointer) -> BoxFuture<'a, Outcome> {
+        Box::pin(self.controller.reconcile(&self.ctx, item))
+    }
+
+    fn map<'a>(&'a self, input: &'a ReducedMetadata) -> BoxFuture<'a, Result<Vec<Pointer>, BoxError>> {
+        Box::pin(self.controller.map(&self.ctx, input))
+    }
+}

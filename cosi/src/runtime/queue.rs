@@ -1,0 +1,220 @@
+//! The work queue of a queue controller.
+//!
+//! Items are keyed by (resource, job): reconciling a resource and mapping it
+//! are separate items. The queue keeps these promises:
+//!
+//! - **Deduplication.** Putting an item that is already waiting replaces its
+//!   value (the last one observed wins) and never delays it.
+//! - **Never twice at once.** An item handed to a worker is on hold until the
+//!   worker releases it; putting it meanwhile parks the new value, which is
+//!   queued the moment the item is released, so the change is not lost.
+//! - **Requeues never postpone.** Requeueing an item at `t` keeps an earlier
+//!   scheduled run.
+//! - **Fairness.** Items due at the same instant come out in the order they
+//!   were put.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::controller::ReducedMetadata;
+use crate::resource::Pointer;
+
+/// What to do with a resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Job {
+    Reconcile,
+    Map,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Key {
+    pub(crate) pointer: Pointer,
+    pub(crate) job: Job,
+}
+
+/// An item handed to a worker.
+#[derive(Debug)]
+pub(crate) struct Item {
+    pub(crate) key: Key,
+    pub(crate) value: Option<ReducedMetadata>,
+}
+
+#[derive(Default)]
+pub(crate) struct Queue {
+    inner: Mutex<Inner>,
+    ready: Notify,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// (due, sequence, key), in the order items come out.
+    schedule: BTreeSet<(Instant, u64, Key)>,
+    /// The due time, sequence and value of each scheduled key.
+    scheduled: HashMap<Key, (Instant, u64, Option<ReducedMetadata>)>,
+    on_hold: HashSet<Key>,
+    parked: HashMap<Key, Option<ReducedMetadata>>,
+    sequence: u64,
+}
+
+impl Queue {
+    /// Queues `key` now, with `value` replacing any earlier one.
+    pub(crate) fn put(&self, key: Key, value: Option<ReducedMetadata>) {
+        {
+            let mut inner = self.inner.lock();
+            if inner.on_hold.contains(&key) {
+                inner.parked.insert(key, value);
+                return;
+            }
+            inner.schedule_at(key, value, Instant::now(), true);
+        }
+        self.ready.notify_one();
+    }
+
+    /// Releases an item a worker is done with, queueing it again at `requeue`
+    /// (unless it is due earlier anyway) and any value parked meanwhile now.
+    pub(crate) fn release(&self, item: Item, requeue: Option<Instant>) {
+        {
+            let mut inner = self.inner.lock();
+            inner.on_hold.remove(&item.key);
+            if let Some(at) = requeue {
+                inner.schedule_at(item.key.clone(), item.value, at, false);
+            }
+            if let Some(value) = inner.parked.remove(&item.key) {
+                inner.schedule_at(item.key, value, Instant::now(), true);
+            }
+        }
+        self.ready.notify_one();
+    }
+
+    /// The next due item, waiting until there is one.
+    pub(crate) async fn next(&self) -> Item {
+        loop {
+            let notified = self.ready.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let due = {
+                let mut inner = self.inner.lock();
+                match inner.pop_due(Instant::now()) {
+                    Ok(item) => return item,
+                    Err(due) => due,
+                }
+            };
+            match due {
+                Some(due) => {
+                    tokio::select! {
+                        () = notified => (),
+                        () = tokio::time::sleep_until(due) => (),
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Items waiting, parked ones included.
+    pub(crate) fn len(&self) -> usize {
+        let inner = self.inner.lock();
+        inner.scheduled.len() + inner.parked.len()
+    }
+}
+
+impl Inner {
+    /// Schedules `key` at `at`. A key already scheduled keeps the earlier of
+    /// the two times; `overwrite` replaces its value.
+    fn schedule_at(&mut self, key: Key, value: Option<ReducedMetadata>, at: Instant, overwrite: bool) {
+        if let Some((due, sequence, old)) = self.scheduled.get_mut(&key) {
+            if overwrite {
+                *old = value;
+            }
+            if at < *due {
+                self.schedule.remove(&(*due, *sequence, key.clone()));
+                self.sequence += 1;
+                *due = at;
+                *sequence = self.sequence;
+                self.schedule.insert((at, self.sequence, key));
+            }
+            return;
+        }
+        self.sequence += 1;
+        self.schedule.insert((at, self.sequence, key.clone()));
+        self.scheduled.insert(key, (at, self.sequence, value));
+    }
+
+    /// The first item due by `now`, put on hold; or when the next one is due.
+    fn pop_due(&mut self, now: Instant) -> Result<Item, Option<Instant>> {
+        let Some((due, _, _)) = self.schedule.first() else {
+            return Err(None);
+        };
+        if *due > now {
+            return Err(Some(*due));
+        }
+        let (_, _, key) = self.schedule.pop_first().ok_or(None)?;
+        let (_, _, value) = self.scheduled.remove(&key).ok_or(None)?;
+        self.on_hold.insert(key.clone());
+        Ok(Item { key, value })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn key(id: &str) -> Key {
+        Key { pointer: Pointer::new("default", "Tests.cosi.dev", id), job: Job::Reconcile }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn items_come_out_in_order_once_and_never_twice_at_once() {
+        let queue = Queue::default();
+        queue.put(key("a"), None);
+        queue.put(key("b"), None);
+        queue.put(key("a"), None);
+        assert_eq!(queue.len(), 2);
+
+        let a = queue.next().await;
+        assert_eq!(a.key, key("a"));
+        // `a` is on hold: a new put parks it instead of handing it out again.
+        queue.put(key("a"), None);
+        let b = queue.next().await;
+        assert_eq!(b.key, key("b"));
+        assert_eq!(queue.len(), 1);
+        let nothing = tokio::time::timeout(Duration::from_secs(1), queue.next()).await;
+        assert!(nothing.is_err(), "a parked item came out while on hold");
+
+        queue.release(a, None);
+        let again = queue.next().await;
+        assert_eq!(again.key, key("a"));
+        queue.release(again, None);
+        queue.release(b, None);
+        assert_eq!(queue.len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requeue_waits_and_never_postpones() {
+        let queue = Queue::default();
+        queue.put(key("a"), None);
+        let item = queue.next().await;
+        let start = Instant::now();
+        queue.release(item, Some(start + Duration::from_secs(10)));
+        let item = queue.next().await;
+        assert_eq!(Instant::now() - start, Duration::from_secs(10));
+
+        // Requeued at +10 s, then put now: it comes out now, not later.
+        queue.release(item, Some(Instant::now() + Duration::from_secs(10)));
+        queue.put(key("a"), None);
+        let start = Instant::now();
+        let item = queue.next().await;
+        assert_eq!(Instant::now(), start);
+        // Requeued at +100 s while due at +1 s: +1 s wins.
+        queue.release(item, Some(Instant::now() + Duration::from_secs(1)));
+        let mut inner = queue.inner.lock();
+        let due = inner.scheduled[&key("a")].0;
+        inner.schedule_at(key("a"), None, due + Duration::from_secs(99), false);
+        assert_eq!(inner.scheduled[&key("a")].0, due);
+    }
+}

@@ -1,0 +1,17 @@
+//! The runtime conformance suite (`cosi::testing::runtime`) on the in-process backends.
+
+use std::sync::Arc;
+
+use cosi::state::{MemoryOptions, MemoryState, NamespacedState, State};
+
+cosi::runtime_conformance_tests!(memory, || async { MemoryState::default() });
+
+// A small history: the runtime's watches fall behind and must start over without losing a change.
+cosi::runtime_conformance_tests!(memory_small_history, || async {
+    MemoryState::new(MemoryOptions { history_initial_capacity: 4, history_max_capacity: 32, history_gap: 1 })
+        .expect("valid history settings")
+});
+
+cosi::runtime_conformance_tests!(namespaced, || async {
+    NamespacedState::new(|_| Arc::new(MemoryState::default()) as Arc<dyn State>)
+});
