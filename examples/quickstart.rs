@@ -1,85 +1,110 @@
-//! The 30-second taste of COSI: typed resources in a state broker, and a watch
-//! that sees every change.
+//! The 30-second taste of COSI: an in-memory state, a runtime, one controller
+//! that turns integers into strings, and writes that make it work.
 //!
 //! Run it with `cargo run --example quickstart`.
 
-use cosi::prelude::*;
-use cosi::state::{Registry, WatchCondition};
+use std::time::Duration;
 
-/// The hostname the machine should have.
+use cosi::prelude::*;
+use cosi::state::WatchCondition;
+
+/// A number someone wants spelled out (an input).
 #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[resource(
-    type = "HostnameSpecs.net.example.org",
-    namespace = "network",
-    print_columns(name = "Hostname", json_path = "{.hostname}")
-)]
-pub struct HostnameSpec {
-    pub hostname: String,
+#[resource(type = "Numbers.example.org", namespace = "default")]
+pub struct Number {
+    pub value: i64,
+}
+
+/// The number, spelled out (an output, written by exactly one controller).
+#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[resource(type = "Words.example.org", namespace = "default")]
+pub struct Word {
+    pub text: String,
+}
+
+/// Its declaration is its contract: it reads numbers (and holds them with a
+/// finalizer until their word is gone), and is the one writer of words.
+#[controller(inputs = [Strong<Number>, DestroyReady<Word>], outputs = [Exclusive<Word>])]
+async fn int_to_str(ctx: &mut Ctx) -> cosi::Result<()> {
+    for number in ctx.list::<Number>().await? {
+        match number.metadata().phase() {
+            Phase::Running => {
+                if !number.metadata().finalizers().has(ctx.name()) {
+                    ctx.add_finalizer(&number, ctx.name()).await?;
+                }
+                let word = ctx.modify::<Word>(number.id(), |word| word.text = spell(number.value)).await?;
+                println!("  int_to_str: {} -> {:?} (version {})", number.id(), word.text, word.metadata().version());
+            }
+            // The number is going away: remove its word first, then let it go.
+            Phase::TearingDown if number.metadata().finalizers().has(ctx.name()) => {
+                if ctx.teardown::<Word>(number.id()).await.unwrap_or(true) {
+                    let _ = ctx.destroy::<Word>(number.id()).await;
+                    ctx.remove_finalizer(&number, ctx.name()).await?;
+                    println!("  int_to_str: {} released", number.id());
+                }
+            }
+            Phase::TearingDown => (),
+        }
+    }
+    Ok(())
+}
+
+fn spell(value: i64) -> String {
+    const DIGITS: [&str; 10] = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"];
+    let digits = value.unsigned_abs().to_string();
+    let words: Vec<&str> = digits.bytes().map(|digit| DIGITS[usize::from(digit - b'0')]).collect();
+    match value < 0 {
+        true => format!("minus {}", words.join(" ")),
+        false => words.join(" "),
+    }
 }
 
 #[tokio::main]
-async fn main() -> cosi::Result<()> {
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let state = cosi::state::memory();
 
-    // The `meta` namespace tells clients which types exist and how to name them.
-    let registry = Registry::new(&*state);
-    registry.register_defaults().await?;
-    registry.register_namespace("network", "Network configuration").await?;
-    registry.register::<HostnameSpec>().await?;
-    let definition = state.get_typed::<cosi::ResourceDefinition>(&HostnameSpec::TYPE.to_lowercase()).await?;
-    println!("registered {} (aliases {:?})", definition.r#type, definition.aliases);
+    // Every #[controller] linked into the program, checked as a graph before anything runs.
+    let runtime = Runtime::from_inventory(state.clone())?;
+    println!("the graph:\n{}", runtime.graph().to_mermaid());
+    runtime.start().await?;
 
-    // Watch the kind before writing: the watch sees every change, in order.
-    let mut watch = state.watch_kind(&HostnameSpec::kind(), WatchKindOptions::bootstrap()).await?;
-    let watcher = tokio::spawn(async move {
-        while let Some(event) = watch.recv().await {
-            match &event {
-                Event::Bootstrapped { .. } => println!("watch: bootstrapped"),
-                Event::Created { resource, .. } | Event::Updated { resource, .. } => {
-                    let spec: Typed<HostnameSpec> = Typed::try_from(&**resource).expect("a HostnameSpec");
-                    let metadata = resource.metadata();
-                    println!(
-                        "watch: {:?} {metadata} hostname={:?} phase={} finalizers={}",
-                        event.event_type(),
-                        spec.hostname,
-                        metadata.phase(),
-                        metadata.finalizers()
-                    );
-                }
-                Event::Destroyed { resource, .. } => {
-                    println!("watch: destroyed {}", resource.metadata());
-                    break;
-                }
-                other => println!("watch: {other:?}"),
-            }
-        }
-    });
+    println!("create number 42");
+    state.create_typed(Typed::new("answer", Number { value: 42 }), CreateOptions::default()).await?;
+    let word = wait_for_word(&state, "answer", "four two").await?;
+    println!("word {:?} is owned by {:?}", word.text, word.metadata().owner().unwrap_or_default());
 
-    // Create-or-update, with retries on conflicts; the controller name is the owner.
-    let pointer = HostnameSpec::pointer("default");
-    let owner = UpdateOptions::owner("hostname-controller");
-    state.modify(&pointer, owner.clone(), |spec: &mut Typed<HostnameSpec>| spec.hostname = "talos-1".into()).await?;
-    state.modify(&pointer, owner.clone(), |spec: &mut Typed<HostnameSpec>| spec.hostname = "talos-2".into()).await?;
+    println!("update number 42 -> 7");
+    let pointer = Number::pointer("answer");
+    state.modify(&pointer, UpdateOptions::default(), |number: &mut Typed<Number>| number.value = 7).await?;
+    wait_for_word(&state, "answer", "seven").await?;
 
-    // Nothing changed: no write, no event, no new version.
-    let same = state.modify(&pointer, owner, |spec: &mut Typed<HostnameSpec>| spec.hostname = "talos-2".into()).await?;
-    println!("after a no-op modify the version is still {}", same.metadata().version());
+    // Only the controller may write words: the state refuses anyone else.
+    let mut word = state.get_typed::<Word>("answer").await?;
+    word.text = "hijacked".into();
+    println!("a foreign write fails: {}", state.update_typed(word, UpdateOptions::default()).await.unwrap_err());
 
-    // Somebody else cannot write it.
-    let mut theirs = same.clone();
-    theirs.hostname = "hijacked".into();
-    let err = state.update_typed(theirs, UpdateOptions::owner("someone-else")).await.unwrap_err();
-    println!("a foreign write fails: {err}");
+    println!("tear down number 7");
+    let ready = state.teardown(&pointer, TeardownOptions::default()).await?;
+    println!("ready to destroy at once: {ready} (the controller holds a finalizer)");
+    state.watch_for(&pointer, WatchCondition::new().finalizers_empty()).await?;
+    state.destroy(&pointer, DestroyOptions::default()).await?;
+    println!("destroyed; words left: {}", state.list_typed::<Word>(&ListOptions::default()).await?.len());
 
-    // Teardown, then destroy once the finalizers are gone.
-    state.add_finalizers(&pointer, &["consumer"]).await?;
-    let ready = state.teardown(&pointer, TeardownOptions::owner("hostname-controller")).await?;
-    println!("teardown: ready to destroy = {ready}");
-    state.remove_finalizers(&pointer, &["consumer"]).await?;
-    let released = state.watch_for(&pointer, WatchCondition::new().finalizers_empty()).await?;
-    println!("finalizers released at version {}", released.resource().expect("a resource").metadata().version());
-    state.destroy(&pointer, DestroyOptions::owner("hostname-controller")).await?;
-
-    watcher.await.expect("the watcher task");
+    let stats = runtime.stats("int_to_str").unwrap_or_default();
+    println!("int_to_str reconciled {} times, {} errors", stats.reconciles, stats.errors);
+    runtime.shutdown().await;
     Ok(())
+}
+
+async fn wait_for_word(state: &std::sync::Arc<dyn State>, id: &str, text: &str) -> cosi::Result<Typed<Word>> {
+    let expected = text.to_owned();
+    let condition = WatchCondition::new().resource(move |resource| {
+        Typed::<Word>::try_from(resource).is_ok_and(|word| word.text == expected)
+    });
+    let event = tokio::time::timeout(Duration::from_secs(10), state.watch_for(&Word::pointer(id), condition))
+        .await
+        .map_err(|_| cosi::Error::invalid_argument(format!("no word {text:?} for {id} within 10 s")))??;
+    let word = Typed::<Word>::try_from(&**event.resource().expect("a watch_for event carries a resource"))?;
+    println!("  word {id} is now {:?}", word.text);
+    Ok(word)
 }

@@ -62,7 +62,7 @@ pub mod prelude {
     pub use cosi_macros::{Resource, controller};
     pub use serde::{Deserialize, Serialize};
 
-    pub use crate::controller::{Ctx, Input, InputKind, ReducedMetadata, Requeue, RequeueError};
+    pub use crate::controller::{Ctx, Input, InputKind, ReducedMetadata, Register, Requeue, RequeueError};
     pub use crate::runtime::Runtime;
 
     pub use crate::resource::{

@@ -46,6 +46,7 @@
 mod access;
 mod ctx;
 mod declaration;
+mod generic;
 mod outcome;
 
 use std::borrow::Cow;
@@ -57,6 +58,7 @@ pub use declaration::{
     Conflict, Declaration, Entry, Input, InputDecl, InputKind, InputRef, OutputDecl, OutputKind, check_declaration,
     check_graph, check_inputs, check_pair,
 };
+pub use generic::{MERGE_SOURCE, Merge, QueueTransform, Transform};
 pub use outcome::{BoxError, IntoMapped, IntoOutcome, Outcome, Requeue, RequeueError};
 
 #[doc(hidden)]

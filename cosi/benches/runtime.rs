@@ -1,0 +1,284 @@
+//! Controller runtime benchmarks: how long a change takes to travel down a
+//! chain of controllers, and how fast one controller transforms 100,000
+//! resources.
+//!
+//! Run with `cargo bench -p cosi --bench runtime`; results go in
+//! `BENCHMARKS.md`. The harness is our own, not criterion's: a latency needs
+//! its 99th percentile, which criterion does not report, so every sample is
+//! timed with `Instant` and the table printed at the end. Without `--bench`
+//! (`cargo test --benches`) every measurement runs once, small, as a smoke test.
+//!
+//! - **Chain latency**: controller `i` copies the resources of namespace `c{i}`
+//!   into `c{i+1}` (one controller type, registered `n` times under its own
+//!   name, inputs set at its first reconcile). One sample: update the head
+//!   resource in `c0`, wait on a watch of the tail resource in `c{n}` until it
+//!   carries the new value.
+//! - **Transform throughput**: one controller turns each `Num` into a `Text`.
+//!   `preloaded`: 100,000 inputs exist before the runtime starts; timed from
+//!   `start` until all 100,000 outputs exist. `live`: the runtime runs idle,
+//!   then the bench writes 100,000 inputs; timed from the first write until all
+//!   outputs exist (and, separately, from the last write).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cosi::prelude::*;
+use cosi::state::{EventType, WatchCondition};
+
+#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[resource(type = "Nums.bench.cosi.dev", namespace = "c0")]
+struct Num {
+    value: i64,
+}
+
+#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[resource(type = "Texts.bench.cosi.dev", namespace = "out")]
+struct Text {
+    value: String,
+}
+
+/// One link of the chain: copies every `Num` of `from` into `to`.
+#[controller(inputs = [Weak<Num>(namespace = "c0")], outputs = [Shared<Num>], inventory = false)]
+struct Link {
+    from: String,
+    to: String,
+    inputs_set: bool,
+}
+
+impl Link {
+    fn new(index: usize) -> Self {
+        Link { from: format!("c{index}"), to: format!("c{}", index + 1), inputs_set: false }
+    }
+
+    async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> cosi::Result<()> {
+        if !self.inputs_set {
+            ctx.update_inputs([Input::of::<Num>(InputKind::Weak).in_namespace(&self.from)])?;
+            self.inputs_set = true;
+        }
+        for num in ctx.list_in::<Num>(&self.from, &ListOptions::default()).await? {
+            let value = num.value;
+            ctx.modify::<Num>(&Pointer::new(&self.to, Num::TYPE, num.id()), |out| out.value = value).await?;
+        }
+        Ok(())
+    }
+}
+
+const TRANSFORM_IN: &str = "in";
+const TRANSFORM_OUT: &str = "out";
+
+/// The reconcile-controller transform: lists every input, writes every output.
+#[controller(inputs = [Weak<Num>(namespace = "in")], outputs = [Exclusive<Text>], inventory = false)]
+async fn transform(ctx: &mut Ctx) -> cosi::Result<()> {
+    for num in ctx.list_in::<Num>(TRANSFORM_IN, &ListOptions::default()).await? {
+        let value = num.value.to_string();
+        ctx.modify::<Text>(&Pointer::new(TRANSFORM_OUT, Text::TYPE, num.id()), |text| text.value.clone_from(&value))
+            .await?;
+    }
+    Ok(())
+}
+
+/// The queue-controller transform: one input per item, four at once.
+#[controller(inputs = [Primary<Num>(namespace = "in")], outputs = [Exclusive<Text>], concurrency = 4, inventory = false)]
+#[derive(Default)]
+struct QueueTransform;
+
+impl QueueTransform {
+    async fn reconcile(&self, ctx: &Ctx<Self>, item: &Pointer) -> cosi::Result<()> {
+        let num = match ctx.get::<Num>(item).await {
+            Ok(num) => num,
+            Err(error) if error.is_not_found() => return Ok(()),
+            Err(error) => return Err(error),
+        };
+        let value = num.value.to_string();
+        ctx.modify::<Text>(&Pointer::new(TRANSFORM_OUT, Text::TYPE, item.id()), |text| text.value.clone_from(&value))
+            .await?;
+        Ok(())
+    }
+}
+
+/// How much to measure: the full run under `cargo bench`, a smoke test otherwise.
+struct Plan {
+    chains: &'static [(usize, usize)],
+    resources: usize,
+    runs: usize,
+}
+
+const FULL: Plan = Plan { chains: &[(10, 2_000), (100, 300)], resources: 100_000, runs: 3 };
+const SMOKE: Plan = Plan { chains: &[(10, 3)], resources: 1_000, runs: 1 };
+
+fn main() {
+    let plan = match std::env::args().any(|arg| arg == "--bench") {
+        true => FULL,
+        false => SMOKE,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime");
+    rt.block_on(async {
+        println!("chain latency (update at the head until the tail has it)");
+        println!("{:>8} {:>8} {:>12} {:>12} {:>12} {:>12}", "links", "samples", "median", "p90", "p99", "max");
+        for &(links, samples) in plan.chains {
+            let mut times = chain_latency(links, samples).await;
+            times.sort_unstable();
+            println!(
+                "{links:>8} {samples:>8} {:>12?} {:>12?} {:>12?} {:>12?}",
+                percentile(&times, 0.5),
+                percentile(&times, 0.9),
+                percentile(&times, 0.99),
+                times.last().copied().unwrap_or_default(),
+            );
+        }
+
+        println!("\ntransform throughput ({} resources, {} runs: median [min, max])", plan.resources, plan.runs);
+        for kind in [Transform::Reconcile, Transform::Queue] {
+            for live in [false, true] {
+                let mut totals = Vec::new();
+                let mut tails = Vec::new();
+                for _ in 0..plan.runs {
+                    let (total, tail) = transform_throughput(kind, live, plan.resources).await;
+                    totals.push(total);
+                    tails.push(tail);
+                }
+                totals.sort_unstable();
+                tails.sort_unstable();
+                let median = percentile(&totals, 0.5);
+                let rate = plan.resources as f64 / median.as_secs_f64();
+                let mode = match live {
+                    true => "live, from the first write",
+                    false => "preloaded, from start",
+                };
+                println!(
+                    "{:>9} {mode:<28} {median:>10.1?} [{:.1?}, {:.1?}] {:>10.0} resources/s",
+                    kind.name(),
+                    totals[0],
+                    totals[totals.len() - 1],
+                    rate,
+                );
+                if live {
+                    println!(
+                        "{:>9} {:<28} {:>10.1?} [{:.1?}, {:.1?}]",
+                        kind.name(),
+                        "live, from the last write",
+                        percentile(&tails, 0.5),
+                        tails[0],
+                        tails[tails.len() - 1],
+                    );
+                }
+            }
+        }
+    });
+}
+
+/// The sorted `times`' value at `fraction` (nearest rank).
+fn percentile(times: &[Duration], fraction: f64) -> Duration {
+    if times.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((times.len() as f64 * fraction).ceil() as usize).clamp(1, times.len());
+    times[rank - 1]
+}
+
+async fn chain_latency(links: usize, samples: usize) -> Vec<Duration> {
+    let state: Arc<dyn State> = Arc::new(cosi::state::memory());
+    let runtime = Runtime::new(state.clone());
+    for index in 0..links {
+        runtime.register(Link::new(index).named(format!("link{index}"))).expect("register");
+    }
+    let head = Pointer::new("c0", Num::TYPE, "x");
+    let tail = Pointer::new(&format!("c{links}"), Num::TYPE, "x");
+    state.create_typed(Typed::new("x", Num { value: 0 }), CreateOptions::default()).await.expect("create");
+    runtime.start().await.expect("start");
+
+    let mut watch = state.watch(&tail, WatchOptions::default()).await.expect("watch");
+    let mut wait_for = async |value: i64| {
+        while let Some(event) = watch.recv().await {
+            match event {
+                Event::Created { resource, .. } | Event::Updated { resource, .. } => {
+                    if Typed::<Num>::try_from(resource).expect("a Num").value == value {
+                        return;
+                    }
+                }
+                Event::Errored { error } => panic!("the tail watch failed: {error}"),
+                _ => (),
+            }
+        }
+        panic!("the tail watch ended");
+    };
+    wait_for(0).await;
+
+    // A tenth of the samples again as warm-up, not recorded.
+    let warm_up = samples / 10;
+    let mut times = Vec::with_capacity(samples);
+    for value in 1..=(warm_up + samples) as i64 {
+        let start = Instant::now();
+        state.modify::<Num, _>(&head, UpdateOptions::default(), |num| num.value = value).await.expect("update");
+        wait_for(value).await;
+        if value > warm_up as i64 {
+            times.push(start.elapsed());
+        }
+    }
+    drop(watch);
+    runtime.shutdown().await;
+    times
+}
+
+#[derive(Clone, Copy)]
+enum Transform {
+    Reconcile,
+    Queue,
+}
+
+impl Transform {
+    fn name(self) -> &'static str {
+        match self {
+            Transform::Reconcile => "reconcile",
+            Transform::Queue => "queue",
+        }
+    }
+}
+
+/// Returns the time until every output exists, from the start (`preloaded`)
+/// or the first write (`live`), and from the last write (zero when preloaded).
+async fn transform_throughput(kind: Transform, live: bool, resources: usize) -> (Duration, Duration) {
+    let state: Arc<dyn State> = Arc::new(cosi::state::memory());
+    let runtime = Runtime::new(state.clone());
+    match kind {
+        Transform::Reconcile => runtime.register(transform {}),
+        Transform::Queue => runtime.register(QueueTransform),
+    }
+    .expect("register");
+    let write_inputs = async || {
+        for index in 0..resources {
+            let num = Typed::new_in(TRANSFORM_IN, format!("n{index:06}"), Num { value: index as i64 });
+            state.create_typed(num, CreateOptions::default()).await.expect("create");
+        }
+    };
+
+    let (start, last_write) = match live {
+        false => {
+            write_inputs().await;
+            let start = Instant::now();
+            runtime.start().await.expect("start");
+            (start, start)
+        }
+        true => {
+            runtime.start().await.expect("start");
+            // Let the first (empty) reconcile pass.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let start = Instant::now();
+            write_inputs().await;
+            (start, Instant::now())
+        }
+    };
+
+    // Outputs are written in ID order, about: wait for the last one, then
+    // poll until all are there.
+    let last = Pointer::new(TRANSFORM_OUT, Text::TYPE, format!("n{:06}", resources - 1));
+    let exists = WatchCondition::new().event_types([EventType::Created, EventType::Updated]);
+    state.watch_for(&last, exists).await.expect("watch the last output");
+    let kind = Kind::new(TRANSFORM_OUT, Text::TYPE);
+    while state.list(&kind, &ListOptions::default()).await.expect("list").len() < resources {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let done = Instant::now();
+    runtime.shutdown().await;
+    (done - start, done - last_write)
+}

@@ -1,0 +1,302 @@
+//! The runtime's own behaviour beyond the conformance suite: graph checks at
+//! registration, the inventory, coalescing, shutdown, the graph exports and
+//! the generic controllers.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use cosi::controller::{Merge, QueueTransform, Transform};
+use cosi::prelude::*;
+use cosi::runtime::{Graph, RuntimeError};
+use cosi::state::WatchCondition;
+use cosi::testing::resources::{IntResource, StrResource};
+use cosi::testing::runtime::eventually;
+
+#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[resource(type = "Configs.runtime-test.cosi.dev", namespace = "default")]
+pub struct Config {
+    pub value: String,
+}
+
+#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[resource(type = "Statuses.runtime-test.cosi.dev", namespace = "default")]
+pub struct Status {
+    pub value: String,
+    pub reconciles: u64,
+}
+
+/// Collected by `inventory`: copies configs to statuses.
+#[controller(inputs = [Weak<Config>], outputs = [Exclusive<Status>])]
+async fn copier(ctx: &mut Ctx) -> cosi::Result<()> {
+    for config in ctx.list::<Config>().await? {
+        ctx.modify::<Status>(config.id(), |status| status.value.clone_from(&config.value)).await?;
+    }
+    ctx.cleanup_outputs::<Status>().await
+}
+
+/// Also collected: reads statuses.
+#[controller(inputs = [Weak<Status>], outputs = [])]
+async fn observer(ctx: &mut Ctx) -> cosi::Result<()> {
+    ctx.list::<Status>().await.map(drop)
+}
+
+/// Not collected: a second exclusive writer of `Status`.
+#[controller(inputs = [Weak<Config>], outputs = [Exclusive<Status>], inventory = false)]
+async fn rival(ctx: &mut Ctx) -> cosi::Result<()> {
+    ctx.list::<Config>().await.map(drop)
+}
+
+/// Not collected: counts its reconciles into one status, slowly, to show coalescing.
+#[controller(inputs = [Weak<Config>(namespace = "burst")], outputs = [Exclusive<Status>], inventory = false)]
+async fn counter(ctx: &mut Ctx) -> cosi::Result<()> {
+    let configs = ctx.list_in::<Config>("burst", &ListOptions::default()).await?;
+    let last = configs.iter().map(|config| config.value.clone()).max().unwrap_or_default();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    ctx.modify::<Status>("burst", |status| {
+        status.value.clone_from(&last);
+        status.reconciles += 1;
+    })
+    .await
+    .map(drop)
+}
+
+/// Flags when it is dropped, which happens when its task ends.
+#[controller(inputs = [Weak<Config>], outputs = [], inventory = false)]
+struct Guarded {
+    dropped: Arc<AtomicBool>,
+}
+
+impl Guarded {
+    async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> cosi::Result<()> {
+        ctx.list::<Config>().await.map(drop)
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        self.dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime").block_on(future)
+}
+
+#[test]
+fn the_inventory_collects_annotated_controllers_and_validates_them_as_a_graph() {
+    let runtime = Runtime::from_inventory(cosi::state::memory()).expect("a valid graph");
+    let names = runtime.controllers();
+    assert!(names.contains(&"copier".to_owned()) && names.contains(&"observer".to_owned()), "{names:?}");
+    assert!(!names.contains(&"rival".to_owned()), "`inventory = false` was collected");
+
+    let error = runtime.register(rival {}).expect_err("two exclusive writers");
+    assert!(matches!(error, RuntimeError::Conflict(_)));
+    let message = error.to_string();
+    assert!(message.contains("`copier`") && message.contains("`rival`") && message.contains(Status::TYPE), "{message}");
+
+    let graph = Graph::from_inventory();
+    assert!(graph.controllers.iter().any(|controller| controller.name == "copier"));
+}
+
+#[test]
+fn registration_refuses_duplicate_and_reserved_names() {
+    let runtime = Runtime::new(cosi::state::memory());
+    runtime.register(observer {}).expect("register");
+    let error = runtime.register(observer {}).expect_err("duplicate name");
+    assert_eq!(error.to_string(), "two controllers are named `observer`");
+    let error = runtime.register(observer {}.named("runtime")).expect_err("reserved name");
+    assert!(error.to_string().contains("reserved"), "{error}");
+}
+
+#[test]
+fn a_burst_of_changes_wakes_a_controller_a_few_times_and_never_misses_the_last() {
+    block_on(async {
+        let state = cosi::state::memory();
+        let runtime = Runtime::new(state.clone());
+        runtime.register(counter {}).expect("register");
+        runtime.start().await.expect("start");
+        for i in 0..10_000 {
+            let config = Typed::new_in("burst", format!("c{i:05}"), Config { value: format!("{i:05}") });
+            state.create_typed(config, CreateOptions::default()).await.expect("create");
+        }
+        let status = eventually("the last change", || async {
+            let status = state.get_typed::<Status>("burst").await.map_err(|error| error.to_string())?;
+            match status.value == "09999" {
+                true => Ok(status),
+                false => Err(format!("{:?}", status.value)),
+            }
+        })
+        .await;
+        assert!(status.reconciles < 1_000, "{} reconciles for 10 000 changes", status.reconciles);
+        let stats = runtime.stats("counter").expect("stats");
+        assert!(stats.wakeups < 1_000, "{stats:?}");
+        runtime.shutdown().await;
+    });
+}
+
+#[test]
+fn shutdown_stops_every_controller_task() {
+    block_on(async {
+        let runtime = Runtime::new(cosi::state::memory());
+        let dropped = Arc::new(AtomicBool::new(false));
+        runtime.register(Guarded { dropped: Arc::clone(&dropped) }).expect("register");
+        runtime.start().await.expect("start");
+        eventually("a reconcile", || async {
+            match runtime.stats("Guarded").is_some_and(|stats| stats.reconciles > 0) {
+                true => Ok(()),
+                false => Err("none yet"),
+            }
+        })
+        .await;
+        assert!(!dropped.load(Ordering::SeqCst));
+        runtime.shutdown().await;
+        assert!(dropped.load(Ordering::SeqCst), "the controller outlived the shutdown");
+        assert_eq!(runtime.start().await, Err(RuntimeError::ShutDown));
+    });
+}
+
+#[test]
+fn the_graph_exports_as_dot_mermaid_and_json() {
+    let runtime = Runtime::new(cosi::state::memory());
+    runtime.register(copier {}).expect("register");
+    runtime.register(observer {}).expect("register");
+    let graph = runtime.graph();
+
+    let dot = graph.to_dot();
+    assert!(dot.starts_with("digraph cosi {"), "{dot}");
+    assert!(dot.contains("label=\"copier\"") && dot.contains(&format!("label=\"{}\"", Config::TYPE)), "{dot}");
+    assert!(dot.contains("label=\"weak default\"") && dot.contains("label=\"exclusive\""), "{dot}");
+
+    let mermaid = graph.to_mermaid();
+    assert!(mermaid.starts_with("flowchart LR"), "{mermaid}");
+    assert!(mermaid.contains("-- \"exclusive\" -->") && mermaid.contains("\"observer\""), "{mermaid}");
+
+    let json: serde_json::Value = serde_json::from_str(&graph.to_json()).expect("json");
+    assert_eq!(json["controllers"][0]["name"], "copier");
+    assert_eq!(json["controllers"][0]["inputs"][0]["kind"], "weak");
+    assert_eq!(json["controllers"][0]["outputs"][0]["kind"], "exclusive");
+    assert_eq!(json["controllers"][0]["outputs"][0]["type"], Status::TYPE);
+}
+
+#[test]
+fn transform_follows_its_inputs_and_releases_their_finalizers() {
+    block_on(async {
+        let state = cosi::state::memory();
+        let runtime = Runtime::new(state.clone());
+        let transform = Transform::<IntResource, StrResource>::new(
+            "int-to-str",
+            |int| (int.value >= 0).then(|| int.id().to_owned()),
+            |int, str| {
+                str.value = int.value.to_string();
+                Ok(())
+            },
+        )
+        .input_finalizers();
+        runtime.register(transform).expect("register");
+        runtime.start().await.expect("start");
+        for (id, value) in [("a", 1), ("b", 2), ("negative", -1)] {
+            state.create_typed(Typed::new(id, IntResource { value }), CreateOptions::default()).await.expect("create");
+        }
+        let strs = || async {
+            let all = state.list_typed::<StrResource>(&ListOptions::default()).await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(all.iter().map(|str| (str.id().to_owned(), str.value.clone())).collect::<Vec<_>>())
+        };
+        eventually("outputs", || async {
+            let strs = strs().await?;
+            match strs == [("a".to_owned(), "1".to_owned()), ("b".to_owned(), "2".to_owned())] {
+                true => Ok(()),
+                false => Err(format!("{strs:?}")),
+            }
+        })
+        .await;
+        let a = IntResource::pointer("a");
+        assert!(!state.teardown(&a, TeardownOptions::default()).await.expect("teardown"), "no finalizer");
+        state.watch_for(&a, WatchCondition::new().finalizers_empty()).await.expect("released");
+        eventually("the output gone", || async {
+            let strs = strs().await?;
+            match strs.len() {
+                1 => Ok(()),
+                _ => Err(format!("{strs:?}")),
+            }
+        })
+        .await;
+        runtime.shutdown().await;
+    });
+}
+
+#[test]
+fn queue_transform_follows_its_inputs() {
+    block_on(async {
+        let state = cosi::state::memory();
+        let runtime = Runtime::new(state.clone());
+        runtime
+            .register(QueueTransform::<IntResource, StrResource, 2>::new("q-int-to-str", |int, str| {
+                str.value = format!("#{}", int.value);
+                Ok(())
+            }))
+            .expect("register");
+        runtime.start().await.expect("start");
+        for i in 0..20 {
+            state
+                .create_typed(Typed::new(format!("i{i:02}"), IntResource { value: i }), CreateOptions::default())
+                .await
+                .expect("create");
+        }
+        eventually("outputs", || async {
+            let all = state.list_typed::<StrResource>(&ListOptions::default()).await.map_err(|e| e.to_string())?;
+            match all.len() == 20 && all[7].value == "#7" {
+                true => Ok(()),
+                false => Err(format!("{} outputs", all.len())),
+            }
+        })
+        .await;
+        let pointer = IntResource::pointer("i07");
+        assert!(!state.teardown(&pointer, TeardownOptions::default()).await.expect("teardown"));
+        state.watch_for(&pointer, WatchCondition::new().finalizers_empty()).await.expect("released");
+        assert!(state.get(&StrResource::pointer("i07")).await.err().is_some_and(|error| error.is_not_found()));
+        runtime.shutdown().await;
+    });
+}
+
+#[test]
+fn merge_applies_layers_from_lowest_to_highest() {
+    block_on(async {
+        let state = cosi::state::memory();
+        let runtime = Runtime::new(state.clone());
+        let merge = Merge::<Config>::new("merge-configs", "layers", "merged", |config| {
+            let (layer, id) = config.id().split_once('/').unwrap_or(("0", config.id()));
+            (id.to_owned(), layer.parse().unwrap_or(0))
+        })
+        .with_merge(|merged, layer| {
+            if !layer.value.is_empty() {
+                merged.value.clone_from(&layer.value);
+            }
+        });
+        runtime.register(merge).expect("register");
+        runtime.start().await.expect("start");
+        for (id, value) in [("0/hostname", "default"), ("20/hostname", "dhcp"), ("10/hostname", "config"), ("0/mtu", "1500")]
+        {
+            let config = Typed::new_in("layers", id, Config { value: value.to_owned() });
+            state.create_typed(config, CreateOptions::default()).await.expect("create");
+        }
+        let merged = |id: &'static str, expected: &'static str| {
+            let state = state.clone();
+            async move {
+                eventually(&format!("merged {id}"), || async {
+                    let pointer = Pointer::new("merged", Config::TYPE, id);
+                    let config = state.get_typed_at::<Config>(&pointer).await.map_err(|e| e.to_string())?;
+                    match config.value == expected {
+                        true => Ok(()),
+                        false => Err(config.value.clone()),
+                    }
+                })
+                .await;
+            }
+        };
+        merged("hostname", "dhcp").await;
+        merged("mtu", "1500").await;
+        state.destroy(&Pointer::new("layers", Config::TYPE, "20/hostname"), DestroyOptions::default()).await.expect("destroy");
+        merged("hostname", "config").await;
+        runtime.shutdown().await;
+    });
+}

@@ -1,0 +1,17 @@
+use cosi::prelude::*;
+
+#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[resource(type = "Specs.example.org", namespace = "default")]
+pub struct Spec {}
+
+#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[resource(type = "Statuses.example.org", namespace = "default")]
+pub struct Status {}
+
+#[controller(inputs = [Weak<Spec>])]
+fn reconcile_status(ctx: &mut Ctx) -> cosi::Result<()> {
+    let _ = ctx;
+    Ok(())
+}
+
+fn main() {}

@@ -1,0 +1,16 @@
+use cosi::prelude::*;
+
+#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[resource(type = "Specs.example.org", namespace = "default")]
+pub struct Spec {}
+
+#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[resource(type = "Statuses.example.org", namespace = "default")]
+pub struct Status {}
+
+#[controller(inputs = [Weak<Spec>])]
+async fn first(_ctx: &mut Ctx) {}
+
+cosi::system!(MyOs = [first, first]);
+
+fn main() {}
