@@ -98,9 +98,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 async fn wait_for_word(state: &std::sync::Arc<dyn State>, id: &str, text: &str) -> cosi::Result<Typed<Word>> {
     let expected = text.to_owned();
-    let condition = WatchCondition::new().resource(move |resource| {
-        Typed::<Word>::try_from(resource).is_ok_and(|word| word.text == expected)
-    });
+    let condition = WatchCondition::new()
+        .resource(move |resource| Typed::<Word>::try_from(resource).is_ok_and(|word| word.text == expected));
     let event = tokio::time::timeout(Duration::from_secs(10), state.watch_for(&Word::pointer(id), condition))
         .await
         .map_err(|_| cosi::Error::invalid_argument(format!("no word {text:?} for {id} within 10 s")))??;

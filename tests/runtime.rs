@@ -79,7 +79,12 @@ impl Drop for Guarded {
 }
 
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime").block_on(future)
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(future)
 }
 
 #[test]
@@ -274,7 +279,8 @@ fn merge_applies_layers_from_lowest_to_highest() {
         });
         runtime.register(merge).expect("register");
         runtime.start().await.expect("start");
-        for (id, value) in [("0/hostname", "default"), ("20/hostname", "dhcp"), ("10/hostname", "config"), ("0/mtu", "1500")]
+        for (id, value) in
+            [("0/hostname", "default"), ("20/hostname", "dhcp"), ("10/hostname", "config"), ("0/mtu", "1500")]
         {
             let config = Typed::new_in("layers", id, Config { value: value.to_owned() });
             state.create_typed(config, CreateOptions::default()).await.expect("create");
@@ -295,8 +301,49 @@ fn merge_applies_layers_from_lowest_to_highest() {
         };
         merged("hostname", "dhcp").await;
         merged("mtu", "1500").await;
-        state.destroy(&Pointer::new("layers", Config::TYPE, "20/hostname"), DestroyOptions::default()).await.expect("destroy");
+        state
+            .destroy(&Pointer::new("layers", Config::TYPE, "20/hostname"), DestroyOptions::default())
+            .await
+            .expect("destroy");
         merged("hostname", "config").await;
         runtime.shutdown().await;
     });
+}
+
+#[test]
+fn reconciles_and_failures_are_counted_through_the_metrics_facade() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    // The runtime takes its metric handles when a controller is registered.
+    let runtime = metrics::with_local_recorder(&recorder, || {
+        let runtime = Runtime::new(cosi::state::memory());
+        runtime.register(copier {}).expect("register");
+        runtime
+    });
+    block_on(async {
+        runtime.start().await.expect("start");
+        eventually("a reconcile", || async {
+            match runtime.stats("copier").is_some_and(|stats| stats.reconciles > 0) {
+                true => Ok(()),
+                false => Err("none yet"),
+            }
+        })
+        .await;
+        runtime.shutdown().await;
+    });
+    let metrics: Vec<_> = snapshotter.snapshot().into_vec();
+    let find = |name: &str| {
+        metrics
+            .iter()
+            .find(|(key, ..)| {
+                key.key().name() == name
+                    && key.key().labels().any(|label| label.key() == "controller" && label.value() == "copier")
+            })
+            .map(|(.., value)| value)
+    };
+    assert!(matches!(find("cosi_controller_reconciles_total"), Some(DebugValue::Counter(n)) if *n >= 1));
+    assert!(matches!(find("cosi_controller_errors_total"), Some(DebugValue::Counter(0))));
+    assert!(matches!(find("cosi_controller_busy_seconds"), Some(DebugValue::Histogram(values)) if !values.is_empty()));
 }

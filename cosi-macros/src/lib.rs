@@ -125,13 +125,207 @@ pub fn derive_resource(input: TokenStream) -> TokenStream {
     debug::dump("#[derive(Resource)]", resource::derive(input.into())).into()
 }
 
-/// Declares a controller (placeholder).
+/// Declares a controller: what it reads (inputs) and writes (outputs), and
+/// the code that reconciles them.
+///
+/// On an `async fn`, the controller has no state: the function is its
+/// reconcile, and a struct of the same name (braced and empty, so it lives
+/// beside the function) is the controller type. On a struct, the struct is
+/// the controller and its inherent `async fn reconcile` the reconcile.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+///
+/// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// pub struct HostnameSpec {
+///     pub hostname: String,
+/// }
+///
+/// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// #[resource(type = "HostnameStatuses.net.example.org", namespace = "network")]
+/// pub struct HostnameStatus {
+///     pub hostname: String,
+/// }
+///
+/// /// Writes a status for each spec: a controller without state.
+/// #[controller(inputs = [Strong<HostnameSpec>], outputs = [Exclusive<HostnameStatus>])]
+/// pub async fn hostname(ctx: &mut Ctx) -> cosi::Result<()> {
+///     for spec in ctx.list::<HostnameSpec>().await? {
+///         ctx.modify::<HostnameStatus>(spec.id(), |status| status.hostname = spec.hostname.clone()).await?;
+///     }
+///     ctx.cleanup_outputs::<HostnameStatus>().await
+/// }
+///
+/// /// Counts reconciles: a controller with state.
+/// #[controller(inputs = [Weak<HostnameStatus>], name = "hostname-counter")]
+/// #[derive(Default)]
+/// pub struct Counter {
+///     reconciles: usize,
+/// }
+///
+/// impl Counter {
+///     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> cosi::Result<()> {
+///         self.reconciles += ctx.list::<HostnameStatus>().await?.len();
+///         Ok(())
+///     }
+/// }
+///
+/// /// Reconciles one spec at a time, up to four at once: a queue controller.
+/// #[controller(inputs = [Primary<HostnameSpec>], concurrency = 4)]
+/// #[derive(Default)]
+/// pub struct PerSpec;
+///
+/// impl PerSpec {
+///     async fn reconcile(&self, ctx: &Ctx<Self>, item: &Pointer) -> cosi::Result<()> {
+///         let spec = ctx.get::<HostnameSpec>(item).await?;
+///         ctx.add_finalizer::<HostnameSpec>(&spec, "per-spec").await
+///     }
+/// }
+///
+/// use cosi::controller::{Declared, InputKind};
+///
+/// assert_eq!(hostname::DECLARATION.name, "hostname");
+/// assert_eq!(hostname::DECLARATION.inputs[0].kind, InputKind::Strong);
+/// assert_eq!(Counter::DECLARATION.name, "hostname-counter");
+/// assert_eq!(PerSpec::DECLARATION.concurrency, Some(4));
+///
+/// let runtime = Runtime::new(cosi::state::memory());
+/// runtime.register(hostname {})?; // `hostname` alone is the function
+/// runtime.register(Counter::default())?;
+/// runtime.register(PerSpec)?;
+/// # Ok::<(), cosi::RuntimeError>(())
+/// ```
+///
+/// # Keys of `#[controller(...)]`
+///
+/// | key | | meaning |
+/// |---|---|---|
+/// | `inputs = [Weak<A>, Strong<B>(namespace = "ns", id = "one")]` | default `[]` | what wakes the controller, and what it may read |
+/// | `outputs = [Exclusive<C>, Shared<D>]` | default `[]` | what it writes (and may read) |
+/// | `name = "custom-name"` | | the controller's name, the owner of its outputs; default: the function or struct name |
+/// | `concurrency = 4` | queue controllers | how many items are reconciled at once; default 1 |
+/// | `inventory = false` | | do not collect the controller for `Runtime::from_inventory` |
+/// | `crate = path::to::cosi` | | where `cosi` is, when it is not `::cosi` |
+///
+/// Input kinds:
+///
+/// | kind | controller | woken by | finalizers |
+/// |---|---|---|---|
+/// | `Weak<T>` | reconcile | any change | no |
+/// | `Strong<T>` | reconcile | any change | may add and remove its own |
+/// | `DestroyReady<T>` | reconcile | a resource tearing down with no finalizers left | no |
+/// | `Primary<T>` | queue | each changed resource, queued as an item | yes |
+/// | `Mapped<T>` | queue | each changed resource, mapped to items by `map` | yes |
+/// | `MappedDestroyReady<T>` | queue | as `Mapped`, once tearing down with no finalizers | no |
+///
+/// An input watches `T::NAMESPACE` unless `(namespace = "...")` names
+/// another; `(id = "...")` narrows it to one resource. Output kinds are
+/// `Exclusive<T>` (the one writer of the type) and `Shared<T>` (one of several
+/// writers, each of its own resources).
+///
+/// # The three shapes
+///
+/// - `async fn name(ctx: &mut Ctx) -> R`: a reconcile controller without
+///   state. Write `Ctx` bare: the macro fills in the controller type.
+/// - A struct with `async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> R`:
+///   a reconcile controller with state kept across reconciles.
+/// - A struct with a `Primary` input: a queue controller, with
+///   `async fn reconcile(&self, ctx: &Ctx<Self>, item: &Pointer) -> R` and,
+///   when it has `Mapped`/`MappedDestroyReady` inputs,
+///   `async fn map(&self, ctx: &Ctx<Self>, input: &ReducedMetadata) -> M`.
+///
+/// `R` is `()`, `Result<(), E>` or (queue controllers) `Result<Requeue, E>`,
+/// for any error `E` that converts into `Box<dyn Error + Send + Sync>`; `M`
+/// is `Vec<Pointer>` or `Result<Vec<Pointer>, E>`. A struct collected by the
+/// inventory must implement `Default`, which builds it.
+///
+/// # What the compiler checks
+///
+/// The context is typed by the declaration: `ctx.list::<T>()` needs `T` among
+/// the inputs or outputs, `ctx.modify::<T>(..)` among the outputs, and
+/// `ctx.add_finalizer::<T>(..)` among the `Strong`, `Primary` or `Mapped`
+/// inputs, or the build fails with a message that says what to declare.
+///
+/// The declaration itself is checked as it is written, each mistake under its
+/// token: unknown keys and kinds (with the closest known one), a kind in the
+/// wrong list, an entry that is not `Kind<Type>`, an input (type, namespace,
+/// ID) or output type given twice, an output that is also an input that would
+/// wake the controller on its own writes, queue kinds mixed with the others or
+/// without a `Primary` one, `concurrency` outside queue controllers or `0`,
+/// namespaces and IDs a state would refuse, generics, and a function that is
+/// not `async` or does not take exactly one parameter. The same rules run
+/// again over the generated declaration at compile time, which catches what
+/// tokens hide (one type named by two paths), and once more when a runtime
+/// registers the controller.
+///
+/// # Generated items
+///
+/// For a function `name`, a struct `name {}` with the function's visibility
+/// and docs. For the controller type: `cosi::controller::Declared` (its
+/// `DECLARATION`), `Controller` or `QueueController`, `Register`, and the
+/// access markers `Reads`, `Writes`, `Finalizes` for the declared types.
+/// Unless `inventory = false`, an entry for `Runtime::from_inventory`.
 #[proc_macro_attribute]
 pub fn controller(args: TokenStream, item: TokenStream) -> TokenStream {
     debug::dump("#[controller]", controller::expand(args.into(), item.into())).into()
 }
 
-/// Declares a system (placeholder).
+/// Declares a set of controllers whose graph the compiler checks: two
+/// controllers with one name, or two writers of one type where either is
+/// exclusive, fail the build.
+///
+/// `cosi::system!(MyOs = [hostname, ServiceFiles]);` (or `pub MyOs`, with
+/// doc comments before it) declares a unit struct `MyOs` with
+///
+/// - `MyOs::DECLARATIONS: &'static [&'static Declaration]`, in the order listed;
+/// - `MyOs::runtime(state) -> Result<Runtime, RuntimeError>`, a runtime over
+///   `state` with each controller registered, built with `Default`.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+///
+/// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// #[resource(type = "HostnameStatuses.net.example.org", namespace = "network")]
+/// pub struct HostnameStatus {
+///     pub hostname: String,
+/// }
+///
+/// #[controller(outputs = [Exclusive<HostnameStatus>])]
+/// async fn hostname(ctx: &mut Ctx) -> cosi::Result<()> {
+///     ctx.modify::<HostnameStatus>("hostname", |status| status.hostname = "talos".into()).await?;
+///     Ok(())
+/// }
+///
+/// #[controller(inputs = [Weak<HostnameStatus>])]
+/// async fn motd(ctx: &mut Ctx) -> cosi::Result<()> {
+///     ctx.list::<HostnameStatus>().await?;
+///     Ok(())
+/// }
+///
+/// cosi::system!(
+///     /// The controllers of the OS.
+///     pub MyOs = [hostname, motd]
+/// );
+///
+/// assert_eq!(MyOs::DECLARATIONS.len(), 2);
+/// let runtime = MyOs::runtime(cosi::state::memory())?;
+/// assert_eq!(runtime.controllers(), ["hostname", "motd"]);
+/// # Ok::<(), cosi::RuntimeError>(())
+/// ```
+///
+/// A second controller with `outputs = [Exclusive<HostnameStatus>]` in the
+/// list fails the build with the runtime's message:
+///
+/// ```text
+/// error[E0080]: evaluation panicked: controllers `hostname` and `other` both write
+///               `HostnameStatuses.net.example.org`, and `hostname` declares it exclusive:
+///               a type has one exclusive writer, or only shared ones
+/// ```
 #[proc_macro]
 pub fn system(input: TokenStream) -> TokenStream {
     debug::dump("cosi::system!", system::expand(input.into())).into()

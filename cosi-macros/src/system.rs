@@ -66,7 +66,10 @@ fn check(cx: &Ctxt, system: &System) {
         if listed[..i].contains(&listed[i]) {
             cx.error_spanned_by(
                 path,
-                format_args!("`{}` is listed twice in `system!`; list each controller once", listed[i].replace(' ', "")),
+                format_args!(
+                    "`{}` is listed twice in `system!`; list each controller once",
+                    listed[i].replace(' ', "")
+                ),
             );
         }
     }
@@ -85,9 +88,9 @@ fn expand_system(system: &System, stub: bool) -> TokenStream {
             }
         }
     });
-    let registrations = controllers.iter().map(|path| {
-        quote_spanned!(path.span()=> __cosi_runtime.register(<#path as #private::Default>::default())?;)
-    });
+    let registrations = controllers
+        .iter()
+        .map(|path| quote_spanned!(path.span()=> __cosi_runtime.register(<#path as #private::Default>::default())?;));
     let doc = format!("The system of {} controllers declared with `cosi::system!`.", controllers.len());
     let doc = (!attrs.iter().any(|attr| attr.path().is_ident("doc"))).then(|| quote!(#[doc = #doc]));
     let assertion = (!stub).then(|| {

@@ -3,10 +3,13 @@
 //! resources.
 //!
 //! Run with `cargo bench -p cosi --bench runtime`; results go in
-//! `BENCHMARKS.md`. The harness is our own, not criterion's: a latency needs
-//! its 99th percentile, which criterion does not report, so every sample is
-//! timed with `Instant` and the table printed at the end. Without `--bench`
-//! (`cargo test --benches`) every measurement runs once, small, as a smoke test.
+//! `BENCHMARKS.md`; a name after `--` (`chain`, `reconcile`, `queue`) runs only
+//! those measurements. The harness is our own, not criterion's: a latency
+//! needs its 99th percentile, which criterion does not report, so every sample
+//! is timed with `Instant` and the results printed as tables. Everything runs
+//! twice, on a 2-worker multi-thread tokio runtime and on a current-thread one.
+//! Without `--bench` (`cargo test --benches`) the measurements run small and
+//! few, as a smoke test.
 //!
 //! - **Chain latency**: controller `i` copies the resources of namespace `c{i}`
 //!   into `c{i+1}` (one controller type, registered `n` times under its own
@@ -19,11 +22,10 @@
 //!   then the bench writes 100,000 inputs; timed from the first write until all
 //!   outputs exist (and, separately, from the last write).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cosi::prelude::*;
-use cosi::state::{EventType, WatchCondition};
+use tokio::runtime::Builder;
 
 #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[resource(type = "Nums.bench.cosi.dev", namespace = "c0")]
@@ -103,7 +105,7 @@ struct Plan {
     runs: usize,
 }
 
-const FULL: Plan = Plan { chains: &[(10, 2_000), (100, 300)], resources: 100_000, runs: 3 };
+const FULL: Plan = Plan { chains: &[(10, 2_000), (100, 300)], resources: 100_000, runs: 5 };
 const SMOKE: Plan = Plan { chains: &[(10, 3)], resources: 1_000, runs: 1 };
 
 fn main() {
@@ -111,60 +113,76 @@ fn main() {
         true => FULL,
         false => SMOKE,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime");
-    rt.block_on(async {
-        println!("chain latency (update at the head until the tail has it)");
-        println!("{:>8} {:>8} {:>12} {:>12} {:>12} {:>12}", "links", "samples", "median", "p90", "p99", "max");
-        for &(links, samples) in plan.chains {
-            let mut times = chain_latency(links, samples).await;
-            times.sort_unstable();
-            println!(
-                "{links:>8} {samples:>8} {:>12?} {:>12?} {:>12?} {:>12?}",
-                percentile(&times, 0.5),
-                percentile(&times, 0.9),
-                percentile(&times, 0.99),
-                times.last().copied().unwrap_or_default(),
-            );
-        }
+    // Like criterion's filter: `cargo bench --bench runtime -- queue` runs the
+    // measurements whose name contains `queue` (chain, reconcile, queue).
+    let filter = std::env::args().skip(1).find(|arg| !arg.starts_with('-')).unwrap_or_default();
+    // Both flavours a program may run the runtime on: the hand-off between
+    // worker threads is most of a chain's latency.
+    for multi_thread in [true, false] {
+        let (flavour, rt) = match multi_thread {
+            true => {
+                ("tokio multi-thread, 2 workers", Builder::new_multi_thread().worker_threads(2).enable_all().build())
+            }
+            false => ("tokio current-thread", Builder::new_current_thread().enable_all().build()),
+        };
+        let rt = rt.expect("tokio runtime");
+        println!("== {flavour}");
+        rt.block_on(measure(&plan, &filter));
+        println!();
+    }
+}
 
-        println!("\ntransform throughput ({} resources, {} runs: median [min, max])", plan.resources, plan.runs);
-        for kind in [Transform::Reconcile, Transform::Queue] {
-            for live in [false, true] {
-                let mut totals = Vec::new();
-                let mut tails = Vec::new();
-                for _ in 0..plan.runs {
-                    let (total, tail) = transform_throughput(kind, live, plan.resources).await;
-                    totals.push(total);
-                    tails.push(tail);
-                }
-                totals.sort_unstable();
-                tails.sort_unstable();
-                let median = percentile(&totals, 0.5);
-                let rate = plan.resources as f64 / median.as_secs_f64();
-                let mode = match live {
-                    true => "live, from the first write",
-                    false => "preloaded, from start",
-                };
+async fn measure(plan: &Plan, filter: &str) {
+    println!("chain latency (update at the head until the tail has it)");
+    println!("{:>8} {:>8} {:>12} {:>12} {:>12} {:>12}", "links", "samples", "median", "p90", "p99", "max");
+    for &(links, samples) in plan.chains.iter().filter(|_| "chain".contains(filter)) {
+        let mut times = chain_latency(links, samples).await;
+        times.sort_unstable();
+        println!(
+            "{links:>8} {samples:>8} {:>12.1?} {:>12.1?} {:>12.1?} {:>12.1?}",
+            percentile(&times, 0.5),
+            percentile(&times, 0.9),
+            percentile(&times, 0.99),
+            times.last().copied().unwrap_or_default(),
+        );
+    }
+
+    println!("transform throughput ({} resources, {} runs: median [min, max])", plan.resources, plan.runs);
+    for kind in [Transform::Reconcile, Transform::Queue].into_iter().filter(|kind| kind.name().contains(filter)) {
+        for live in [false, true] {
+            let mut totals = Vec::new();
+            let mut tails = Vec::new();
+            for _ in 0..plan.runs {
+                let (total, tail) = transform_throughput(kind, live, plan.resources).await;
+                totals.push(total);
+                tails.push(tail);
+            }
+            totals.sort_unstable();
+            tails.sort_unstable();
+            let median = percentile(&totals, 0.5);
+            let rate = plan.resources as f64 / median.as_secs_f64();
+            let mode = match live {
+                true => "live, from the first write",
+                false => "preloaded, from start",
+            };
+            println!(
+                "{:>9} {mode:<28} {median:>10.1?} [{:.1?}, {:.1?}] {rate:>10.0} resources/s",
+                kind.name(),
+                percentile(&totals, 0.0),
+                percentile(&totals, 1.0),
+            );
+            if live {
                 println!(
-                    "{:>9} {mode:<28} {median:>10.1?} [{:.1?}, {:.1?}] {:>10.0} resources/s",
+                    "{:>9} {:<28} {:>10.1?} [{:.1?}, {:.1?}]",
                     kind.name(),
-                    totals[0],
-                    totals[totals.len() - 1],
-                    rate,
+                    "live, from the last write",
+                    percentile(&tails, 0.5),
+                    percentile(&tails, 0.0),
+                    percentile(&tails, 1.0),
                 );
-                if live {
-                    println!(
-                        "{:>9} {:<28} {:>10.1?} [{:.1?}, {:.1?}]",
-                        kind.name(),
-                        "live, from the last write",
-                        percentile(&tails, 0.5),
-                        tails[0],
-                        tails[tails.len() - 1],
-                    );
-                }
             }
         }
-    });
+    }
 }
 
 /// The sorted `times`' value at `fraction` (nearest rank).
@@ -177,13 +195,13 @@ fn percentile(times: &[Duration], fraction: f64) -> Duration {
 }
 
 async fn chain_latency(links: usize, samples: usize) -> Vec<Duration> {
-    let state: Arc<dyn State> = Arc::new(cosi::state::memory());
+    let state = cosi::state::memory();
     let runtime = Runtime::new(state.clone());
     for index in 0..links {
         runtime.register(Link::new(index).named(format!("link{index}"))).expect("register");
     }
     let head = Pointer::new("c0", Num::TYPE, "x");
-    let tail = Pointer::new(&format!("c{links}"), Num::TYPE, "x");
+    let tail = Pointer::new(format!("c{links}"), Num::TYPE, "x");
     state.create_typed(Typed::new("x", Num { value: 0 }), CreateOptions::default()).await.expect("create");
     runtime.start().await.expect("start");
 
@@ -191,10 +209,10 @@ async fn chain_latency(links: usize, samples: usize) -> Vec<Duration> {
     let mut wait_for = async |value: i64| {
         while let Some(event) = watch.recv().await {
             match event {
-                Event::Created { resource, .. } | Event::Updated { resource, .. } => {
-                    if Typed::<Num>::try_from(resource).expect("a Num").value == value {
-                        return;
-                    }
+                Event::Created { resource, .. } | Event::Updated { resource, .. }
+                    if Typed::<Num>::try_from(&*resource).expect("a Num").value == value =>
+                {
+                    return;
                 }
                 Event::Errored { error } => panic!("the tail watch failed: {error}"),
                 _ => (),
@@ -238,7 +256,7 @@ impl Transform {
 /// Returns the time until every output exists, from the start (`preloaded`)
 /// or the first write (`live`), and from the last write (zero when preloaded).
 async fn transform_throughput(kind: Transform, live: bool, resources: usize) -> (Duration, Duration) {
-    let state: Arc<dyn State> = Arc::new(cosi::state::memory());
+    let state = cosi::state::memory();
     let runtime = Runtime::new(state.clone());
     match kind {
         Transform::Reconcile => runtime.register(transform {}),
@@ -270,15 +288,19 @@ async fn transform_throughput(kind: Transform, live: bool, resources: usize) -> 
     };
 
     // Outputs are written in ID order, about: wait for the last one, then
-    // poll until all are there.
+    // until all are there. Polled every millisecond: a watch would fall more
+    // than the history's capacity behind the writer and fail.
     let last = Pointer::new(TRANSFORM_OUT, Text::TYPE, format!("n{:06}", resources - 1));
-    let exists = WatchCondition::new().event_types([EventType::Created, EventType::Updated]);
-    state.watch_for(&last, exists).await.expect("watch the last output");
+    while state.get(&last).await.is_err() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     let kind = Kind::new(TRANSFORM_OUT, Text::TYPE);
     while state.list(&kind, &ListOptions::default()).await.expect("list").len() < resources {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let done = Instant::now();
+    let output = state.get_typed_at::<Text>(&last).await.expect("the last output");
+    assert_eq!(output.value, (resources - 1).to_string(), "the transform wrote a wrong output");
     runtime.shutdown().await;
     (done - start, done - last_write)
 }

@@ -5,16 +5,17 @@ pub use core::clone::Clone;
 pub use core::default::Default;
 pub use core::fmt::Debug;
 pub use core::marker::Copy;
-// For the inventory entry of a controller.
-pub use core::module_path;
 // For the stub impls `#[controller]` emits beside its errors.
 pub use core::future::pending;
+// For the inventory entry of a controller.
+pub use core::module_path;
+// The macro, for the stub impl `#[derive(Resource)]` emits beside its errors.
+pub use core::unreachable;
+
 pub use core::future::Future;
 pub use core::marker::Send;
 pub use core::option::Option;
 pub use core::result::Result;
-// The macro, for the stub impl `#[derive(Resource)]` emits beside its errors.
-pub use core::unreachable;
 pub use std::borrow::ToOwned;
 pub use std::string::String;
 pub use std::sync::Arc;
@@ -22,11 +23,14 @@ pub use std::sync::Arc;
 pub use std::vec;
 pub use std::vec::Vec;
 
+use core::future::{IntoFuture, Pending};
+use core::marker::PhantomData;
+
 pub use inventory;
 
 pub use crate::controller::{
-    Controller, Ctx, Declaration, Declared, Entry, Finalizes, InputDecl, InputKind, IntoMapped, IntoOutcome,
-    OutputDecl, OutputKind, Outcome, QueueController, BoxError, Reads, ReducedMetadata, Register, Writes, assert_system,
+    BoxError, Controller, Ctx, Declaration, Declared, Entry, Finalizes, InputDecl, InputKind, IntoMapped, IntoOutcome,
+    Outcome, OutputDecl, OutputKind, QueueController, Reads, ReducedMetadata, Register, Writes, assert_system,
 };
 pub use crate::resource::{Pointer, PrintColumn, Resource, ResourceDefinition, Sensitivity};
 pub use crate::runtime::{Collected, Registration, Runtime, RuntimeError};
@@ -39,19 +43,90 @@ pub const fn assert_declaration(declaration: &Declaration) {
 }
 
 /// Builds a collected controller with `Default`.
-pub fn build_default<C: Register + Default>() -> Registration {
-    C::default().registration()
+pub fn build_default<C: Register + InventoryDefault>() -> Registration {
+    C::build().registration()
 }
 
-/// Compile-time check that a collected controller can be built: the inventory builds it with `Default`.
-pub const fn assert_inventory_default<C: InventoryDefault>() {}
-
-/// The bound of [`assert_inventory_default`], for its message.
+/// `Default`, under a name whose message says why the inventory needs it.
 #[diagnostic::on_unimplemented(
     message = "controller `{Self}` is collected by the inventory, which builds it with `Default`",
     label = "`{Self}` does not implement `Default`",
     note = "derive `Default` for `{Self}`, or add `inventory = false` to `#[controller(...)]` and register an instance yourself"
 )]
-pub trait InventoryDefault {}
+pub trait InventoryDefault {
+    /// `Default::default()`.
+    fn build() -> Self;
+}
 
-impl<C: Default> InventoryDefault for C {}
+impl<C: Default> InventoryDefault for C {
+    fn build() -> Self {
+        C::default()
+    }
+}
+
+/// What `Type::reconcile` or `Type::map` resolves to in the code
+/// `#[controller]` generates for a struct without that inherent method: an
+/// awaitable that type-checks, so that the only error is the one of
+/// [`ReconcileMethod`] or [`MapMethod`], which says what to write.
+pub struct MissingMethod<C>(PhantomData<fn() -> C>);
+
+impl<C> Default for MissingMethod<C> {
+    fn default() -> Self {
+        MissingMethod(PhantomData)
+    }
+}
+
+impl<C> IntoFuture for MissingMethod<C> {
+    type Output = MissingMethodOutput;
+    type IntoFuture = Pending<MissingMethodOutput>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        pending()
+    }
+}
+
+/// The output of a [`MissingMethod`], which never comes: the build fails first.
+pub struct MissingMethodOutput;
+
+impl IntoOutcome for MissingMethodOutput {
+    fn into_outcome(self) -> Outcome {
+        Outcome::Failed("`#[controller]` method missing".into())
+    }
+}
+
+impl IntoMapped for MissingMethodOutput {
+    fn into_mapped(self) -> Result<Vec<Pointer>, BoxError> {
+        Err("`#[controller]` method missing".into())
+    }
+}
+
+/// `F` is what the user's `reconcile` returned, not a [`MissingMethod`]
+/// (which is awaitable but not a `Future`).
+#[diagnostic::on_unimplemented(
+    message = "controller `{C}` has no `reconcile` method",
+    label = "`#[controller]` calls `{C}::reconcile`",
+    note = "add `async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> cosi::Result<()>` to an `impl {C}` block, or, for a queue controller, `async fn reconcile(&self, ctx: &Ctx<Self>, item: &Pointer) -> cosi::Result<()>`"
+)]
+pub trait ReconcileMethod<C> {}
+
+impl<C, F: Future> ReconcileMethod<C> for F {}
+
+/// Passes the future of `C::reconcile` through, checking that there is such a method.
+pub fn reconcile_method<C, F: ReconcileMethod<C>>(future: F) -> F {
+    future
+}
+
+/// `F` is what the user's `map` returned, not a [`MissingMethod`].
+#[diagnostic::on_unimplemented(
+    message = "controller `{C}` has mapped inputs but no `map` method",
+    label = "`#[controller]` calls `{C}::map`",
+    note = "add `async fn map(&self, ctx: &Ctx<Self>, input: &ReducedMetadata) -> Vec<Pointer>` to an `impl {C}` block"
+)]
+pub trait MapMethod<C> {}
+
+impl<C, F: Future> MapMethod<C> for F {}
+
+/// Passes the future of `C::map` through, checking that there is such a method.
+pub fn map_method<C, F: MapMethod<C>>(future: F) -> F {
+    future
+}

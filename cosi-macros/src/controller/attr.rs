@@ -6,7 +6,7 @@
 //! an unknown kind keeps its type, so the fallback expansion can still let the
 //! body read it. Rules across keys and entries live in `check.rs`.
 
-use proc_macro2::{Span, TokenStream, TokenTree};
+use proc_macro2::{TokenStream, TokenTree};
 use syn::ext::IdentExt;
 use syn::parse::{ParseStream, Parser};
 use syn::{Expr, GenericArgument, Ident, Lit, LitBool, LitInt, LitStr, Path, PathArguments, Token, Type, token};
@@ -272,13 +272,11 @@ fn output_entry(cx: &Ctxt, input: ParseStream<'_>) -> syn::Result<Option<OutputE
 
 /// `Kind<Type>`, parsed as a type so that `Kind<Vec<(A, B)>>` comes whole.
 fn kind_and_type(input: ParseStream<'_>, example: &str) -> syn::Result<(Ident, Type)> {
-    let malformed = |span: Span| syn::Error::new(span, format_args!("expected `Kind<Type>`, such as `{example}`"));
+    let message = format!("expected `Kind<Type>`, such as `{example}`");
     let start = input.span();
-    let ty: Type = input.parse().map_err(|_| malformed(start))?;
-    let Type::Path(path) = &ty else {
-        return Err(syn::Error::new_spanned(&ty, format_args!("expected `Kind<Type>`, such as `{example}`")));
-    };
-    let malformed = || syn::Error::new_spanned(&ty, format_args!("expected `Kind<Type>`, such as `{example}`"));
+    let ty: Type = input.parse().map_err(|_| syn::Error::new(start, &message))?;
+    let malformed = || syn::Error::new_spanned(&ty, &message);
+    let Type::Path(path) = &ty else { return Err(malformed()) };
     let (Some(segment), 1, None) = (path.path.segments.first(), path.path.segments.len(), &path.qself) else {
         return Err(malformed());
     };

@@ -10,7 +10,7 @@
 
 use quote::ToTokens;
 use syn::ext::IdentExt;
-use syn::{FnArg, Generics, Item, ItemFn, Path, spanned::Spanned};
+use syn::{FnArg, Generics, Item, ItemFn, Path};
 
 use super::attr::{Args, InputKind, kw};
 use super::{Definition, Shape};
@@ -53,7 +53,10 @@ pub(crate) fn check<'a>(cx: &Ctxt, item: &'a Item, args: &'a Args) -> Option<Def
         Item::Struct(item) if queue => Shape::Queue {
             item,
             concurrency,
-            mapped: args.inputs.iter().any(|input| matches!(input.kind, Some(InputKind::Mapped | InputKind::MappedDestroyReady))),
+            mapped: args
+                .inputs
+                .iter()
+                .any(|input| matches!(input.kind, Some(InputKind::Mapped | InputKind::MappedDestroyReady))),
         },
         Item::Struct(item) => Shape::Struct(item),
         _ => return None,
@@ -254,9 +257,6 @@ fn item_keyword(item: &Item) -> proc_macro2::TokenStream {
         Item::Const(item) => item.const_token.to_token_stream(),
         Item::Static(item) => item.static_token.to_token_stream(),
         Item::Type(item) => item.type_token.to_token_stream(),
-        item => {
-            let span = item.span();
-            quote::quote_spanned!(span=> item)
-        }
+        item => item.to_token_stream(),
     }
 }

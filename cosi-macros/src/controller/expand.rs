@@ -34,7 +34,7 @@ pub(crate) fn controller(definition: &Definition<'_>) -> TokenStream {
     let output_decls = outputs.iter().filter_map(|output| output_decl(&private, output));
     let controller_impl = controller_impl(&private, ident, shape);
     let access = access_impls(&private, ident, inputs, outputs);
-    let inventory = inventory.then(|| submit(&private, ident, shape));
+    let inventory = inventory.then(|| submit(&private, ident));
 
     quote! {
         #item
@@ -63,18 +63,19 @@ pub(crate) fn controller(definition: &Definition<'_>) -> TokenStream {
 /// `errors`, the item, and stubs: a `Declared` impl with an empty declaration,
 /// the controller trait, `Register`, and the access markers of every type the
 /// attribute names, so that the body and the uses of the controller add no
-/// errors of their own. Generic items and items that are neither functions
+/// errors of their own. Generic structs and items that are neither functions
 /// nor structs get no stub: they could not be controllers anyway.
 pub(crate) fn fallback(item: &Item, args: &Args, errors: syn::Error) -> TokenStream {
     let errors = errors.into_compile_error();
     let krate = args.krate.clone().unwrap_or_else(default_crate);
     let private = quote!(#krate::__private);
     let (item, ident, queue) = match item {
-        Item::Fn(function) if function.sig.generics.params.is_empty() => {
-            let ident = &function.sig.ident;
+        // A generic function still gets a (plain) struct: its body then compiles on.
+        Item::Fn(original) => {
             // The stub impls never call the function.
-            let item = function_and_struct(&private, function, ident);
-            (quote!(#[allow(dead_code)] #item), ident, false)
+            let mut function = original.clone();
+            function.attrs.push(syn::parse_quote!(#[allow(dead_code)]));
+            (function_and_struct(&private, &function, &original.sig.ident), &original.sig.ident, false)
         }
         Item::Struct(item) if item.generics.params.is_empty() => {
             let queue = args.inputs.iter().any(|input| input.kind.is_some_and(InputKind::is_queue));
@@ -167,8 +168,15 @@ fn complete_ctx(ty: &mut Type, ident: &Ident) {
 }
 
 /// `impl Controller` or `impl QueueController`, calling the user's function or methods, and `impl Register`.
+///
+/// Calls are spanned on the user's code, so that a wrong signature or return
+/// type is reported there. A struct's methods are called from free functions
+/// beside the trait impl, not from inside it: there the trait's own
+/// `reconcile` is in scope, and a struct without an inherent `reconcile`
+/// would compile into a call to itself (see `missing_method` for what it
+/// compiles into instead). Their `use<..>` lists what the future borrows, as
+/// the trait methods do, in any edition.
 fn controller_impl(private: &TokenStream, ident: &Ident, shape: &Shape<'_>) -> TokenStream {
-    // Calls are spanned on the user's code, so a wrong signature or return type is reported there.
     match shape {
         Shape::Fn(function) => {
             let output = output_span(&function.sig.output, function.sig.ident.span());
@@ -190,12 +198,24 @@ fn controller_impl(private: &TokenStream, ident: &Ident, shape: &Shape<'_>) -> T
             }
         }
         Shape::Struct(_) => {
-            let call = quote_spanned!(ident.span()=> #private::IntoOutcome::into_outcome(#ident::reconcile(self, __cosi_ctx).await));
+            let missing = missing_method(private, ident, "reconcile", 2);
+            let call = quote_spanned! {ident.span()=>
+                let __cosi_future = #private::reconcile_method::<#ident, _>(#ident::reconcile(__cosi_self, __cosi_ctx));
+            };
             quote! {
+                fn __cosi_reconcile<'s, 'c>(
+                    __cosi_self: &'s mut #ident,
+                    __cosi_ctx: &'c mut #private::Ctx<#ident>,
+                ) -> impl #private::Future<Output = #private::Outcome> + #private::Send + use<'s, 'c> {
+                    #missing
+                    #call
+                    async move { #private::IntoOutcome::into_outcome(__cosi_future.await) }
+                }
+
                 #[automatically_derived]
                 impl #private::Controller for #ident {
                     fn reconcile(&mut self, __cosi_ctx: &mut #private::Ctx<Self>) -> impl #private::Future<Output = #private::Outcome> + #private::Send {
-                        async move { #call }
+                        __cosi_reconcile(self, __cosi_ctx)
                     }
                 }
 
@@ -208,31 +228,59 @@ fn controller_impl(private: &TokenStream, ident: &Ident, shape: &Shape<'_>) -> T
             }
         }
         Shape::Queue { mapped, .. } => {
-            let call = quote_spanned!(ident.span()=>
-                #private::IntoOutcome::into_outcome(#ident::reconcile(self, __cosi_ctx, __cosi_item).await)
-            );
+            let missing = missing_method(private, ident, "reconcile", 3);
+            let call = quote_spanned! {ident.span()=>
+                let __cosi_future =
+                    #private::reconcile_method::<#ident, _>(#ident::reconcile(__cosi_self, __cosi_ctx, __cosi_item));
+            };
             let map = mapped.then(|| {
-                let call = quote_spanned!(ident.span()=>
-                    #private::IntoMapped::into_mapped(#ident::map(self, __cosi_ctx, __cosi_input).await)
-                );
-                quote! {
+                let missing = missing_method(private, ident, "map", 3);
+                let call = quote_spanned! {ident.span()=>
+                    let __cosi_future = #private::map_method::<#ident, _>(#ident::map(__cosi_self, __cosi_ctx, __cosi_input));
+                };
+                let map_fn = quote! {
+                    fn __cosi_map<'s, 'c, 'i>(
+                        __cosi_self: &'s #ident,
+                        __cosi_ctx: &'c #private::Ctx<#ident>,
+                        __cosi_input: &'i #private::ReducedMetadata,
+                    ) -> impl #private::Future<Output = #private::Result<#private::Vec<#private::Pointer>, #private::BoxError>> + #private::Send + use<'s, 'c, 'i> {
+                        #missing
+                        #call
+                        async move { #private::IntoMapped::into_mapped(__cosi_future.await) }
+                    }
+                };
+                let map_method = quote! {
                     fn map(
                         &self,
                         __cosi_ctx: &#private::Ctx<Self>,
                         __cosi_input: &#private::ReducedMetadata,
                     ) -> impl #private::Future<Output = #private::Result<#private::Vec<#private::Pointer>, #private::BoxError>> + #private::Send {
-                        async move { #call }
+                        __cosi_map(self, __cosi_ctx, __cosi_input)
                     }
-                }
+                };
+                (map_fn, map_method)
             });
+            let (map_fn, map_method) = map.unzip();
             quote! {
+                fn __cosi_reconcile<'s, 'c, 'i>(
+                    __cosi_self: &'s #ident,
+                    __cosi_ctx: &'c #private::Ctx<#ident>,
+                    __cosi_item: &'i #private::Pointer,
+                ) -> impl #private::Future<Output = #private::Outcome> + #private::Send + use<'s, 'c, 'i> {
+                    #missing
+                    #call
+                    async move { #private::IntoOutcome::into_outcome(__cosi_future.await) }
+                }
+
+                #map_fn
+
                 #[automatically_derived]
                 impl #private::QueueController for #ident {
                     fn reconcile(&self, __cosi_ctx: &#private::Ctx<Self>, __cosi_item: &#private::Pointer) -> impl #private::Future<Output = #private::Outcome> + #private::Send {
-                        async move { #call }
+                        __cosi_reconcile(self, __cosi_ctx, __cosi_item)
                     }
 
-                    #map
+                    #map_method
                 }
 
                 #[automatically_derived]
@@ -241,6 +289,27 @@ fn controller_impl(private: &TokenStream, ident: &Ident, shape: &Shape<'_>) -> T
                         #private::Registration::queue(self)
                     }
                 }
+            }
+        }
+    }
+}
+
+/// A trait, local to the function that calls `ident::method`, that gives
+/// `ident` a `method` of `arity` parameters: the call resolves to it only when
+/// `ident` has no inherent `method`, and its result then fails
+/// `reconcile_method`/`map_method`, whose message says what to write.
+fn missing_method(private: &TokenStream, ident: &Ident, method: &str, arity: usize) -> TokenStream {
+    let method = format_ident!("{method}");
+    let parameters: Vec<Ident> = (0..arity).map(|i| format_ident!("__Cosi{i}")).collect();
+    quote! {
+        #[allow(non_camel_case_types)]
+        trait __cosi_missing_method {
+            fn #method<#(#parameters),*>(#(_: #parameters),*) -> #private::MissingMethod<#ident>;
+        }
+
+        impl __cosi_missing_method for #ident {
+            fn #method<#(#parameters),*>(#(_: #parameters),*) -> #private::MissingMethod<#ident> {
+                #private::Default::default()
             }
         }
     }
@@ -271,22 +340,24 @@ fn output_decl(private: &TokenStream, output: &OutputEntry) -> Option<TokenStrea
 
 /// `Reads` for every type named, `Writes` for outputs, `Finalizes` for the
 /// inputs that grant finalizers; one impl per type as written.
+///
+/// The impls are `#[diagnostic::do_not_recommend]`, so that a broken access
+/// rule does not list every other controller's declared types. That tool
+/// attribute does not resolve under `#![no_implicit_prelude]`, the one
+/// place the expansion needs the prelude.
 fn access_impls(private: &TokenStream, ident: &Ident, inputs: &[InputEntry], outputs: &[OutputEntry]) -> TokenStream {
     let reads = inputs.iter().map(|input| &input.ty).chain(outputs.iter().map(|output| &output.ty));
     let writes = outputs.iter().map(|output| &output.ty);
     // An unknown kind (only in the fallback) grants the most, so the body adds no errors.
-    let finalizes = inputs
-        .iter()
-        .filter(|input| input.kind.is_none_or(InputKind::grants_finalizers))
-        .map(|input| &input.ty);
-    let writes: Vec<&Type> = writes
-        .chain(outputs.iter().filter(|output| output.kind.is_none()).map(|output| &output.ty))
-        .collect();
+    let finalizes =
+        inputs.iter().filter(|input| input.kind.is_none_or(InputKind::grants_finalizers)).map(|input| &input.ty);
+    let writes: Vec<&Type> =
+        writes.chain(outputs.iter().filter(|output| output.kind.is_none()).map(|output| &output.ty)).collect();
     let (reads, writes, finalizes) = (unique(reads), unique(writes), unique(finalizes));
     quote! {
-        #(#[automatically_derived] impl #private::Reads<#ident> for #reads {})*
-        #(#[automatically_derived] impl #private::Writes<#ident> for #writes {})*
-        #(#[automatically_derived] impl #private::Finalizes<#ident> for #finalizes {})*
+        #(#[automatically_derived] #[diagnostic::do_not_recommend] impl #private::Reads<#ident> for #reads {})*
+        #(#[automatically_derived] #[diagnostic::do_not_recommend] impl #private::Writes<#ident> for #writes {})*
+        #(#[automatically_derived] #[diagnostic::do_not_recommend] impl #private::Finalizes<#ident> for #finalizes {})*
     }
 }
 
@@ -304,22 +375,16 @@ fn unique<'a>(types: impl IntoIterator<Item = &'a Type>) -> Vec<&'a Type> {
     unique
 }
 
-/// The inventory entry. Structs are built with `Default`; the assertion puts
-/// the error of a struct without it on the struct's name.
-fn submit(private: &TokenStream, ident: &Ident, shape: &Shape<'_>) -> TokenStream {
-    let assert_default = match shape {
-        Shape::Fn(_) => None,
-        Shape::Struct(_) | Shape::Queue { .. } => Some(quote_spanned! {ident.span()=>
-            const _: () = #private::assert_inventory_default::<#ident>();
-        }),
-    };
+/// The inventory entry. Controllers are built with `Default`; the path of
+/// the builder is spanned on the name, so that the error of a struct without
+/// `Default` points there.
+fn submit(private: &TokenStream, ident: &Ident) -> TokenStream {
+    let build = quote_spanned!(ident.span()=> #private::build_default::<#ident>);
     quote! {
-        #assert_default
-
         #private::inventory::submit! {
             #private::Collected {
                 declaration: &<#ident as #private::Declared>::DECLARATION,
-                build: #private::build_default::<#ident>,
+                build: #build,
                 module: #private::module_path!(),
             }
         }

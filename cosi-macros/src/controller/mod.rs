@@ -62,3 +62,124 @@ pub(crate) enum Shape<'a> {
     /// and, when it has mapped inputs, `async fn map(&self, ctx: &Ctx<Self>, input: &ReducedMetadata) -> M`.
     Queue { item: &'a ItemStruct, concurrency: usize, mapped: bool },
 }
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    use super::expand;
+
+    fn errors(output: &str) -> Vec<&str> {
+        output.split("compile_error !").skip(1).collect()
+    }
+
+    #[test]
+    fn a_function_becomes_a_struct_and_its_ctx_is_completed() {
+        let output = expand(
+            quote!(inputs = [Weak<Spec>]),
+            quote! {
+                /// Docs.
+                pub async fn hostname(ctx: &mut Ctx) {}
+            },
+        )
+        .to_string();
+        assert!(errors(&output).is_empty(), "{output}");
+        let structure = quote! {
+            #[doc = r" Docs."]
+            #[allow(non_camel_case_types)]
+            #[derive(::cosi::__private::Clone, ::cosi::__private::Copy, ::cosi::__private::Debug, ::cosi::__private::Default)]
+            pub struct hostname {}
+
+            #[doc = r" Docs."]
+            pub async fn hostname(ctx: &mut Ctx<hostname>) {}
+        };
+        assert!(output.starts_with(&structure.to_string()), "{output}");
+        for expected in [
+            quote!(impl ::cosi::__private::Controller for hostname),
+            quote!(impl ::cosi::__private::Reads<hostname> for Spec {}),
+            quote!(name: "hostname"),
+            quote!(::cosi::__private::InputDecl::of::<Spec>(::cosi::__private::InputKind::Weak)),
+            quote!(::cosi::__private::inventory::submit!),
+        ] {
+            assert!(output.contains(&expected.to_string()), "{expected} not in {output}");
+        }
+        assert!(!output.contains("Finalizes"), "a weak input grants no finalizers: {output}");
+    }
+
+    #[test]
+    fn a_queue_struct_gets_its_concurrency_and_one_impl_per_type() {
+        let output = expand(
+            quote!(inputs = [Primary<A>, Mapped<B>, Mapped<B>(namespace = "other")], outputs = [Shared<C>], concurrency = 3, inventory = false),
+            quote!(struct Q;),
+        )
+        .to_string();
+        assert!(errors(&output).is_empty(), "{output}");
+        for expected in [
+            quote!(concurrency: ::cosi::__private::Option::Some(3usize)),
+            quote!(impl ::cosi::__private::QueueController for Q),
+            quote!(fn map),
+            quote!(::cosi::__private::Registration::queue(self)),
+            quote!(.in_namespace("other")),
+        ] {
+            assert!(output.contains(&expected.to_string()), "{expected} not in {output}");
+        }
+        assert_eq!(output.matches(&quote!(impl ::cosi::__private::Reads<Q> for B {}).to_string()).count(), 1);
+        assert_eq!(output.matches(&quote!(impl ::cosi::__private::Finalizes<Q> for).to_string()).count(), 2);
+        assert!(!output.contains("inventory"), "{output}");
+    }
+
+    #[test]
+    fn every_error_is_reported_with_stubs() {
+        let output = expand(
+            quote!(inputs = [Wek<A>, Weak<A>, Exclusive<B>, C], outputs = [Weak<D>, Shared<E>, Shared<E>], nmae = "x", concurrency = 2),
+            quote!(fn hostname(ctx: &mut Ctx, extra: u8) {}),
+        )
+        .to_string();
+        let expected = [
+            "unknown input kind `Wek`, did you mean `Weak`?",
+            "`Exclusive` is an output kind; move `Exclusive<...>` to `outputs = [...]`",
+            "expected `Kind<Type>`, such as `Weak<HostnameSpec>`",
+            "`Weak` is an input kind; move `Weak<...>` to `inputs = [...]`",
+            "unknown key `nmae` in `#[controller(...)]`, did you mean `name`?",
+            "a `#[controller]` function must be `async`; write `async fn hostname`",
+            "a `#[controller]` function takes exactly one parameter: `ctx: &mut Ctx`",
+            "`A` is declared twice in `inputs = [...]`; keep one",
+            "`E` is declared twice in `outputs = [...]`; keep one",
+            "`concurrency` is for queue controllers; add a `Primary` input or remove `concurrency`",
+        ];
+        let errors = errors(&output);
+        assert_eq!(errors.len(), expected.len(), "{output}");
+        for (error, expected) in errors.iter().zip(expected) {
+            assert!(error.contains(expected), "expected {expected:?} in {error:?}");
+        }
+        // The stubs keep the body compiling: the struct, the traits, and access to every type named.
+        for expected in [
+            quote!(
+                pub struct hostname {}
+            )
+            .to_string()
+            .replace("pub ", ""),
+            quote!(impl ::cosi::__private::Controller for hostname).to_string(),
+            quote!(impl ::cosi::__private::Reads<hostname> for A {}).to_string(),
+            quote!(impl ::cosi::__private::Writes<hostname> for D {}).to_string(),
+        ] {
+            assert!(output.contains(&expected), "{expected} not in {output}");
+        }
+    }
+
+    #[test]
+    fn other_items_pass_through_with_the_error() {
+        let output = expand(
+            quote!(),
+            quote!(
+                enum E {
+                    A,
+                }
+            ),
+        )
+        .to_string();
+        assert_eq!(errors(&output).len(), 1, "{output}");
+        assert!(output.contains("enum E"), "{output}");
+        assert!(!output.contains("impl"), "{output}");
+    }
+}

@@ -34,6 +34,11 @@ pub struct Ctx<C: ?Sized> {
     _controller: PhantomData<fn() -> C>,
 }
 
+/// What the methods of [`Ctx`] return: a boxed future, so that a broken access
+/// rule is reported once, at the call, rather than again at each use of an
+/// opaque future type that carries the rule.
+pub type CtxFuture<'a, T, E = Error> = std::pin::Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'a>>;
+
 /// Resolves once a resource is tearing down or gone: [`Ctx::until_teardown`].
 pub type TeardownSignal = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
@@ -90,83 +95,100 @@ impl<C: ?Sized> Ctx<C> {
     }
 
     /// The resource of type `T` at `at`.
-    pub async fn get<T: Resource + Reads<C>>(&self, at: impl At<T>) -> Result<Typed<T>> {
-        self.dynamic.get::<T>(at.pointer()).await
+    pub fn get<T: Resource + Reads<C>>(&self, at: impl At<T>) -> CtxFuture<'_, Typed<T>> {
+        let pointer = at.pointer();
+        Box::pin(async move { self.dynamic.get::<T>(pointer).await })
     }
 
     /// The resources of type `T` in its default namespace, sorted by ID.
-    pub async fn list<T: Resource + Reads<C>>(&self) -> Result<Vec<Typed<T>>> {
-        self.dynamic.list::<T>(T::NAMESPACE, &ListOptions::default()).await
+    pub fn list<T: Resource + Reads<C>>(&self) -> CtxFuture<'_, Vec<Typed<T>>> {
+        Box::pin(async move { self.dynamic.list::<T>(T::NAMESPACE, &ListOptions::default()).await })
     }
 
     /// The resources of type `T` in `namespace` that match `options`, sorted by ID.
-    pub async fn list_in<T: Resource + Reads<C>>(
-        &self,
-        namespace: &str,
-        options: &ListOptions,
-    ) -> Result<Vec<Typed<T>>> {
-        self.dynamic.list::<T>(namespace, options).await
+    pub fn list_in<'a, T: Resource + Reads<C>>(
+        &'a self,
+        namespace: &'a str,
+        options: &'a ListOptions,
+    ) -> CtxFuture<'a, Vec<Typed<T>>> {
+        Box::pin(async move { self.dynamic.list::<T>(namespace, options).await })
     }
 
     /// Creates the resource from `T::default()` with `edit` applied, or updates
     /// it with `edit`; retried on conflicts, and not written at all when
     /// `edit` changes nothing. Returns the resource as stored.
-    pub async fn modify<T: Resource + Default + Writes<C>>(
-        &self,
+    pub fn modify<'a, T: Resource + Default + Writes<C>>(
+        &'a self,
         at: impl At<T>,
-        mut edit: impl FnMut(&mut Typed<T>) + Send,
-    ) -> Result<Typed<T>> {
-        self.dynamic
-            .try_modify::<T, Error>(at.pointer(), move |resource| {
-                edit(resource);
-                Ok(())
-            })
-            .await
+        mut edit: impl FnMut(&mut Typed<T>) + Send + 'a,
+    ) -> CtxFuture<'a, Typed<T>> {
+        let pointer = at.pointer();
+        Box::pin(async move {
+            self.dynamic
+                .try_modify::<T, Error>(pointer, move |resource| {
+                    edit(resource);
+                    Ok(())
+                })
+                .await
+        })
     }
 
     /// [`modify`](Ctx::modify) with an edit that can fail; its error is returned as it is.
-    pub async fn try_modify<T, E>(
-        &self,
+    pub fn try_modify<'a, T, E>(
+        &'a self,
         at: impl At<T>,
-        edit: impl FnMut(&mut Typed<T>) -> Result<(), E> + Send,
-    ) -> Result<Typed<T>, E>
+        edit: impl FnMut(&mut Typed<T>) -> Result<(), E> + Send + 'a,
+    ) -> CtxFuture<'a, Typed<T>, E>
     where
         T: Resource + Default + Writes<C>,
-        E: From<Error> + Send,
+        E: From<Error> + Send + 'a,
     {
-        self.dynamic.try_modify(at.pointer(), edit).await
+        let pointer = at.pointer();
+        Box::pin(async move { self.dynamic.try_modify(pointer, edit).await })
     }
 
     /// Creates a resource.
-    pub async fn create<T: Resource + Writes<C>>(&self, resource: Typed<T>) -> Result<Typed<T>> {
-        self.dynamic.create(resource).await
+    pub fn create<T: Resource + Writes<C>>(&self, resource: Typed<T>) -> CtxFuture<'_, Typed<T>> {
+        Box::pin(async move { self.dynamic.create(resource).await })
     }
 
     /// Updates a resource; it must carry the stored version.
-    pub async fn update<T: Resource + Writes<C>>(&self, resource: Typed<T>) -> Result<Typed<T>> {
-        self.dynamic.update(resource).await
+    pub fn update<T: Resource + Writes<C>>(&self, resource: Typed<T>) -> CtxFuture<'_, Typed<T>> {
+        Box::pin(async move { self.dynamic.update(resource).await })
     }
 
     /// Moves a resource to the tearing-down phase; returns whether it has no
     /// finalizers left, so can be destroyed now.
-    pub async fn teardown<T: Resource + Writes<C>>(&self, at: impl At<T>) -> Result<bool> {
-        self.dynamic.teardown::<T>(at.pointer()).await
+    pub fn teardown<T: Resource + Writes<C>>(&self, at: impl At<T>) -> CtxFuture<'_, bool> {
+        let pointer = at.pointer();
+        Box::pin(async move { self.dynamic.teardown::<T>(pointer).await })
     }
 
     /// Destroys a resource that has no finalizers left.
-    pub async fn destroy<T: Resource + Writes<C>>(&self, at: impl At<T>) -> Result<()> {
-        self.dynamic.destroy::<T>(at.pointer()).await
+    pub fn destroy<T: Resource + Writes<C>>(&self, at: impl At<T>) -> CtxFuture<'_, ()> {
+        let pointer = at.pointer();
+        Box::pin(async move { self.dynamic.destroy::<T>(pointer).await })
     }
 
     /// Puts `finalizer` on an input: it stays until this controller removes it,
     /// and the resource cannot be destroyed meanwhile.
-    pub async fn add_finalizer<T: Resource + Finalizes<C>>(&self, at: impl At<T>, finalizer: &str) -> Result<()> {
-        self.dynamic.add_finalizer::<T>(at.pointer(), finalizer).await
+    pub fn add_finalizer<'a, T: Resource + Finalizes<C>>(
+        &'a self,
+        at: impl At<T>,
+        finalizer: &'a str,
+    ) -> CtxFuture<'a, ()> {
+        let pointer = at.pointer();
+        Box::pin(async move { self.dynamic.add_finalizer::<T>(pointer, finalizer).await })
     }
 
     /// Removes `finalizer` from an input; succeeds when the resource is gone.
-    pub async fn remove_finalizer<T: Resource + Finalizes<C>>(&self, at: impl At<T>, finalizer: &str) -> Result<()> {
-        self.dynamic.remove_finalizer::<T>(at.pointer(), finalizer).await
+    pub fn remove_finalizer<'a, T: Resource + Finalizes<C>>(
+        &'a self,
+        at: impl At<T>,
+        finalizer: &'a str,
+    ) -> CtxFuture<'a, ()> {
+        let pointer = at.pointer();
+        Box::pin(async move { self.dynamic.remove_finalizer::<T>(pointer, finalizer).await })
     }
 
     /// Removes the outputs of type `T` (in its default namespace) that this
@@ -174,13 +196,13 @@ impl<C: ?Sized> Ctx<C> {
     /// without finalizers, tears down the others (to be destroyed by a later
     /// reconcile once their finalizers are gone; declare `DestroyReady<T>` to
     /// be woken then).
-    pub async fn cleanup_outputs<T: Resource + Writes<C>>(&self) -> Result<()> {
-        self.dynamic.cleanup_outputs::<T>(T::NAMESPACE).await
+    pub fn cleanup_outputs<T: Resource + Writes<C>>(&self) -> CtxFuture<'_, ()> {
+        Box::pin(async move { self.dynamic.cleanup_outputs::<T>(T::NAMESPACE).await })
     }
 
     /// [`cleanup_outputs`](Ctx::cleanup_outputs) in `namespace`.
-    pub async fn cleanup_outputs_in<T: Resource + Writes<C>>(&self, namespace: &str) -> Result<()> {
-        self.dynamic.cleanup_outputs::<T>(namespace).await
+    pub fn cleanup_outputs_in<'a, T: Resource + Writes<C>>(&'a self, namespace: &'a str) -> CtxFuture<'a, ()> {
+        Box::pin(async move { self.dynamic.cleanup_outputs::<T>(namespace).await })
     }
 
     /// Replaces the controller's inputs (COSI's `UpdateInputs`): it is woken by
@@ -200,8 +222,9 @@ impl<C: ?Sized> Ctx<C> {
     /// A future that resolves once the resource at `at` is tearing down or
     /// gone (at once if it is already): a way to stop long work on an item
     /// that is going away (COSI's `ContextWithTeardown`).
-    pub async fn until_teardown<T: Resource + Reads<C>>(&self, at: impl At<T>) -> Result<TeardownSignal> {
-        self.dynamic.until_teardown(&expect_type::<T>(at.pointer())?).await
+    pub fn until_teardown<T: Resource + Reads<C>>(&self, at: impl At<T>) -> CtxFuture<'_, TeardownSignal> {
+        let pointer = expect_type::<T>(at.pointer());
+        Box::pin(async move { self.dynamic.until_teardown(&pointer?).await })
     }
 }
 
@@ -357,6 +380,13 @@ impl DynCtx {
     /// Removes the outputs of `kind` this controller owns and did not write in this reconcile.
     pub async fn cleanup_outputs_dynamic(&self, kind: &Kind) -> Result<()> {
         self.core.check_write(&kind.pointer("*"), "clean up")?;
+        if self.core.queue.is_some() {
+            return Err(Error::invalid_argument(format!(
+                "controller `{}` cannot clean up outputs: output tracking is for reconcile controllers, \
+                 which write all their outputs in each reconcile",
+                self.core.name
+            )));
+        }
         let touched: HashSet<Pointer> = self.core.touched();
         for resource in self.list_dynamic(kind, &ListOptions::default()).await? {
             let metadata = resource.metadata();
@@ -400,7 +430,7 @@ impl DynCtx {
 
     /// As [`Ctx::requeue`].
     pub fn requeue(&self) {
-        self.core.wake();
+        self.core.wake(|| crate::runtime::Trigger::Requeue);
     }
 
     /// The inputs the controller has now.

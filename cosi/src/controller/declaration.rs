@@ -362,7 +362,10 @@ pub const fn check_declaration(declaration: &Declaration) -> Result<(), Conflict
     }
     match declaration.concurrency {
         Some(0) => {
-            return Err(Conflict::InvalidQueue { controller: declaration.name, reason: "concurrency must be at least 1" });
+            return Err(Conflict::InvalidQueue {
+                controller: declaration.name,
+                reason: "concurrency must be at least 1",
+            });
         }
         Some(_) if primary_inputs == 0 => {
             return Err(Conflict::InvalidQueue {
@@ -410,11 +413,7 @@ pub const fn check_inputs<'a>(
                 && str_eq(input.r#type, other.r#type)
                 && opt_str_eq(input.id, other.id)
             {
-                return Err(Conflict::DuplicateInput {
-                    controller,
-                    namespace: input.namespace,
-                    r#type: input.r#type,
-                });
+                return Err(Conflict::DuplicateInput { controller, namespace: input.namespace, r#type: input.r#type });
             }
             j += 1;
         }
@@ -484,22 +483,20 @@ pub const fn assert_system(controllers: &[Entry<'_>], declarations: &[&Declarati
     let mut i = 0;
     while i < declarations.len() {
         if let Err(conflict) = check_declaration(declarations[i]) {
-            const_panic(conflict);
+            panic!("{}", const_message(conflict).as_str());
         }
         i += 1;
     }
     if let Err(conflict) = check_graph(controllers) {
-        const_panic(conflict);
+        panic!("{}", const_message(conflict).as_str());
     }
 }
 
-/// Panics with the conflict's message, in `const` evaluation as well.
-///
-/// `Display` is not callable in a `const fn`, so the message is assembled here
-/// by hand; the runtime uses `Display`, which says the same.
-const fn const_panic(conflict: Conflict<'_>) -> ! {
+/// The conflict's message, assembled in `const` evaluation, where `Display`
+/// cannot run; the runtime uses `Display`, which says the same.
+const fn const_message(conflict: Conflict<'_>) -> ConstMessage {
     let message = ConstMessage::new();
-    let message = match conflict {
+    match conflict {
         Conflict::DuplicateName { name } => message.push("two controllers are named `").push(name).push("`"),
         Conflict::OutputConflict { first, second, exclusive, r#type } => message
             .push("controllers `")
@@ -538,8 +535,7 @@ const fn const_panic(conflict: Conflict<'_>) -> ! {
             message.push("controller `").push(controller).push("`: ").push(reason)
         }
         Conflict::EmptyName => message.push("a controller has an empty name"),
-    };
-    panic!("{}", message.as_str())
+    }
 }
 
 /// A message assembled in `const` evaluation, cut at 512 bytes.

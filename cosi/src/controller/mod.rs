@@ -53,7 +53,7 @@ use std::borrow::Cow;
 use std::future::Future;
 
 pub use access::{Finalizes, Reads, Writes};
-pub use ctx::{At, Ctx, DynCtx, TeardownSignal};
+pub use ctx::{At, Ctx, CtxFuture, DynCtx, TeardownSignal};
 pub use declaration::{
     Conflict, Declaration, Entry, Input, InputDecl, InputKind, InputRef, OutputDecl, OutputKind, check_declaration,
     check_graph, check_inputs, check_pair,
@@ -106,6 +106,11 @@ pub trait QueueController: Declared + Send + Sync + Sized + 'static {
 
 /// Anything the runtime can register: every `#[controller]`, and
 /// [`Registration`] itself.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a controller the runtime can register",
+    label = "not a controller",
+    note = "declare it with `#[controller(...)]`; for a controller declared on a function `f`, register `f {{}}`"
+)]
 pub trait Register: Sized {
     /// The registration of this controller instance.
     fn registration(self) -> Registration;

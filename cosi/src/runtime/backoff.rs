@@ -20,7 +20,12 @@ pub struct BackoffOptions {
 impl Default for BackoffOptions {
     /// COSI's: 500 ms, times 1.5, ±50 %, at most 60 s.
     fn default() -> Self {
-        BackoffOptions { initial: Duration::from_millis(500), multiplier: 1.5, jitter: 0.5, max: Duration::from_secs(60) }
+        BackoffOptions {
+            initial: Duration::from_millis(500),
+            multiplier: 1.5,
+            jitter: 0.5,
+            max: Duration::from_secs(60),
+        }
     }
 }
 

@@ -24,13 +24,44 @@ pub(crate) struct Core {
     /// Set for queue controllers.
     pub(crate) queue: Option<Queue>,
     inputs: RwLock<Arc<[Input]>>,
-    /// The outputs written since the reconcile started, for `cleanup_outputs`.
-    touched: Mutex<HashSet<Pointer>>,
+    /// The outputs written since the reconcile started, for `cleanup_outputs`:
+    /// a list (duplicates and all), since a push is much cheaper than hashing
+    /// three strings, and only `cleanup_outputs` needs a set.
+    touched: Mutex<Vec<Pointer>>,
     /// One stored wake-up: many changes while the controller is busy make
     /// one more reconcile, never none.
     wake: Notify,
     wake_pending: AtomicBool,
+    /// What caused the pending wake-up, for the reconcile's span.
+    trigger: Mutex<Option<Trigger>>,
     engine: Weak<Engine>,
+}
+
+/// What woke a controller: the first cause since its last reconcile.
+#[derive(Clone, Debug)]
+pub(crate) enum Trigger {
+    /// The first reconcile.
+    Start,
+    /// A change of this input resource.
+    Input(Pointer),
+    /// Its inputs changed, or the runtime's watch of a kind started over.
+    Resync,
+    /// The controller asked for it, or its requeue delay passed.
+    Requeue,
+    /// A restart after a failure.
+    Restart,
+}
+
+impl std::fmt::Display for Trigger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Trigger::Start => f.write_str("start"),
+            Trigger::Input(pointer) => write!(f, "input {pointer}"),
+            Trigger::Resync => f.write_str("resync"),
+            Trigger::Requeue => f.write_str("requeue"),
+            Trigger::Restart => f.write_str("restart"),
+        }
+    }
 }
 
 impl Core {
@@ -51,6 +82,7 @@ impl Core {
             touched: Mutex::default(),
             wake: Notify::new(),
             wake_pending: AtomicBool::new(false),
+            trigger: Mutex::new(None),
             engine,
         }
     }
@@ -59,18 +91,22 @@ impl Core {
         Arc::clone(&self.inputs.read())
     }
 
-    /// Asks for a reconcile; coalesces with any not yet started.
-    pub(crate) fn wake(&self) {
+    /// Asks for a reconcile; coalesces with any not yet started. `trigger`
+    /// is only evaluated when this call is the one that wakes the controller.
+    pub(crate) fn wake(&self, trigger: impl FnOnce() -> Trigger) {
         if !self.wake_pending.swap(true, Ordering::SeqCst) {
+            *self.trigger.lock() = Some(trigger());
             self.stats.wakeups.fetch_add(1, Ordering::Relaxed);
             self.wake.notify_one();
         }
     }
 
-    /// Waits for a wake-up and consumes it.
-    pub(crate) async fn woken(&self) {
+    /// Waits for a wake-up and consumes it; returns its trigger.
+    pub(crate) async fn woken(&self) -> Trigger {
         self.wake.notified().await;
+        let trigger = self.trigger.lock().take();
         self.wake_pending.store(false, Ordering::SeqCst);
+        trigger.unwrap_or(Trigger::Requeue)
     }
 
     pub(crate) fn start_reconcile(&self) {
@@ -79,12 +115,12 @@ impl Core {
 
     pub(crate) fn touch(&self, pointer: &Pointer) {
         if self.queue.is_none() {
-            self.touched.lock().insert(pointer.clone());
+            self.touched.lock().push(pointer.clone());
         }
     }
 
     pub(crate) fn touched(&self) -> HashSet<Pointer> {
-        self.touched.lock().clone()
+        self.touched.lock().iter().cloned().collect()
     }
 
     fn is_output(&self, r#type: &str) -> bool {
@@ -109,9 +145,9 @@ impl Core {
             || self.inputs.read().iter().any(|input| &input.kind == kind && input.id.is_none());
         match allowed {
             true => Ok(()),
-            false => Err(self.denied(format_args!(
-                "cannot list {kind}: it is neither an output nor an input of every ID"
-            ))),
+            false => {
+                Err(self.denied(format_args!("cannot list {kind}: it is neither an output nor an input of every ID")))
+            }
         }
     }
 
@@ -131,9 +167,9 @@ impl Core {
         });
         match allowed {
             true => Ok(()),
-            false => Err(self.denied(format_args!(
-                "cannot change the finalizers of {pointer}: it is not a strong input"
-            ))),
+            false => {
+                Err(self.denied(format_args!("cannot change the finalizers of {pointer}: it is not a strong input")))
+            }
         }
     }
 
@@ -150,8 +186,7 @@ impl Core {
             if !declared {
                 return Err(Error::invalid_argument(format!(
                     "controller `{}` cannot take {} as an input: the type is not among its declared inputs",
-                    self.name,
-                    input.kind
+                    self.name, input.kind
                 )));
             }
             if input.dependency.is_queue() != self.declaration.is_queue() {

@@ -7,13 +7,14 @@
 //! [`CancellationToken`], so shutdown cancels them all and waits for each:
 //! nothing outlives the runtime.
 
-use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use parking_lot::{Mutex, RwLock};
+// Looked up for every event (kinds) and every queue item (keys); see `queue.rs`.
+use rustc_hash::FxHashMap as HashMap;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -25,6 +26,7 @@ use crate::controller::{
 };
 use crate::resource::{DynamicResource, Kind, Phase};
 use crate::runtime::backoff::Backoff;
+use crate::runtime::core::Trigger;
 use crate::runtime::queue::{Item, Job, Key, Queue};
 use crate::runtime::status::{ControllerStatus, RUNTIME_OWNER};
 use crate::runtime::{
@@ -167,10 +169,7 @@ impl Engine {
     fn add_routes(&self, core: &Arc<Core>, inputs: &[Input]) {
         let mut routes = self.routes.write();
         for input in inputs {
-            routes
-                .entry(input.kind.clone())
-                .or_default()
-                .push(Route { core: Arc::clone(core), input: input.clone() });
+            routes.entry(input.kind.clone()).or_default().push(Route { core: Arc::clone(core), input: input.clone() });
         }
     }
 
@@ -202,7 +201,7 @@ impl Engine {
                             engine.resync(&kind, Some(&core)).await;
                         }
                     }
-                    None => core.wake(),
+                    None => core.wake(|| Trigger::Resync),
                 },
             }
         });
@@ -310,8 +309,12 @@ impl Engine {
                 continue;
             }
             match (route.input.dependency, &route.core.queue) {
-                (InputKind::Weak | InputKind::Strong, _) => route.core.wake(),
-                (InputKind::DestroyReady, _) if destroy_ready => route.core.wake(),
+                (InputKind::Weak | InputKind::Strong, _) => {
+                    route.core.wake(|| Trigger::Input(metadata.pointer().clone()));
+                }
+                (InputKind::DestroyReady, _) if destroy_ready => {
+                    route.core.wake(|| Trigger::Input(metadata.pointer().clone()));
+                }
                 (InputKind::Primary, Some(queue)) => {
                     queue.put(Key { pointer: metadata.pointer().clone(), job: Job::Reconcile }, None);
                 }
@@ -343,7 +346,7 @@ impl Engine {
         };
         if targets.iter().all(|(core, _)| core.queue.is_none()) {
             for (core, _) in targets {
-                core.wake();
+                core.wake(|| Trigger::Resync);
             }
             return;
         }
@@ -362,7 +365,7 @@ impl Engine {
         };
         for (core, _) in &targets {
             if core.queue.is_none() {
-                core.wake();
+                core.wake(|| Trigger::Resync);
             }
         }
         for resource in &resources {
@@ -395,7 +398,7 @@ impl Engine {
     ) {
         tokio::select! {
             () = self.cancel.cancelled() => return,
-            () = wait_ready(ready) => core.wake(),
+            () = wait_ready(ready) => core.wake(|| Trigger::Start),
         }
         let mut backoff = Backoff::new(self.options.backoff);
         let mut requeue_at: Option<Instant> = None;
@@ -403,19 +406,19 @@ impl Engine {
             let woken = async {
                 match requeue_at {
                     Some(at) => tokio::select! {
-                        () = core.woken() => (),
-                        () = tokio::time::sleep_until(at) => (),
+                        trigger = core.woken() => trigger,
+                        () = tokio::time::sleep_until(at) => Trigger::Requeue,
                     },
                     None => core.woken().await,
                 }
             };
-            tokio::select! {
+            let trigger = tokio::select! {
                 () = self.cancel.cancelled() => return,
-                () = woken => (),
-            }
+                trigger = woken => trigger,
+            };
             requeue_at = None;
             core.start_reconcile();
-            let span = tracing::info_span!("reconcile", controller = %core.name);
+            let span = tracing::info_span!("reconcile", controller = %core.name, %trigger);
             let started = Instant::now();
             let outcome = tokio::select! {
                 () = self.cancel.cancelled() => return,
@@ -440,7 +443,7 @@ impl Engine {
             };
             tokio::select! {
                 () = self.cancel.cancelled() => return,
-                () = tokio::time::sleep(delay) => core.wake(),
+                () = tokio::time::sleep(delay) => core.wake(|| Trigger::Restart),
             }
         }
     }
@@ -579,7 +582,8 @@ impl Engine {
             }
             let stats = core.stats.snapshot(core.queue.as_ref().map_or(0, Queue::len));
             let graph = GraphController::new(&core.name, core.declaration, &core.inputs());
-            let pointer = crate::resource::Pointer::new(namespace, <ControllerStatus as crate::Resource>::TYPE, &*core.name);
+            let pointer =
+                crate::resource::Pointer::new(namespace, <ControllerStatus as crate::Resource>::TYPE, &*core.name);
             let healthy = core.stats.healthy();
             let written = self
                 .state

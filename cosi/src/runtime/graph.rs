@@ -81,11 +81,7 @@ impl Graph {
         let mut graph = Graph::default();
         for collected in Collected::sorted() {
             let declaration = collected.declaration;
-            graph.controllers.push(GraphController::new(
-                declaration.name,
-                declaration,
-                &declaration.runtime_inputs(),
-            ));
+            graph.controllers.push(GraphController::new(declaration.name, declaration, &declaration.runtime_inputs()));
         }
         graph.controllers.sort_by(|a, b| a.name.cmp(&b.name));
         graph

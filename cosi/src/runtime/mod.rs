@@ -76,9 +76,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
-use crate::controller::{
-    BoxError, Controller, Declaration, Outcome, QueueController, ReducedMetadata, Register,
-};
+use crate::controller::{BoxError, Controller, Declaration, Outcome, QueueController, ReducedMetadata, Register};
 use crate::resource::Pointer;
 use crate::state::State;
 
@@ -87,7 +85,7 @@ pub use core::ControllerStats;
 pub use graph::{Graph, GraphController, GraphInput, GraphOutput};
 pub use status::{ControllerStatus, RUNTIME_NAMESPACE, RUNTIME_OWNER};
 
-pub(crate) use core::Core;
+pub(crate) use core::{Core, Trigger};
 
 use engine::Engine;
 

@@ -202,22 +202,26 @@ macro_rules! __state_conformance_module {
 #[macro_export]
 macro_rules! runtime_conformance_tests {
     ($name:ident, $factory:expr $(,)?) => {
-        $crate::__runtime_conformance_module!($name, $factory, [
-            no_controllers,
-            int_to_str,
-            int_to_str_to_sentence,
-            sum,
-            sum_filtered,
-            cascading_sum,
-            failing,
-            panicking,
-            int_doubler,
-            modify_with_result,
-            runtime_metrics,
-            queue_int_to_str,
-            queue_failing,
-            queue_sleeping,
-        ]);
+        $crate::__runtime_conformance_module!(
+            $name,
+            $factory,
+            [
+                no_controllers,
+                int_to_str,
+                int_to_str_to_sentence,
+                sum,
+                sum_filtered,
+                cascading_sum,
+                failing,
+                panicking,
+                int_doubler,
+                modify_with_result,
+                runtime_metrics,
+                queue_int_to_str,
+                queue_failing,
+                queue_sleeping,
+            ]
+        );
     };
 }
 

@@ -11,12 +11,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::controller;
 use crate::controller::{BoxError, Ctx, Input, InputKind, ReducedMetadata, Register, Requeue, RequeueError};
 use crate::resource::{LabelQuery, Phase, Pointer, Resource, Typed};
 use crate::runtime::{ControllerStatus, RUNTIME_NAMESPACE, Runtime};
 use crate::state::{CreateOptions, DestroyOptions, Error, ListOptions, Result, State, StateExt, UpdateOptions};
 use crate::testing::resources::{IntResource, SentenceResource, StrResource};
-use crate::controller;
 
 /// How long a case waits for the controllers to converge.
 pub const EVENTUALLY: Duration = Duration::from_secs(15);

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 /// One spec at a time, up to four at once; statuses map back to their spec.
 #[controller(
-    inputs = [Primary<Spec>, Mapped<Status>, MappedDestroyReady<Status>(namespace = "archive")],
+    inputs = [Primary<Spec>, Mapped<Status>(namespace = "archive"), MappedDestroyReady<Status>],
     outputs = [Shared<Status>],
     concurrency = 4,
 )]
