@@ -268,6 +268,23 @@ pub fn derive_resource(input: TokenStream) -> TokenStream {
 /// `DECLARATION`), `Controller` or `QueueController`, `Register`, and the
 /// access markers `Reads`, `Writes`, `Finalizes` for the declared types.
 /// Unless `inventory = false`, an entry for `Runtime::from_inventory`.
+///
+/// # Link-time collection and its pitfall
+///
+/// The entries are collected by the linker (the `inventory` crate). A crate
+/// that the program lists as a dependency but never names is not linked at
+/// all, so its controllers are silently missing from `from_inventory`. Name
+/// such a crate once in the binary, and in each integration test that needs
+/// its controllers:
+///
+/// ```ignore
+/// use my_os_controllers as _;
+/// ```
+///
+/// Registering by hand always works: `runtime.register(hostname {})`, and is
+/// the way for controllers declared with `inventory = false`, for instances
+/// built with arguments, and for several instances of one type
+/// (`runtime.register(Sum::new("a").named("sum-a"))`).
 #[proc_macro_attribute]
 pub fn controller(args: TokenStream, item: TokenStream) -> TokenStream {
     debug::dump("#[controller]", controller::expand(args.into(), item.into())).into()
