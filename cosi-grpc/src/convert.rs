@@ -299,13 +299,15 @@ pub fn event_to_proto(event: &Event, api_version: i32) -> Result<Option<proto::E
             bookmark: wire_bookmark(bookmark.as_ref()),
             ..proto::Event::default()
         },
-        Event::Noop { bookmark, .. } => proto::Event {
+        Event::Noop { kind, bookmark } => proto::Event {
+            resource: Some(kind_marker(kind)?),
             event_type: Wire::Noop.into(),
             bookmark: wire_bookmark(bookmark.as_ref()),
             ..proto::Event::default()
         },
         Event::Bootstrapped { .. } | Event::Errored { .. } if api_version < 1 => return Ok(None),
-        Event::Bootstrapped { bookmark, .. } => proto::Event {
+        Event::Bootstrapped { kind, bookmark } => proto::Event {
+            resource: Some(kind_marker(kind)?),
             event_type: Wire::Bootstrapped.into(),
             bookmark: wire_bookmark(bookmark.as_ref()),
             ..proto::Event::default()
@@ -315,6 +317,12 @@ pub fn event_to_proto(event: &Event, api_version: i32) -> Result<Option<proto::E
         }
     };
     Ok(Some(wire))
+}
+
+/// What Go COSI puts in Bootstrapped and Noop events, and its clients read the
+/// watched namespace and type from: a tombstone with an empty ID.
+fn kind_marker(kind: &Kind) -> Result<proto::Resource> {
+    resource_to_proto(&DynamicResource::tombstone(&kind.pointer("")))
 }
 
 fn wire_bookmark(bookmark: Option<&Bookmark>) -> Option<Vec<u8>> {

@@ -1,0 +1,47 @@
+// Package conformance runs Go COSI's own state conformance suite, through Go
+// COSI's gRPC client, against a state server named by the environment: the
+// Rust server in the interoperability test `cosi-grpc/tests/go_interop.rs`.
+//
+//	COSI_GRPC_ADDRESS=127.0.0.1:PORT go test ./conformance
+package conformance
+
+import (
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/stretchr/testify/suite"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/cosi-project/runtime/api/v1alpha1"
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/resource/protobuf"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/conformance"
+	"github.com/cosi-project/runtime/pkg/state/protobuf/client"
+)
+
+func init() {
+	// The suite's resource is decoded into its Go type on the client side, as in Go COSI's own gRPC test.
+	if err := protobuf.RegisterResource(conformance.PathResourceType, &conformance.PathResource{}); err != nil {
+		panic(err)
+	}
+}
+
+func TestStateSuiteOverGRPC(t *testing.T) {
+	address := os.Getenv("COSI_GRPC_ADDRESS")
+	if address == "" {
+		t.Skip("COSI_GRPC_ADDRESS is not set: this test is driven by cosi-grpc/tests/go_interop.rs")
+	}
+
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+
+	t.Cleanup(func() { require.NoError(t, conn.Close()) })
+
+	suite.Run(t, &conformance.StateSuite{
+		State:      state.WrapCore(client.NewAdapter(v1alpha1.NewStateClient(conn))),
+		Namespaces: []resource.Namespace{"default", "controller", "system", "runtime"},
+	})
+}
