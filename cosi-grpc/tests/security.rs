@@ -60,7 +60,9 @@ impl Fixture {
         let state = MemoryState::default();
         let registry = Registry::new(&state);
         registry.register_defaults().await.expect("register the meta definitions");
-        for (r#type, sensitivity) in [(PUBLIC_TYPE, Sensitivity::NonSensitive), (SENSITIVE_TYPE, Sensitivity::Sensitive)] {
+        for (r#type, sensitivity) in
+            [(PUBLIC_TYPE, Sensitivity::NonSensitive), (SENSITIVE_TYPE, Sensitivity::Sensitive)]
+        {
             let options = DefinitionOptions { sensitivity, ..DefinitionOptions::default() };
             let definition = ResourceDefinition::new(r#type, NAMESPACE, options).expect("a valid definition");
             registry.register_definition(definition).await.expect("register a definition");
@@ -143,7 +145,8 @@ async fn reader_cannot_write_and_sees_no_sensitive_resource() {
     assert!(is_denied(&err), "get: expected permission denied, got {err:?}");
     let err = reader.list(&sensitive, &ListOptions::default()).await.expect_err("a sensitive list is refused");
     assert!(is_denied(&err), "list: expected permission denied, got {err:?}");
-    let err = reader.watch_kind(&sensitive, WatchKindOptions::bootstrap()).await.expect_err("a sensitive watch is refused");
+    let err =
+        reader.watch_kind(&sensitive, WatchKindOptions::bootstrap()).await.expect_err("a sensitive watch is refused");
     assert!(is_denied(&err), "watch: expected permission denied, got {err:?}");
     assert_eq!(
         reader.get(&public.pointer("existing")).await.expect("the reader's connection still works").id(),
@@ -167,9 +170,13 @@ async fn client_without_certificate_is_refused() {
         .ca_certificate(tonic::transport::Certificate::from_pem(&fixture.pki.ca_pem))
         .domain_name("localhost");
     let connected = async {
-        let channel = tonic::transport::Endpoint::from_shared(format!("https://{address}"))?.tls_config(tls)?.connect().await?;
+        let channel =
+            tonic::transport::Endpoint::from_shared(format!("https://{address}"))?.tls_config(tls)?.connect().await?;
         let client = Client::from_channel(channel);
-        client.get(&Kind::new(NAMESPACE, PUBLIC_TYPE).pointer("existing")).await.map_err(Box::<dyn std::error::Error>::from)?;
+        client
+            .get(&Kind::new(NAMESPACE, PUBLIC_TYPE).pointer("existing"))
+            .await
+            .map_err(Box::<dyn std::error::Error>::from)?;
         Ok::<_, Box<dyn std::error::Error>>(())
     };
     assert!(connected.await.is_err(), "a client without a certificate must not get through");
