@@ -156,7 +156,8 @@ fn definition_to_proto(definition: &ResourceDefinition) -> proto::meta::Resource
     }
 }
 
-/// A resource definition from either encoding: the YAML text when it decodes,
+/// A resource definition from its spec, whatever its form: typed, or encoded
+/// by any client, read from the YAML text when it decodes,
 /// else the protobuf bytes (Go writes both; other writers may write one).
 pub fn definition_from_spec(spec: &Spec) -> Option<ResourceDefinition> {
     if let Some(definition) = spec.downcast::<ResourceDefinition>() {

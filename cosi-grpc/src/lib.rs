@@ -29,7 +29,7 @@
 
 mod auth;
 mod client;
-mod convert;
+pub(crate) mod convert;
 mod endpoint;
 pub mod proto;
 mod server;
@@ -38,6 +38,7 @@ mod status;
 
 pub use auth::{ADMIN_ROLE, READER_ROLE, Role};
 pub use client::{Client, ClientSecurity, ClientTls, ConnectError, RetryOptions};
+pub use convert::definition_from_spec;
 pub use endpoint::{Endpoint, EndpointError};
 pub use server::{DEFAULT_MAX_MESSAGE_SIZE, Listening, Security, ServeError, Server, ServerTls};
 pub use service::StateService;
