@@ -23,7 +23,6 @@ use cosi::state::{
     CreateOptions, DestroyOptions, Error, Event, ListOptions, Result, State, TeardownOptions, UpdateOptions, Watch,
     WatchKindOptions, WatchOptions,
 };
-use futures_util::StreamExt;
 use hyper_util::rt::TokioIo;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 use tonic::{Code, Status, Streaming};
@@ -480,10 +479,4 @@ fn jitter(delay: Duration) -> Duration {
     let random = RandomState::new().hash_one(Instant::now());
     let factor = 0.5 + (random % 1_000) as f64 / 1_000.0;
     delay.mul_f64(factor)
-}
-
-// Keep `StreamExt` in use for readers of this module: `Watch` streams compose with it.
-#[allow(dead_code)]
-fn _assert_stream(watch: Watch) -> impl futures_util::Stream<Item = Event> {
-    watch.map(|event| event)
 }

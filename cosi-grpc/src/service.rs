@@ -14,7 +14,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use cosi::resource::{Kind, Pointer, ResourceDefinition, Sensitivity};
+use cosi::resource::{Kind, Pointer, Resource as _, ResourceDefinition, Sensitivity};
 use cosi::state::{
     Bookmark, CreateOptions, DestroyOptions, Error, ListOptions, META_NAMESPACE, State, TeardownOptions, UpdateOptions,
     WatchKindOptions, WatchOptions,
@@ -115,8 +115,6 @@ fn query_status(err: QueryError) -> Status {
 fn encode_status(err: &Error) -> Status {
     Status::internal(format!("cannot encode a resource: {err}"))
 }
-
-use cosi::resource::Resource as _;
 
 #[tonic::async_trait]
 impl proto::state_server::State for StateService {

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use clap::{Args, ValueEnum};
-use cosi::resource::{Kind, ResourceDefinition};
+use cosi::resource::{Kind, Resource as _, ResourceDefinition};
 use cosi::state::{Event, ListOptions, META_NAMESPACE, State, WatchKindOptions, WatchOptions};
 use cosi_grpc::Client;
 
@@ -119,5 +119,3 @@ pub async fn resolve(client: &Client, name: &str) -> Result<ResourceDefinition, 
         }
     }
 }
-
-use cosi::resource::Resource as _;
