@@ -7,6 +7,7 @@
 
 use std::hint::black_box;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use cosi::prelude::*;
@@ -119,6 +120,8 @@ fn rpc(c: &mut Criterion) {
 /// `writes` updates of one resource, until every watcher has received all of them.
 fn watch(c: &mut Criterion) {
     const WRITES: u64 = 200;
+    // Every round watches a fresh namespace, across all of criterion's calls.
+    static ROUND: AtomicU64 = AtomicU64::new(0);
     let rt = runtime();
     let client = rt.block_on(connect());
     let mut group = c.benchmark_group("grpc watch");
@@ -129,7 +132,8 @@ fn watch(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 rt.block_on(async {
                     let mut total = Duration::ZERO;
-                    for round in 0..iters {
+                    for _ in 0..iters {
+                        let round = ROUND.fetch_add(1, Ordering::Relaxed);
                         let kind = Kind::new(format!("watch-{watchers}-{round}"), BenchSpec::TYPE);
                         let mut tasks = Vec::new();
                         for _ in 0..watchers {
