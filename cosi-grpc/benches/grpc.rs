@@ -137,8 +137,7 @@ fn watch(c: &mut Criterion) {
                         let kind = Kind::new(format!("watch-{watchers}-{round}"), BenchSpec::TYPE);
                         let mut tasks = Vec::new();
                         for _ in 0..watchers {
-                            let mut watch =
-                                client.watch_kind(&kind, WatchKindOptions::default()).await.expect("watch");
+                            let mut watch = client.watch_kind(&kind, WatchKindOptions::default()).await.expect("watch");
                             tasks.push(tokio::spawn(async move {
                                 let mut seen = 0;
                                 while seen < WRITES {
@@ -178,7 +177,9 @@ fn encoding(c: &mut Criterion) {
         b.iter(|| serde_yaml_ng::from_str::<BenchSpec>(black_box(&yaml)).expect("yaml"))
     });
     group.bench_function("JSON encode", |b| b.iter(|| serde_json::to_string(black_box(&value)).expect("json")));
-    group.bench_function("JSON decode", |b| b.iter(|| serde_json::from_str::<BenchSpec>(black_box(&json)).expect("json")));
+    group.bench_function("JSON decode", |b| {
+        b.iter(|| serde_json::from_str::<BenchSpec>(black_box(&json)).expect("json"))
+    });
     group.finish();
 }
 
