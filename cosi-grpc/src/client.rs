@@ -456,7 +456,9 @@ impl RemoteWatch {
                 return Err(Error::backend(RemoteError::Transport(format!("maximum retry attempts: {last}"))));
             }
             tokio::time::sleep(jitter(delay)).await;
-            delay = delay.mul_f64(1.5).min(self.retry.max_delay);
+            delay = Duration::try_from_secs_f64(delay.as_secs_f64() * 1.5)
+                .unwrap_or(self.retry.max_delay)
+                .min(self.retry.max_delay);
             match open_watch(&mut self.client, self.request.clone()).await {
                 Ok(stream) => {
                     self.stream = stream;
@@ -478,5 +480,5 @@ fn jitter(delay: Duration) -> Duration {
     // A fresh `RandomState` is randomly keyed: enough randomness for a jitter.
     let random = RandomState::new().hash_one(Instant::now());
     let factor = 0.5 + (random % 1_000) as f64 / 1_000.0;
-    delay.mul_f64(factor)
+    Duration::try_from_secs_f64(delay.as_secs_f64() * factor).unwrap_or(delay)
 }

@@ -355,3 +355,46 @@ pub fn event_from_proto(event: proto::Event, kind: &Kind) -> Result<Event> {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_round_trips() {
+        let mut metadata = Metadata::new("ns", "Things.test.cosi.dev", "a/b c");
+        metadata.set_version(Version::new(7));
+        metadata.set_owner(Some("ctrl"));
+        metadata.set_phase(Phase::TearingDown);
+        metadata
+            .set_timestamps(UNIX_EPOCH + Duration::new(1_700_000_000, 5), UNIX_EPOCH + Duration::new(1_700_000_001, 6));
+        metadata.labels_mut().set("k", "");
+        metadata.annotations_mut().set("note", "x");
+        metadata.finalizers_mut().add("f");
+        let back = metadata_from_proto(metadata_to_proto(&metadata)).expect("decodes");
+        assert_eq!(back, metadata);
+        assert_eq!((back.created(), back.updated()), (metadata.created(), metadata.updated()));
+    }
+
+    #[test]
+    fn tombstones_stay_tombstones() {
+        let tombstone = DynamicResource::tombstone(&Kind::new("ns", "Things.test.cosi.dev").pointer("x"));
+        let back =
+            resource_from_proto(Some(resource_to_proto(&tombstone).expect("encodes")), "resource").expect("decodes");
+        assert!(back.is_tombstone());
+    }
+
+    #[test]
+    fn label_terms_round_trip_and_not_exists_is_inverted_exists() {
+        let query = LabelQuery::new().exists("a").not_in("b", ["x", "y"]).lte_numeric("c", "2Gi");
+        let back = label_queries_from_proto(label_queries_to_proto(std::slice::from_ref(&query))).expect("decodes");
+        assert_eq!(back, [query]);
+        #[allow(deprecated)]
+        let op = proto::label_term::Operation::NotExists;
+        let wire = proto::LabelQuery {
+            terms: vec![proto::LabelTerm { key: "a".into(), op: op.into(), value: vec![], invert: false }],
+        };
+        let back = label_queries_from_proto(vec![wire]).expect("decodes");
+        assert_eq!(back, [LabelQuery::new().not_exists("a")]);
+    }
+}

@@ -164,11 +164,11 @@ impl proto::state_server::State for StateService {
         Self::check_write(self.role(&request)?)?;
         let request = request.into_inner();
         let resource = convert::resource_from_proto(request.new_resource, "new resource")
-            .map_err(|err| to_status(&err, Rpc::Create))?;
+            .map_err(|err| to_status(&err, Rpc::Update))?;
         let wire = request.options.unwrap_or_default();
         let expected_phase = match wire.expected_phase {
             None => None,
-            Some(phase) => Some(convert::parse_phase(&phase).map_err(|err| to_status(&err, Rpc::Create))?),
+            Some(phase) => Some(convert::parse_phase(&phase).map_err(|err| to_status(&err, Rpc::Update))?),
         };
         let options = UpdateOptions { owner: owner(wire.owner), expected_phase };
         let stored = self.state.update(resource, options).await.map_err(|err| to_status(&err, Rpc::Update))?;

@@ -271,3 +271,82 @@ pub(crate) fn remote_watch_error(message: String, kind: &Kind) -> Error {
     }
     Error::backend(RemoteError::Watch(message))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pointer() -> Pointer {
+        Pointer::new("ns", "Things.test.cosi.dev", "a")
+    }
+
+    fn errors() -> Vec<Error> {
+        let pointer = pointer();
+        vec![
+            Error::NotFound(pointer.clone()),
+            Error::AlreadyExists(pointer.clone()),
+            Error::VersionConflict { pointer: pointer.clone(), given: Version::new(1), stored: Version::new(2) },
+            Error::PendingFinalizers { pointer: pointer.clone(), finalizers: ["f1", "f2"].into_iter().collect() },
+            Error::OwnerConflict { pointer: pointer.clone(), owner: Some("ctrl".into()) },
+            Error::OwnerConflict { pointer: pointer.clone(), owner: None },
+            Error::PhaseConflict { pointer: pointer.clone(), expected: Phase::TearingDown },
+            Error::InvalidBookmark { kind: pointer.kind(), reason: "stale".into() },
+            Error::BufferOverrun { kind: pointer.kind(), behind: 5000, capacity: 1024 },
+            Error::InvalidArgument("bad".into()),
+        ]
+    }
+
+    #[test]
+    fn errors_cross_the_wire_exactly_with_the_trailer() {
+        let pointer = pointer();
+        for err in errors() {
+            let status = to_status(&err, Rpc::Update);
+            let context =
+                CallContext { rpc: Rpc::Update, pointer: &pointer, version: Version::new(1), expected_phase: None };
+            let back = from_status(&status, &context);
+            assert_eq!(back.to_string(), err.to_string(), "{err:?} came back as {back:?}");
+        }
+    }
+
+    #[test]
+    fn bare_codes_read_as_go_reads_them() {
+        let pointer = pointer();
+        let read = |code: Code, rpc: Rpc| {
+            let context =
+                CallContext { rpc, pointer: &pointer, version: Version::new(3), expected_phase: Some(Phase::Running) };
+            from_status(&Status::new(code, "from a Go server"), &context)
+        };
+        assert!(read(Code::NotFound, Rpc::Get).is_not_found());
+        assert!(read(Code::AlreadyExists, Rpc::Create).is_conflict());
+        assert!(read(Code::PermissionDenied, Rpc::Update).is_owner_conflict());
+        assert!(read(Code::InvalidArgument, Rpc::Update).is_phase_conflict());
+        assert!(read(Code::InvalidArgument, Rpc::List).is_invalid_argument());
+        let conflict = read(Code::FailedPrecondition, Rpc::Update);
+        assert!(conflict.is_conflict() && !conflict.is_owner_conflict() && !conflict.is_phase_conflict());
+        assert!(read(Code::FailedPrecondition, Rpc::Destroy).is_conflict());
+        assert!(read(Code::FailedPrecondition, Rpc::Watch).is_invalid_bookmark());
+        assert!(matches!(read(Code::Unavailable, Rpc::Get), Error::Backend(_)));
+        assert!(matches!(read(Code::PermissionDenied, Rpc::Get), Error::Backend(_)));
+    }
+
+    #[test]
+    fn codes_are_go_codes_per_rpc() {
+        let pointer = pointer();
+        let phase = Error::PhaseConflict { pointer: pointer.clone(), expected: Phase::Running };
+        assert_eq!(to_status(&phase, Rpc::Update).code(), Code::InvalidArgument);
+        assert_eq!(to_status(&phase, Rpc::Teardown).code(), Code::FailedPrecondition);
+        assert_eq!(to_status(&Error::AlreadyExists(pointer.clone()), Rpc::Create).code(), Code::AlreadyExists);
+        let owner = Error::OwnerConflict { pointer, owner: None };
+        assert_eq!(to_status(&owner, Rpc::Destroy).code(), Code::PermissionDenied);
+    }
+
+    #[test]
+    fn overrun_messages_are_recognised() {
+        let kind = Kind::new("ns", "Things.test.cosi.dev");
+        let ours = Error::BufferOverrun { kind: kind.clone(), behind: 5000, capacity: 1024 };
+        assert_eq!(remote_watch_error(ours.to_string(), &kind).to_string(), ours.to_string());
+        let go = remote_watch_error("buffer overrun: namespace \"ns\" type \"t\"".into(), &kind);
+        assert!(matches!(go, Error::BufferOverrun { kind: ref k, .. } if *k == kind));
+        assert!(matches!(remote_watch_error("boom".into(), &kind), Error::Backend(_)));
+    }
+}
