@@ -12,7 +12,8 @@ use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use cosi::state::MemoryState;
+use cosi::resource::{Kind, Resource as _, ResourceDefinition};
+use cosi::state::{ListOptions, MemoryState, Namespace, Registry, State};
 use cosi_grpc::{Client, ClientSecurity, Endpoint, Security, Server};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -33,13 +34,15 @@ fn go_available() -> bool {
 }
 
 #[test]
-fn go_client_passes_go_state_suite_against_our_server() {
+fn go_client_passes_go_state_suite_against_our_server_and_reads_our_meta_namespace() {
     if !go_available() {
         return;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     runtime.block_on(async {
-        let listening = Server::new(MemoryState::default())
+        let state = MemoryState::default();
+        Registry::new(&state).register_defaults().await.expect("publish the meta namespace");
+        let listening = Server::new(state)
             .bind(&"tcp://127.0.0.1:0".parse().expect("endpoint"), Security::Insecure)
             .await
             .expect("the server binds");
@@ -47,7 +50,7 @@ fn go_client_passes_go_state_suite_against_our_server() {
         tokio::spawn(listening.serve());
 
         let output = tokio::process::Command::new("go")
-            .args(["test", "-count=1", "-v", "-run", "^TestStateSuiteOverGRPC$", "./conformance"])
+            .args(["test", "-count=1", "-v", "-run", "^(TestStateSuiteOverGRPC|TestMetaResources)$", "./conformance"])
             .current_dir(go_module())
             .env("COSI_GRPC_ADDRESS", address.to_string())
             .kill_on_drop(true)
@@ -63,6 +66,7 @@ fn go_client_passes_go_state_suite_against_our_server() {
             stdout.contains("--- PASS: TestStateSuiteOverGRPC"),
             "the Go suite did not run (skipped?):\n{stdout}\n{stderr}"
         );
+        assert!(stdout.contains("--- PASS: TestMetaResources"), "Go could not read our meta namespace:\n{stdout}");
         let passed = stdout.matches("    --- PASS: TestStateSuiteOverGRPC/").count();
         assert!(passed >= 20, "expected the Go suite's cases to run, {passed} passed:\n{stdout}");
     });
@@ -105,6 +109,26 @@ async fn go_server() -> Client {
     });
     let endpoint: Endpoint = address.parse().expect("a TCP address");
     Client::connect(&endpoint, ClientSecurity::Insecure).await.expect("our client connects to the Go server")
+}
+
+#[test]
+fn our_client_reads_go_resource_definitions() {
+    if !go_available() {
+        return;
+    }
+    cosi::testing::run_case(go_server, |state| async move {
+        let kind = Kind::new("meta", ResourceDefinition::TYPE);
+        let listed = state.list(&kind, &ListOptions::default()).await.expect("list Go's definitions");
+        let definitions: Vec<ResourceDefinition> =
+            listed.iter().filter_map(|resource| cosi_grpc::definition_from_spec(&resource.spec)).collect();
+        assert_eq!(definitions.len(), listed.len(), "every Go definition should decode: {listed:?}");
+        let namespace = definitions
+            .iter()
+            .find(|definition| definition.r#type == Namespace::TYPE)
+            .expect("Go publishes the Namespace definition");
+        assert_eq!(namespace.display_type, "Namespace");
+        assert!(namespace.aliases.iter().any(|alias| alias == "ns"), "{namespace:?}");
+    });
 }
 
 /// One test per case of our conformance suite, against a fresh Go server.

@@ -3,7 +3,8 @@
 //
 // The state is built the way Go COSI's own gRPC tests build it
 // (state.WrapCore(namespaced.NewState(inmem.Build))) and accepts any namespace
-// and type. Usage:
+// and type; its meta namespace holds the default resource definitions, as a
+// Talos state's does. Usage:
 //
 //	cosi-go-server ADDRESS
 //
@@ -28,6 +29,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"github.com/cosi-project/runtime/pkg/state/protobuf/server"
+	"github.com/cosi-project/runtime/pkg/state/registry"
 )
 
 func main() {
@@ -55,8 +57,18 @@ func run() error {
 		return err
 	}
 
+	st := state.WrapCore(namespaced.NewState(inmem.Build))
+
+	if err = registry.NewNamespaceRegistry(st).RegisterDefault(ctx); err != nil {
+		return err
+	}
+
+	if err = registry.NewResourceRegistry(st).RegisterDefault(ctx); err != nil {
+		return err
+	}
+
 	grpcServer := grpc.NewServer()
-	v1alpha1.RegisterStateServer(grpcServer, server.NewState(state.WrapCore(namespaced.NewState(inmem.Build))))
+	v1alpha1.RegisterStateServer(grpcServer, server.NewState(st))
 
 	fmt.Printf("listening on %s\n", listener.Addr())
 
