@@ -32,10 +32,10 @@
 //! runtime.start().await?;
 //!
 //! state.create_typed(Typed::new("hello", Greeting { text: "hello".into() }), CreateOptions::default()).await?;
-//! let shout = state
-//!     .watch_for::<Shout>("hello", cosi::state::WatchCondition::new().resource(|_| true))
-//!     .await?;
-//! assert_eq!(Typed::<Shout>::try_from(shout)?.text, "HELLO");
+//! let shouted = cosi::state::WatchCondition::new().resource(|resource| !resource.is_tombstone());
+//! let event = state.watch_for(&Shout::pointer("hello"), shouted).await?;
+//! let shout = Typed::<Shout>::try_from(&**event.resource().expect("a resource"))?;
+//! assert_eq!(shout.text, "HELLO");
 //! runtime.shutdown().await;
 //! # Ok(())
 //! # }

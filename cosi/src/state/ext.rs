@@ -77,8 +77,15 @@ pub trait StateExt: State {
         async move {
             let stored = update_with(self, pointer, options, |resource| -> Result<(), E> {
                 let mut typed = Typed::<T>::try_from(&*resource)?;
+                let before = typed.clone();
                 edit(&mut typed)?;
-                *resource = typed.into();
+                match typed.spec() == before.spec() {
+                    // Keep the stored spec as it is: a spec that arrived encoded (from a
+                    // remote or durable state) never equals its typed reading, so
+                    // replacing it would turn a no-op edit into a write.
+                    true => resource.metadata = typed.metadata().clone(),
+                    false => *resource = typed.into(),
+                }
                 Ok(())
             })
             .await?;

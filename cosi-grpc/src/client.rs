@@ -1,0 +1,484 @@
+//! [`Client`]: a remote `cosi.resource.State` as a [`State`].
+//!
+//! Invariants:
+//! - Every error comes back as the `cosi::Error` the server's state returned
+//!   (see `status.rs`), so controllers cannot tell a remote state from a local one.
+//! - A watch call returns once the server has set the watch up (its empty
+//!   "ready" message), so set-up errors are the call's error.
+//! - Watches pull from the gRPC stream: nothing is buffered beyond HTTP/2's
+//!   flow-control window, so a slow watcher falls behind on the server and
+//!   learns it from a buffer overrun, as in process.
+//! - A watch whose stream breaks resumes from the last bookmark it delivered,
+//!   with exponential backoff; when it cannot (no bookmark yet, the bookmark is
+//!   no longer valid, retries exhausted) the watcher gets exactly one
+//!   `Event::Errored` and the watch ends.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use cosi::resource::{DynamicResource, Kind, Phase, Pointer, Version};
+use cosi::state::{
+    CreateOptions, DestroyOptions, Error, Event, ListOptions, Result, State, TeardownOptions, UpdateOptions, Watch,
+    WatchKindOptions, WatchOptions,
+};
+use hyper_util::rt::TokioIo;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+use tonic::{Code, Status, Streaming};
+
+use crate::convert;
+use crate::endpoint::Endpoint;
+use crate::proto;
+use crate::proto::state_client::StateClient;
+use crate::status::{CallContext, RemoteError, Rpc, from_status};
+
+/// The API version this client speaks in watches: Bootstrapped and Errored events included.
+const WATCH_API_VERSION: i32 = 1;
+
+/// The client's half of mutual TLS, in PEM.
+#[derive(Clone, Debug)]
+pub struct ClientTls {
+    /// The CA that signed the server's certificate.
+    pub server_ca: String,
+    /// The client's certificate, whose Organization names its role.
+    pub certificate: String,
+    /// The client's private key.
+    pub key: String,
+    /// The name the server's certificate must carry.
+    pub server_name: String,
+}
+
+/// How a client reaches its server.
+#[derive(Clone, Debug)]
+pub enum ClientSecurity {
+    /// Mutual TLS (TCP only).
+    MutualTls(ClientTls),
+    /// No transport security: Unix sockets and loopback servers started with `--insecure`.
+    Insecure,
+}
+
+/// How a broken watch is resumed.
+#[derive(Clone, Debug)]
+pub struct RetryOptions {
+    /// Resume broken watches at all.
+    pub enabled: bool,
+    /// The first delay (Go COSI: 500 ms); each next one is 1.5 times longer, ±50 % at random.
+    pub initial_delay: Duration,
+    /// The longest delay (Go COSI: 60 s).
+    pub max_delay: Duration,
+    /// Give up after retrying this long without success (Go COSI: 15 min).
+    pub max_elapsed: Duration,
+}
+
+impl Default for RetryOptions {
+    fn default() -> Self {
+        RetryOptions {
+            enabled: true,
+            initial_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(60),
+            max_elapsed: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+/// Why a client could not connect.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot connect to {endpoint}: {source}")]
+pub struct ConnectError {
+    endpoint: Endpoint,
+    source: tonic::transport::Error,
+}
+
+/// A [`State`] served by a remote `cosi.resource.State` server, Rust or Go.
+///
+/// Cloning is cheap and shares the connection.
+#[derive(Clone, Debug)]
+pub struct Client {
+    inner: StateClient<Channel>,
+    retry: RetryOptions,
+    /// Set once the server answered `UNIMPLEMENTED` to Teardown: Go servers before the RPC existed.
+    no_teardown_rpc: Arc<AtomicBool>,
+}
+
+impl Client {
+    /// Connects to `endpoint`.
+    pub async fn connect(endpoint: &Endpoint, security: ClientSecurity) -> Result<Self, ConnectError> {
+        let error = |source| ConnectError { endpoint: endpoint.clone(), source };
+        let channel = match (endpoint, security) {
+            (Endpoint::Unix(path), _) => {
+                let path = path.clone();
+                // The URI is required by the API but unused: the connector dials the socket.
+                tonic::transport::Endpoint::from_static("http://localhost")
+                    .connect_with_connector(tower::service_fn(move |_| {
+                        let path = path.clone();
+                        async move { tokio::net::UnixStream::connect(path).await.map(TokioIo::new) }
+                    }))
+                    .await
+                    .map_err(error)?
+            }
+            (Endpoint::Tcp(addr), ClientSecurity::Insecure) => {
+                tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+                    .map_err(error)?
+                    .connect()
+                    .await
+                    .map_err(error)?
+            }
+            (Endpoint::Tcp(addr), ClientSecurity::MutualTls(tls)) => {
+                let config = ClientTlsConfig::new()
+                    .ca_certificate(Certificate::from_pem(tls.server_ca))
+                    .identity(Identity::from_pem(tls.certificate, tls.key))
+                    .domain_name(tls.server_name);
+                tonic::transport::Endpoint::from_shared(format!("https://{addr}"))
+                    .map_err(error)?
+                    .tls_config(config)
+                    .map_err(error)?
+                    .connect()
+                    .await
+                    .map_err(error)?
+            }
+        };
+        Ok(Client::from_channel(channel))
+    }
+
+    /// A client over a channel built by the caller.
+    pub fn from_channel(channel: Channel) -> Self {
+        Client {
+            inner: StateClient::new(channel).max_decoding_message_size(usize::MAX),
+            retry: RetryOptions::default(),
+            no_teardown_rpc: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Sets how broken watches are resumed.
+    #[must_use]
+    pub fn with_retry(mut self, retry: RetryOptions) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    fn client(&self) -> StateClient<Channel> {
+        self.inner.clone()
+    }
+}
+
+fn context(rpc: Rpc, pointer: &Pointer) -> CallContext<'_> {
+    CallContext { rpc, pointer, version: Version::UNDEFINED, expected_phase: None }
+}
+
+fn decode(resource: Option<proto::Resource>) -> Result<Arc<DynamicResource>> {
+    convert::resource_from_proto(resource, "resource from the server").map(Arc::new)
+}
+
+/// The client without its Teardown RPCs, whose default methods do the work
+/// with Get, Update and Watch: the fallback for servers without those RPCs.
+struct Primitives(Client);
+
+#[async_trait]
+impl State for Primitives {
+    async fn get(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+        self.0.get(pointer).await
+    }
+    async fn list(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+        self.0.list(kind, options).await
+    }
+    async fn create(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
+        self.0.create(resource, options).await
+    }
+    async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
+        self.0.update(resource, options).await
+    }
+    async fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
+        self.0.destroy(pointer, options).await
+    }
+    async fn watch(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
+        self.0.watch(pointer, options).await
+    }
+    async fn watch_kind(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
+        self.0.watch_kind(kind, options).await
+    }
+}
+
+#[async_trait]
+impl State for Client {
+    async fn get(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+        let request = proto::GetRequest {
+            namespace: pointer.namespace().to_owned(),
+            r#type: pointer.r#type().to_owned(),
+            id: pointer.id().to_owned(),
+            options: Some(proto::GetOptions {}),
+        };
+        let response =
+            self.client().get(request).await.map_err(|status| from_status(&status, &context(Rpc::Get, pointer)))?;
+        decode(response.into_inner().resource)
+    }
+
+    async fn list(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+        let request = proto::ListRequest {
+            namespace: kind.namespace().to_owned(),
+            r#type: kind.r#type().to_owned(),
+            options: Some(proto::ListOptions {
+                label_query: convert::label_queries_to_proto(&options.labels),
+                id_query: convert::id_query_to_proto(options.id.as_ref()),
+            }),
+        };
+        let pointer = kind.pointer("");
+        let error = |status: Status| from_status(&status, &context(Rpc::List, &pointer));
+        let mut stream = self.client().list(request).await.map_err(error)?.into_inner();
+        let mut items = Vec::new();
+        while let Some(response) = stream.message().await.map_err(error)? {
+            items.push(decode(response.resource)?);
+        }
+        Ok(items)
+    }
+
+    async fn create(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
+        let pointer = resource.metadata.pointer().clone();
+        let request = proto::CreateRequest {
+            resource: Some(convert::resource_to_proto(&resource)?),
+            options: Some(proto::CreateOptions { owner: options.owner.unwrap_or_default() }),
+        };
+        let response = self
+            .client()
+            .create(request)
+            .await
+            .map_err(|status| from_status(&status, &context(Rpc::Create, &pointer)))?;
+        decode(response.into_inner().resource)
+    }
+
+    async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
+        let pointer = resource.metadata.pointer().clone();
+        let version = resource.metadata.version();
+        let request = proto::UpdateRequest {
+            new_resource: Some(convert::resource_to_proto(&resource)?),
+            options: Some(proto::UpdateOptions {
+                owner: options.owner.unwrap_or_default(),
+                expected_phase: options.expected_phase.map(|phase: Phase| phase.to_string()),
+            }),
+        };
+        let context =
+            CallContext { rpc: Rpc::Update, pointer: &pointer, version, expected_phase: options.expected_phase };
+        let response = self.client().update(request).await.map_err(|status| from_status(&status, &context))?;
+        decode(response.into_inner().resource)
+    }
+
+    async fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
+        let request = proto::DestroyRequest {
+            namespace: pointer.namespace().to_owned(),
+            r#type: pointer.r#type().to_owned(),
+            id: pointer.id().to_owned(),
+            options: Some(proto::DestroyOptions { owner: options.owner.unwrap_or_default() }),
+        };
+        self.client().destroy(request).await.map_err(|status| from_status(&status, &context(Rpc::Destroy, pointer)))?;
+        Ok(())
+    }
+
+    async fn watch(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
+        let request = proto::WatchRequest {
+            namespace: pointer.namespace().to_owned(),
+            r#type: pointer.r#type().to_owned(),
+            id: Some(pointer.id().to_owned()),
+            options: Some(proto::WatchOptions {
+                tail_events: i32::try_from(options.tail_events).unwrap_or(i32::MAX),
+                start_from_bookmark: options.start_from.map(|bookmark| bookmark.as_bytes().to_vec()),
+                ..proto::WatchOptions::default()
+            }),
+            api_version: WATCH_API_VERSION,
+        };
+        self.start_watch(request, pointer).await
+    }
+
+    async fn watch_kind(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
+        let request = proto::WatchRequest {
+            namespace: kind.namespace().to_owned(),
+            r#type: kind.r#type().to_owned(),
+            id: None,
+            options: Some(proto::WatchOptions {
+                bootstrap_contents: options.bootstrap_contents,
+                tail_events: i32::try_from(options.tail_events).unwrap_or(i32::MAX),
+                label_query: convert::label_queries_to_proto(&options.labels),
+                id_query: convert::id_query_to_proto(options.id.as_ref()),
+                aggregated: true,
+                start_from_bookmark: options.start_from.map(|bookmark| bookmark.as_bytes().to_vec()),
+                bootstrap_bookmark: options.bootstrap_bookmark,
+            }),
+            api_version: WATCH_API_VERSION,
+        };
+        self.start_watch(request, &kind.pointer("")).await
+    }
+
+    async fn teardown(&self, pointer: &Pointer, options: TeardownOptions) -> Result<bool> {
+        if self.no_teardown_rpc.load(Ordering::Relaxed) {
+            return Primitives(self.clone()).teardown(pointer, options).await;
+        }
+        let request = proto::TeardownRequest {
+            namespace: pointer.namespace().to_owned(),
+            r#type: pointer.r#type().to_owned(),
+            id: pointer.id().to_owned(),
+            options: Some(proto::TeardownOptions { owner: options.owner.clone().unwrap_or_default() }),
+        };
+        match self.client().teardown(request).await {
+            Ok(response) => Ok(response.into_inner().destroy_ready),
+            Err(status) if status.code() == Code::Unimplemented => {
+                self.no_teardown_rpc.store(true, Ordering::Relaxed);
+                Primitives(self.clone()).teardown(pointer, options).await
+            }
+            Err(status) => Err(from_status(&status, &context(Rpc::Teardown, pointer))),
+        }
+    }
+
+    async fn teardown_and_destroy(&self, pointer: &Pointer, options: TeardownOptions) -> Result<()> {
+        if self.no_teardown_rpc.load(Ordering::Relaxed) {
+            return Primitives(self.clone()).teardown_and_destroy(pointer, options).await;
+        }
+        let request = proto::TeardownAndDestroyRequest {
+            namespace: pointer.namespace().to_owned(),
+            r#type: pointer.r#type().to_owned(),
+            id: pointer.id().to_owned(),
+            options: Some(proto::TeardownAndDestroyOptions { owner: options.owner.clone().unwrap_or_default() }),
+        };
+        match self.client().teardown_and_destroy(request).await {
+            Ok(_) => Ok(()),
+            Err(status) if status.code() == Code::Unimplemented => {
+                self.no_teardown_rpc.store(true, Ordering::Relaxed);
+                Primitives(self.clone()).teardown_and_destroy(pointer, options).await
+            }
+            Err(status) => Err(from_status(&status, &context(Rpc::TeardownAndDestroy, pointer))),
+        }
+    }
+}
+
+impl Client {
+    /// Issues the watch and waits for the server's "ready" message.
+    async fn start_watch(&self, request: proto::WatchRequest, pointer: &Pointer) -> Result<Watch> {
+        let stream = open_watch(&mut self.client(), request.clone())
+            .await
+            .map_err(|status| from_status(&status, &context(Rpc::Watch, pointer)))?;
+        let remote = RemoteWatch {
+            client: self.client(),
+            kind: pointer.kind(),
+            request,
+            stream,
+            last_bookmark: None,
+            retry: self.retry.clone(),
+            ended: false,
+        };
+        Ok(Watch::from_batches(futures_util::stream::unfold(remote, |mut remote| async move {
+            remote.next_batch().await.map(|batch| (batch, remote))
+        })))
+    }
+}
+
+/// Opens a watch stream and reads its "ready" message.
+async fn open_watch(
+    client: &mut StateClient<Channel>,
+    request: proto::WatchRequest,
+) -> Result<Streaming<proto::WatchResponse>, Status> {
+    let mut stream = client.watch(request).await?.into_inner();
+    match stream.message().await? {
+        Some(_) => Ok(stream),
+        None => Err(Status::unavailable("the server closed the watch before it was ready")),
+    }
+}
+
+/// One remote watch: the stream, and what it takes to resume it.
+struct RemoteWatch {
+    client: StateClient<Channel>,
+    kind: Kind,
+    request: proto::WatchRequest,
+    stream: Streaming<proto::WatchResponse>,
+    /// The bookmark of the last event delivered; `None` (no event yet, or an
+    /// event without one) means the watch cannot be resumed.
+    last_bookmark: Option<Vec<u8>>,
+    retry: RetryOptions,
+    ended: bool,
+}
+
+impl RemoteWatch {
+    async fn next_batch(&mut self) -> Option<Vec<Event>> {
+        if self.ended {
+            return None;
+        }
+        loop {
+            let broken = match self.stream.message().await {
+                Ok(Some(response)) => match self.decode(response) {
+                    Ok(batch) if batch.is_empty() => continue,
+                    Ok(batch) => return Some(batch),
+                    Err(error) => return Some(self.fail(error)),
+                },
+                Ok(None) => Status::unavailable("the server ended the watch"),
+                Err(status) => status,
+            };
+            if let Err(error) = self.resume(broken).await {
+                return Some(self.fail(error));
+            }
+        }
+    }
+
+    fn decode(&mut self, response: proto::WatchResponse) -> Result<Vec<Event>> {
+        let mut batch = Vec::with_capacity(response.event.len());
+        for event in response.event {
+            self.last_bookmark.clone_from(&event.bookmark);
+            let event = convert::event_from_proto(event, &self.kind)?;
+            if matches!(event, Event::Errored { .. }) {
+                // The server's watch has ended: deliver the error, then stop.
+                self.ended = true;
+                batch.push(event);
+                break;
+            }
+            batch.push(event);
+        }
+        Ok(batch)
+    }
+
+    fn fail(&mut self, error: Error) -> Vec<Event> {
+        self.ended = true;
+        vec![Event::Errored { error }]
+    }
+
+    /// Re-issues the watch from the last bookmark, with backoff.
+    async fn resume(&mut self, broken: Status) -> Result<()> {
+        let cause = |status: &Status| Error::backend(RemoteError::Transport(format!("the watch broke: {status}")));
+        let Some(bookmark) = self.last_bookmark.clone().filter(|_| self.retry.enabled) else {
+            return Err(cause(&broken));
+        };
+        if let Some(options) = self.request.options.as_mut() {
+            options.bootstrap_contents = false;
+            options.bootstrap_bookmark = false;
+            options.tail_events = 0;
+            options.start_from_bookmark = Some(bookmark);
+        }
+        let started = Instant::now();
+        let mut delay = self.retry.initial_delay;
+        let mut last = broken;
+        loop {
+            if started.elapsed() >= self.retry.max_elapsed {
+                return Err(Error::backend(RemoteError::Transport(format!("maximum retry attempts: {last}"))));
+            }
+            tokio::time::sleep(jitter(delay)).await;
+            delay = Duration::try_from_secs_f64(delay.as_secs_f64() * 1.5)
+                .unwrap_or(self.retry.max_delay)
+                .min(self.retry.max_delay);
+            match open_watch(&mut self.client, self.request.clone()).await {
+                Ok(stream) => {
+                    self.stream = stream;
+                    return Ok(());
+                }
+                Err(status) if status.code() == Code::FailedPrecondition => {
+                    let pointer = self.kind.pointer("");
+                    return Err(from_status(&status, &context(Rpc::Watch, &pointer)));
+                }
+                Err(status) => last = status,
+            }
+        }
+    }
+}
+
+/// `delay` ±50 %, so clients that lost the same server do not return in step.
+fn jitter(delay: Duration) -> Duration {
+    use std::hash::{BuildHasher, RandomState};
+    // A fresh `RandomState` is randomly keyed: enough randomness for a jitter.
+    let random = RandomState::new().hash_one(Instant::now());
+    let factor = 0.5 + (random % 1_000) as f64 / 1_000.0;
+    Duration::try_from_secs_f64(delay.as_secs_f64() * factor).unwrap_or(delay)
+}

@@ -1,0 +1,45 @@
+//! COSI's state broker over gRPC, wire-compatible with Go COSI
+//! (`cosi-project/runtime`, specification v1alpha1).
+//!
+//! - [`Server`] serves any [`State`](cosi::state::State) as the
+//!   `cosi.resource.State` service, on a Unix socket (mode 0600) or on TCP with
+//!   mutual TLS; Go COSI's gRPC client works against it unchanged.
+//! - [`Client`] is a remote state as a `State`: controllers and the runtime
+//!   run against it as they run against an in-process state.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use cosi::prelude::*;
+//! use cosi_grpc::{Client, ClientSecurity, Endpoint, Security, Server};
+//!
+//! let endpoint: Endpoint = "unix:/run/cosi.sock".parse()?;
+//! let listening = Server::new(cosi::state::memory()).bind(&endpoint, Security::Insecure).await?;
+//! tokio::spawn(listening.serve());
+//!
+//! let state = Client::connect(&endpoint, ClientSecurity::Insecure).await?;
+//! let namespaces = state.list(&Kind::new("meta", "Namespaces.meta.cosi.dev"), &ListOptions::default()).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Typed Rust specs travel as YAML in `yaml_spec` (see `BENCHMARKS.md` for its
+//! cost); specs written by other clients are stored and returned byte for byte.
+
+#![warn(missing_docs)]
+
+mod auth;
+mod client;
+pub(crate) mod convert;
+mod endpoint;
+pub mod proto;
+mod server;
+mod service;
+mod status;
+
+pub use auth::{ADMIN_ROLE, READER_ROLE, Role};
+pub use client::{Client, ClientSecurity, ClientTls, ConnectError, RetryOptions};
+pub use convert::definition_from_spec;
+pub use endpoint::{Endpoint, EndpointError};
+pub use server::{DEFAULT_MAX_MESSAGE_SIZE, Listening, Security, ServeError, Server, ServerTls};
+pub use service::StateService;
+pub use status::RemoteError;

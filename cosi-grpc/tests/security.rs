@@ -1,0 +1,224 @@
+//! Transport security: mutual TLS with roles from the client certificate,
+//! Unix socket permissions, and the refusal of insecure non-loopback listeners.
+//!
+//! Certificates are generated per test run (rcgen); no key is committed.
+
+mod support;
+
+use cosi::resource::{DefinitionOptions, DynamicResource, Kind, Metadata, ResourceDefinition, Sensitivity, Spec};
+use cosi::state::{
+    CreateOptions, DestroyOptions, Error, ListOptions, MemoryState, Registry, State, UpdateOptions, WatchKindOptions,
+};
+use cosi_grpc::{
+    ADMIN_ROLE, Client, ClientSecurity, ClientTls, Endpoint, READER_ROLE, RemoteError, Security, ServeError, Server,
+    ServerTls,
+};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+
+const PUBLIC_TYPE: &str = "Hostnames.test.cosi.dev";
+const SENSITIVE_TYPE: &str = "Secrets.test.cosi.dev";
+const NAMESPACE: &str = "default";
+
+/// A CA and what it signs.
+struct Pki {
+    ca_pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl Pki {
+    fn new(name: &str) -> Self {
+        let key = KeyPair::generate().expect("a CA key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let certificate = params.self_signed(&key).expect("a self-signed CA");
+        Pki { ca_pem: certificate.pem(), issuer: Issuer::new(params, key) }
+    }
+
+    /// A certificate and key for `names`, with `organizations` in its subject.
+    fn issue(&self, names: &[&str], organizations: &[&str]) -> (String, String) {
+        let key = KeyPair::generate().expect("a key");
+        let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
+        let mut params = CertificateParams::new(names).expect("certificate parameters");
+        params.distinguished_name.push(DnType::CommonName, "cosi test");
+        for organization in organizations {
+            params.distinguished_name.push(DnType::OrganizationName, *organization);
+        }
+        let certificate = params.signed_by(&key, &self.issuer).expect("a signed certificate");
+        (certificate.pem(), key.serialize_pem())
+    }
+}
+
+struct Fixture {
+    pki: Pki,
+    endpoint: Endpoint,
+}
+
+impl Fixture {
+    /// A TLS server in front of a state with one public and one sensitive type, one resource of each.
+    async fn start() -> Self {
+        let state = MemoryState::default();
+        let registry = Registry::new(&state);
+        registry.register_defaults().await.expect("register the meta definitions");
+        for (r#type, sensitivity) in
+            [(PUBLIC_TYPE, Sensitivity::NonSensitive), (SENSITIVE_TYPE, Sensitivity::Sensitive)]
+        {
+            let options = DefinitionOptions { sensitivity, ..DefinitionOptions::default() };
+            let definition = ResourceDefinition::new(r#type, NAMESPACE, options).expect("a valid definition");
+            registry.register_definition(definition).await.expect("register a definition");
+            state.create(resource(r#type, "existing"), CreateOptions::default()).await.expect("create a resource");
+        }
+
+        let pki = Pki::new("cosi test CA");
+        let (certificate, key) = pki.issue(&["localhost"], &[]);
+        let tls = ServerTls { certificate, key, client_ca: pki.ca_pem.clone() };
+        let listening = Server::new(state)
+            .bind(&"tcp://127.0.0.1:0".parse().expect("endpoint"), Security::MutualTls(tls))
+            .await
+            .expect("the TLS server binds");
+        let endpoint = listening.endpoint().clone();
+        tokio::spawn(listening.serve());
+        Fixture { pki, endpoint }
+    }
+
+    async fn client(&self, organizations: &[&str]) -> Result<Client, cosi_grpc::ConnectError> {
+        let (certificate, key) = self.pki.issue(&["client"], organizations);
+        let tls = ClientTls { server_ca: self.pki.ca_pem.clone(), certificate, key, server_name: "localhost".into() };
+        Client::connect(&self.endpoint, ClientSecurity::MutualTls(tls)).await
+    }
+}
+
+fn resource(r#type: &str, id: &str) -> DynamicResource {
+    DynamicResource::new(
+        Metadata::new(NAMESPACE, r#type, id),
+        Spec::encoded(cosi::resource::EncodedSpec { proto: vec![], yaml: Some("value: x\n".into()) }),
+    )
+}
+
+fn is_denied(err: &Error) -> bool {
+    match err {
+        Error::Backend(source) => {
+            matches!(source.downcast_ref::<RemoteError>(), Some(RemoteError::PermissionDenied(_)))
+        }
+        _ => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_reads_and_writes_everything() {
+    let fixture = Fixture::start().await;
+    let admin = fixture.client(&[ADMIN_ROLE]).await.expect("the admin connects");
+    for r#type in [PUBLIC_TYPE, SENSITIVE_TYPE] {
+        let created = admin.create(resource(r#type, "new"), CreateOptions::default()).await.expect("admin creates");
+        admin.update(DynamicResource::clone(&created), UpdateOptions::default()).await.expect("admin updates");
+        let listed = admin.list(&Kind::new(NAMESPACE, r#type), &ListOptions::default()).await.expect("admin lists");
+        assert_eq!(listed.len(), 2, "{type}: the admin should see both resources");
+        admin.destroy(created.metadata.pointer(), DestroyOptions::default()).await.expect("admin destroys");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reader_cannot_write_and_sees_no_sensitive_resource() {
+    let fixture = Fixture::start().await;
+    let reader = fixture.client(&[READER_ROLE]).await.expect("the reader connects");
+
+    let public = Kind::new(NAMESPACE, PUBLIC_TYPE);
+    let existing = reader.get(&public.pointer("existing")).await.expect("a reader reads a public resource");
+    assert_eq!(reader.list(&public, &ListOptions::default()).await.expect("a reader lists").len(), 1);
+    let mut watch = reader.watch_kind(&public, WatchKindOptions::bootstrap()).await.expect("a reader watches");
+    assert!(watch.recv().await.is_some_and(|event| event.resource().is_some_and(|r| r.id() == "existing")));
+
+    let writes: [(&str, Result<(), Error>); 4] = [
+        ("create", reader.create(resource(PUBLIC_TYPE, "new"), CreateOptions::default()).await.map(drop)),
+        ("update", reader.update(DynamicResource::clone(&existing), UpdateOptions::default()).await.map(drop)),
+        ("destroy", reader.destroy(existing.metadata.pointer(), DestroyOptions::default()).await),
+        ("teardown", reader.teardown(existing.metadata.pointer(), Default::default()).await.map(drop)),
+    ];
+    for (what, result) in writes {
+        let err = result.expect_err(&format!("a reader's {what} should be refused"));
+        assert!(is_denied(&err), "{what}: expected permission denied, got {err:?}");
+        assert!(!err.is_owner_conflict(), "{what}: a refused role is not an owner conflict");
+    }
+
+    let sensitive = Kind::new(NAMESPACE, SENSITIVE_TYPE);
+    let err = reader.get(&sensitive.pointer("existing")).await.expect_err("a sensitive get is refused");
+    assert!(is_denied(&err), "get: expected permission denied, got {err:?}");
+    let err = reader.list(&sensitive, &ListOptions::default()).await.expect_err("a sensitive list is refused");
+    assert!(is_denied(&err), "list: expected permission denied, got {err:?}");
+    let err =
+        reader.watch_kind(&sensitive, WatchKindOptions::bootstrap()).await.expect_err("a sensitive watch is refused");
+    assert!(is_denied(&err), "watch: expected permission denied, got {err:?}");
+    assert_eq!(
+        reader.get(&public.pointer("existing")).await.expect("the reader's connection still works").id(),
+        "existing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_without_role_is_refused() {
+    let fixture = Fixture::start().await;
+    let nobody = fixture.client(&["example:other"]).await.expect("the TLS handshake succeeds");
+    let err = nobody.get(&Kind::new(NAMESPACE, PUBLIC_TYPE).pointer("existing")).await.expect_err("refused");
+    assert!(is_denied(&err), "expected permission denied, got {err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_without_certificate_is_refused() {
+    let fixture = Fixture::start().await;
+    let Endpoint::Tcp(address) = fixture.endpoint else { unreachable!("a TCP endpoint") };
+    let tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(&fixture.pki.ca_pem))
+        .domain_name("localhost");
+    let connected = async {
+        let channel =
+            tonic::transport::Endpoint::from_shared(format!("https://{address}"))?.tls_config(tls)?.connect().await?;
+        let client = Client::from_channel(channel);
+        client
+            .get(&Kind::new(NAMESPACE, PUBLIC_TYPE).pointer("existing"))
+            .await
+            .map_err(Box::<dyn std::error::Error>::from)?;
+        Ok::<_, Box<dyn std::error::Error>>(())
+    };
+    assert!(connected.await.is_err(), "a client without a certificate must not get through");
+
+    // A certificate from another CA is refused as well.
+    let other = Pki::new("another CA");
+    let (certificate, key) = other.issue(&["client"], &[ADMIN_ROLE]);
+    let tls = ClientTls { server_ca: fixture.pki.ca_pem.clone(), certificate, key, server_name: "localhost".into() };
+    let result = match Client::connect(&fixture.endpoint, ClientSecurity::MutualTls(tls)).await {
+        Ok(client) => client.get(&Kind::new(NAMESPACE, PUBLIC_TYPE).pointer("existing")).await.map(drop),
+        Err(err) => Err(Error::backend(err)),
+    };
+    assert!(result.is_err(), "a certificate from an unknown CA must not get through");
+}
+
+#[tokio::test]
+async fn insecure_tcp_is_refused_off_loopback() {
+    let endpoint: Endpoint = "tcp://0.0.0.0:0".parse().expect("endpoint");
+    let err = Server::new(MemoryState::default()).bind(&endpoint, Security::Insecure).await.err();
+    assert!(matches!(err, Some(ServeError::InsecureNonLoopback(_))), "expected a refusal, got {err:?}");
+}
+
+#[tokio::test]
+async fn unix_socket_is_private_and_removed_on_shutdown() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let path = support::socket_path();
+    let listening = Server::new(MemoryState::default())
+        .bind(&Endpoint::Unix(path.clone()), Security::Insecure)
+        .await
+        .expect("bind the socket");
+    let mode = std::fs::metadata(&path).expect("the socket exists").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the socket should be readable and writable by its owner only");
+
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(listening.serve_with_shutdown(async move {
+        let _ = stopped.await;
+    }));
+    let client = Client::connect(&Endpoint::Unix(path.clone()), ClientSecurity::Insecure).await.expect("connect");
+    let kind = Kind::new(NAMESPACE, PUBLIC_TYPE);
+    assert!(client.list(&kind, &ListOptions::default()).await.expect("list").is_empty());
+    let _ = stop.send(());
+    server.await.expect("the server task").expect("the server stops cleanly");
+    assert!(!path.exists(), "the socket should be removed when the server stops");
+}

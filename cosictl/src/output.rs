@@ -1,0 +1,178 @@
+//! Table, YAML and JSON output of resources.
+//!
+//! Specs are shown from their YAML text (every spec on the wire has one when
+//! its writer sent it); table columns evaluate the type's print columns, a
+//! small JSONPath subset (`{.a.b}`, `{.list[0]}`, `{.list[*]}`), against it.
+
+use std::io::Write;
+
+use cosi::resource::{DynamicResource, ResourceDefinition};
+use serde_json::Value;
+
+use crate::CliError;
+use crate::get::Format;
+
+/// One line of output: a resource, and in watch mode the event that carried it.
+pub struct Row<'a> {
+    pub event: Option<&'a str>,
+    pub resource: &'a DynamicResource,
+}
+
+/// Writes rows in one format; tables are aligned once all rows are known,
+/// or row by row when watching.
+pub struct Printer {
+    format: Format,
+    columns: Vec<(String, String)>,
+    watch: bool,
+    rows: Vec<Vec<String>>,
+    header_printed: bool,
+}
+
+impl Printer {
+    pub fn new(format: Format, definition: &ResourceDefinition, watch: bool) -> Self {
+        let columns = definition
+            .print_columns
+            .iter()
+            .map(|column| (column.name.to_uppercase(), column.json_path.clone()))
+            .collect();
+        Printer { format, columns, watch, rows: Vec::new(), header_printed: false }
+    }
+
+    pub fn row(&mut self, out: &mut impl Write, row: Row<'_>) -> Result<(), CliError> {
+        let io = |err: std::io::Error| CliError::Output(err.to_string());
+        match self.format {
+            Format::Table => {
+                let metadata = &row.resource.metadata;
+                let spec = spec_value(row.resource);
+                let mut cells = Vec::new();
+                if self.watch {
+                    cells.push(row.event.unwrap_or("").to_owned());
+                }
+                cells.extend([
+                    metadata.namespace().to_owned(),
+                    metadata.r#type().to_owned(),
+                    metadata.id().to_owned(),
+                    metadata.version().to_string(),
+                ]);
+                cells.extend(self.columns.iter().map(|(_, path)| json_path(&spec, path)));
+                self.rows.push(cells);
+                if self.watch {
+                    self.flush_table(out).map_err(io)?;
+                }
+            }
+            Format::Yaml => {
+                let document = document(row);
+                let text = serde_yaml_ng::to_string(&document).map_err(|err| CliError::Output(err.to_string()))?;
+                writeln!(out, "---\n{}", text.trim_end()).map_err(io)?;
+            }
+            Format::Json => {
+                let text = serde_json::to_string(&document(row)).map_err(|err| CliError::Output(err.to_string()))?;
+                writeln!(out, "{text}").map_err(io)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn finish(&mut self, out: &mut impl Write) -> Result<(), CliError> {
+        self.flush_table(out).map_err(|err| CliError::Output(err.to_string()))
+    }
+
+    fn flush_table(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        if self.format != Format::Table {
+            return Ok(());
+        }
+        let mut header: Vec<String> = Vec::new();
+        if self.watch {
+            header.push(String::new());
+        }
+        header.extend(["NAMESPACE", "TYPE", "ID", "VERSION"].map(str::to_owned));
+        header.extend(self.columns.iter().map(|(name, _)| name.clone()));
+        let mut widths: Vec<usize> = header.iter().map(String::len).collect();
+        for row in &self.rows {
+            for (width, cell) in widths.iter_mut().zip(row) {
+                *width = (*width).max(cell.len());
+            }
+        }
+        let line = |cells: &[String]| {
+            let padded: Vec<String> =
+                cells.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
+            padded.join("   ").trim_end().to_owned()
+        };
+        if !self.header_printed {
+            writeln!(out, "{}", line(&header))?;
+            self.header_printed = true;
+        }
+        for row in self.rows.drain(..) {
+            writeln!(out, "{}", line(&row))?;
+        }
+        Ok(())
+    }
+}
+
+/// The spec as a JSON value, from its YAML text; `null` without one.
+fn spec_value(resource: &DynamicResource) -> Value {
+    let text = resource.spec.as_encoded().and_then(|encoded| encoded.yaml.as_deref());
+    text.and_then(|text| serde_yaml_ng::from_str::<Value>(text).ok()).unwrap_or(Value::Null)
+}
+
+fn document(row: Row<'_>) -> Value {
+    let mut document = serde_json::Map::new();
+    if let Some(event) = row.event {
+        document.insert("event".into(), Value::String(event.into()));
+    }
+    document.insert("metadata".into(), serde_json::to_value(&row.resource.metadata).unwrap_or(Value::Null));
+    document.insert("spec".into(), spec_value(row.resource));
+    Value::Object(document)
+}
+
+/// Evaluates a print column's JSONPath template against `spec`; what does not resolve prints empty.
+fn json_path(spec: &Value, template: &str) -> String {
+    let path = template.trim().trim_start_matches('{').trim_end_matches('}');
+    let mut current = vec![spec];
+    for step in path.split('.').filter(|step| !step.is_empty()) {
+        let (name, index) = match step.split_once('[') {
+            Some((name, rest)) => (name, Some(rest.trim_end_matches(']'))),
+            None => (step, None),
+        };
+        let mut next = Vec::new();
+        for value in current {
+            let Some(value) = (if name.is_empty() { Some(value) } else { value.get(name) }) else { continue };
+            match (index, value) {
+                (None, value) => next.push(value),
+                (Some("*" | ":"), Value::Array(items)) => next.extend(items.iter()),
+                (Some(index), Value::Array(items)) => {
+                    if let Some(item) = index.parse::<usize>().ok().and_then(|i| items.get(i)) {
+                        next.push(item);
+                    }
+                }
+                _ => {}
+            }
+        }
+        current = next;
+    }
+    let texts: Vec<String> = current
+        .into_iter()
+        .map(|value| match value {
+            Value::String(text) => text.clone(),
+            Value::Null => String::new(),
+            other => other.to_string(),
+        })
+        .collect();
+    texts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_path_subset() {
+        let spec = serde_json::json!({"a": {"b": "x"}, "list": ["p", "q"], "n": 3});
+        assert_eq!(json_path(&spec, "{.a.b}"), "x");
+        assert_eq!(json_path(&spec, "{.list[:]}"), "p,q");
+        assert_eq!(json_path(&spec, "{.list[*]}"), "p,q");
+        assert_eq!(json_path(&spec, "{.list[1]}"), "q");
+        assert_eq!(json_path(&spec, "{.n}"), "3");
+        assert_eq!(json_path(&spec, "{.missing.x}"), "");
+    }
+}

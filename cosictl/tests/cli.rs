@@ -1,0 +1,161 @@
+//! `cosictl` end to end: `serve` in a child process, `get` against it.
+
+use std::process::{Command, Output, Stdio};
+
+use cosi::resource::{
+    DefinitionOptions, DynamicResource, EncodedSpec, Metadata, PrintColumn, ResourceDefinition, Spec,
+};
+use cosi::state::{CreateOptions, Registry, State};
+use cosi_grpc::{Client, ClientSecurity, Endpoint};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout};
+
+const COSICTL: &str = env!("CARGO_BIN_EXE_cosictl");
+
+/// `cosictl serve` on a free loopback port; killed if the test fails before stopping it.
+struct Served {
+    child: Child,
+    endpoint: String,
+    _lines: Lines<BufReader<ChildStdout>>,
+}
+
+async fn serve() -> Served {
+    let mut child = tokio::process::Command::new(COSICTL)
+        .args(["serve", "--state", "memory", "--listen", "tcp://127.0.0.1:0", "--insecure"])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("cosictl serve starts");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let line = lines.next_line().await.expect("read").expect("cosictl serve prints its address");
+    let endpoint = line.strip_prefix("listening on ").expect("`listening on ENDPOINT`").to_owned();
+    Served { child, endpoint, _lines: lines }
+}
+
+fn definition(r#type: &str, aliases: &[&str], columns: &[(&str, &str)]) -> ResourceDefinition {
+    let options = DefinitionOptions {
+        aliases: aliases.iter().map(|alias| (*alias).to_owned()).collect(),
+        print_columns: columns
+            .iter()
+            .map(|(name, path)| PrintColumn { name: (*name).to_owned(), json_path: (*path).to_owned() })
+            .collect(),
+        ..DefinitionOptions::default()
+    };
+    ResourceDefinition::new(r#type, "network", options).expect("a valid definition")
+}
+
+fn resource(r#type: &str, id: &str, yaml: &str) -> DynamicResource {
+    let spec = EncodedSpec { proto: Vec::new(), yaml: Some(yaml.to_owned()) };
+    DynamicResource::new(Metadata::new("network", r#type, id), Spec::encoded(spec))
+}
+
+async fn populate(endpoint: &str) -> Client {
+    let endpoint: Endpoint = endpoint.parse().expect("endpoint");
+    let client = Client::connect(&endpoint, ClientSecurity::Insecure).await.expect("connect");
+    let registry = Registry::new(&client);
+    registry
+        .register_definition(definition("Hostnames.net.example.org", &["hostname"], &[("Hostname", "{.hostname}")]))
+        .await
+        .expect("register");
+    registry.register_definition(definition("Links.net.example.org", &[], &[])).await.expect("register");
+    registry.register_definition(definition("Links.other.example.org", &[], &[])).await.expect("register");
+    client
+        .create(resource("Hostnames.net.example.org", "default", "hostname: talos\n"), CreateOptions::default())
+        .await
+        .expect("create");
+    client
+}
+
+fn get(endpoint: &str, args: &[&str]) -> Output {
+    Command::new(COSICTL).arg("get").args(args).args(["--endpoint", endpoint]).output().expect("cosictl get runs")
+}
+
+fn stdout(output: &Output) -> String {
+    assert!(output.status.success(), "cosictl failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_resolves_aliases_and_prints_every_format() {
+    let mut served = serve().await;
+    let client = populate(&served.endpoint).await;
+    let endpoint = served.endpoint.clone();
+
+    let table = stdout(&get(&endpoint, &["hostname"]));
+    let lines: Vec<Vec<&str>> = table.lines().map(|line| line.split_whitespace().collect()).collect();
+    assert_eq!(lines[0], ["NAMESPACE", "TYPE", "ID", "VERSION", "HOSTNAME"], "{table}");
+    assert_eq!(lines[1], ["network", "Hostnames.net.example.org", "default", "1", "talos"], "{table}");
+    // The full type, the plural and a dotted prefix resolve too, and one ID can be asked for.
+    for name in ["Hostnames.net.example.org", "hostnames", "hostnames.net"] {
+        assert_eq!(stdout(&get(&endpoint, &[name, "default"])), table, "{name}");
+    }
+
+    let yaml = stdout(&get(&endpoint, &["hostname", "-o", "yaml"]));
+    let document: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(yaml.trim_start_matches("---\n")).expect("one YAML document");
+    assert_eq!(document["spec"]["hostname"].as_str(), Some("talos"), "{yaml}");
+    assert_eq!(document["metadata"]["id"].as_str(), Some("default"), "{yaml}");
+
+    let json = stdout(&get(&endpoint, &["hostname", "-o", "json"]));
+    let document: serde_json::Value = serde_json::from_str(json.trim()).expect("one JSON object");
+    assert_eq!(document["spec"]["hostname"], "talos", "{json}");
+
+    let definitions = stdout(&get(&endpoint, &["rd"]));
+    assert!(definitions.contains("hostnames.net.example.org"), "{definitions}");
+
+    let ambiguous = get(&endpoint, &["links"]);
+    assert!(!ambiguous.status.success());
+    let message = String::from_utf8_lossy(&ambiguous.stderr);
+    assert!(
+        message.contains("ambiguous")
+            && message.contains("Links.net.example.org")
+            && message.contains("Links.other.example.org"),
+        "{message}"
+    );
+    let unknown = get(&endpoint, &["nonsense"]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown resource type \"nonsense\""));
+    let missing = get(&endpoint, &["hostname", "absent"]);
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("doesn't exist"), "{missing:?}");
+
+    // --watch prints the current state, then changes.
+    let mut watcher = tokio::process::Command::new(COSICTL)
+        .args(["get", "hostname", "--watch", "-o", "json", "--endpoint", &endpoint])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("cosictl get --watch starts");
+    let mut lines = BufReader::new(watcher.stdout.take().expect("stdout")).lines();
+    let first: serde_json::Value =
+        serde_json::from_str(&lines.next_line().await.expect("read").expect("a line")).expect("json");
+    assert_eq!((first["event"].as_str(), first["metadata"]["id"].as_str()), (Some("+"), Some("default")));
+    client
+        .create(resource("Hostnames.net.example.org", "other", "hostname: next\n"), CreateOptions::default())
+        .await
+        .expect("create");
+    let next: serde_json::Value =
+        serde_json::from_str(&lines.next_line().await.expect("read").expect("a line")).expect("json");
+    assert_eq!((next["event"].as_str(), next["spec"]["hostname"].as_str()), (Some("+"), Some("next")));
+    watcher.kill().await.expect("stop the watcher");
+
+    // SIGTERM stops the server cleanly.
+    let pid = served.child.id().expect("the server runs").to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
+    assert!(killed.success());
+    let status = served.child.wait().await.expect("the server exits");
+    assert!(status.success(), "cosictl serve should exit 0 on SIGTERM, got {status}");
+}
+
+#[test]
+fn serve_refuses_insecure_tcp_off_loopback_and_tcp_without_tls() {
+    let output = Command::new(COSICTL)
+        .args(["serve", "--listen", "tcp://0.0.0.0:0", "--insecure"])
+        .output()
+        .expect("cosictl runs");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("loopback"), "{output:?}");
+
+    let output = Command::new(COSICTL).args(["serve", "--listen", "tcp://127.0.0.1:0"]).output().expect("cosictl runs");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("mutual TLS"), "{output:?}");
+}
