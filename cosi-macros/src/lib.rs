@@ -277,7 +277,7 @@ pub fn derive_resource(input: TokenStream) -> TokenStream {
 /// such a crate once in the binary, and in each integration test that needs
 /// its controllers:
 ///
-/// ```ignore
+/// ```text
 /// use my_os_controllers as _;
 /// ```
 ///
