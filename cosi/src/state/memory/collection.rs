@@ -18,15 +18,16 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::resource::{DynamicResource, Kind, Phase, Pointer};
-use crate::state::memory::MemoryOptions;
+use crate::state::memory::{BackingStore, MemoryOptions};
 use crate::state::{
     Bookmark, CreateOptions, DestroyOptions, Error, Event, ListOptions, Result, UpdateOptions, Watch, WatchKindOptions,
     WatchOptions, phase_matches,
 };
 
-#[derive(Debug)]
 pub(super) struct Collection {
     kind: Kind,
+    /// Where writes go through to, before they change anything here.
+    store: Option<Arc<dyn BackingStore>>,
     /// Random per collection, so a bookmark from another collection or from
     /// before a restart is rejected rather than misread.
     cookie: u64,
@@ -35,6 +36,12 @@ pub(super) struct Collection {
     written: Notify,
     /// How many watches are open: writers skip the wake-up when there are none.
     watchers: AtomicUsize,
+}
+
+impl std::fmt::Debug for Collection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collection").field("kind", &self.kind).field("inner", &self.inner).finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
@@ -50,9 +57,10 @@ struct Inner {
 }
 
 impl Collection {
-    pub(super) fn new(kind: Kind, options: &MemoryOptions) -> Self {
+    pub(super) fn new(kind: Kind, options: &MemoryOptions, store: Option<Arc<dyn BackingStore>>) -> Self {
         Collection {
             kind,
+            store,
             cookie: RandomState::new().hash_one(SystemTime::now()),
             inner: Mutex::new(Inner {
                 resources: BTreeMap::new(),
@@ -65,6 +73,16 @@ impl Collection {
             written: Notify::new(),
             watchers: AtomicUsize::new(0),
         }
+    }
+
+    /// Puts back a resource loaded from the backing store: no history, no store write.
+    pub(super) fn restore(&self, resource: DynamicResource) -> Result<()> {
+        let mut inner = self.inner.lock();
+        if inner.resources.contains_key(resource.id()) {
+            return Err(Error::AlreadyExists(resource.metadata.pointer().clone()));
+        }
+        inner.resources.insert(resource.id().to_owned(), Arc::new(resource));
+        Ok(())
     }
 
     pub(super) fn get(&self, id: &str) -> Option<Arc<DynamicResource>> {
@@ -100,6 +118,9 @@ impl Collection {
         if inner.resources.contains_key(id) {
             return Err(Error::AlreadyExists(resource.metadata.pointer().clone()));
         }
+        if let Some(store) = &self.store {
+            store.put(&resource)?;
+        }
         let id = id.to_owned();
         let stored = Arc::new(resource);
         inner.resources.insert(id, Arc::clone(&stored));
@@ -131,6 +152,9 @@ impl Collection {
         if resource.metadata.owner() != old.metadata.owner() {
             resource.metadata.set_owner(old.metadata.owner());
         }
+        if let Some(store) = &self.store {
+            store.put(&resource)?;
+        }
         let stored = Arc::new(resource);
         if let Some(slot) = inner.resources.get_mut(stored.metadata.id()) {
             *slot = Arc::clone(&stored);
@@ -150,6 +174,9 @@ impl Collection {
                 pointer: pointer.clone(),
                 finalizers: old.metadata.finalizers().clone(),
             });
+        }
+        if let Some(store) = &self.store {
+            store.destroy(pointer)?;
         }
         let old = inner.resources.remove(pointer.id()).expect("checked above under the same lock");
         self.publish(&mut inner, |bookmark| Event::Destroyed { resource: old, bookmark });
