@@ -88,6 +88,12 @@ impl RedbState {
         &self.path
     }
 
+    /// How many redb transactions have committed since open: with concurrent
+    /// writers, fewer than the writes, since writes share commits.
+    pub fn commits(&self) -> u64 {
+        self.store.commits()
+    }
+
     /// Runs a write of the memory state where it may block until its commit.
     async fn write<T, F, Fut>(&self, write: F) -> cosi::Result<T>
     where

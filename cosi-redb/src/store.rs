@@ -43,6 +43,8 @@ struct Queue {
     queued: u64,
     /// Every write up to this number is durable.
     durable: u64,
+    /// How many transactions have committed since open.
+    commits: u64,
     /// Why the store stopped accepting writes.
     failed: Option<Arc<Error>>,
     closed: bool,
@@ -108,6 +110,11 @@ impl RedbStore {
             }
             self.shared.done.wait(&mut queue);
         }
+    }
+
+    /// How many transactions have committed since open.
+    pub(crate) fn commits(&self) -> u64 {
+        self.shared.queue.lock().commits
     }
 
     /// Stops the committer after it has committed what is queued.
@@ -176,7 +183,10 @@ fn commit_loop(shared: &Shared, db: &Database) {
         let result = commit(db, &ops);
         let mut queue = shared.queue.lock();
         match result {
-            Ok(()) => queue.durable = last,
+            Ok(()) => {
+                queue.durable = last;
+                queue.commits += 1;
+            }
             Err(err) => queue.failed = Some(Arc::new(Error::Failed(Box::new(err)))),
         }
         shared.done.notify_all();
