@@ -15,10 +15,12 @@
 //! spec body                 to the end; sealed (see `crypto`) when the store encrypts
 //! ```
 //!
-//! An encoded spec's body is `u32 LE n, n proto bytes, u8 has-YAML, YAML
-//! text`, so `Spec::Encoded { proto, yaml }` comes back byte for byte. A typed
-//! spec is written as YAML and comes back as an encoded spec with that YAML
-//! and no proto bytes, which typed reads decode (`Typed::try_from`, `get_typed`).
+//! An encoded spec's body is `u32 LE n, n proto bytes, u8 has-YAML, u32 LE m,
+//! m bytes of YAML`, so `Spec::Encoded { proto, yaml }` comes back byte for
+//! byte. A typed spec's body is `u32 LE m, m bytes of YAML`: it comes back as
+//! an encoded spec with that YAML and no proto bytes, which typed reads decode
+//! (`Typed::try_from`, `get_typed`). Every part has its length, so a cut
+//! record never reads as a shorter one.
 //!
 //! Decoding never trusts the bytes: every length is checked, and a record
 //! whose metadata names another resource than its key is refused.
@@ -73,11 +75,11 @@ pub(crate) fn encode(resource: &DynamicResource, cipher: Option<&Cipher>) -> Res
                 reason: "the proto spec is over 4 GiB".to_owned(),
             })?;
             let yaml = encoded.yaml.as_deref();
-            let mut body = Vec::with_capacity(4 + encoded.proto.len() + 1 + yaml.map_or(0, str::len));
+            let mut body = Vec::with_capacity(4 + encoded.proto.len() + 5 + yaml.map_or(0, str::len));
             body.extend_from_slice(&proto_len.to_le_bytes());
             body.extend_from_slice(&encoded.proto);
             body.push(u8::from(yaml.is_some()));
-            body.extend_from_slice(yaml.unwrap_or_default().as_bytes());
+            put_text(&mut body, yaml.unwrap_or_default(), pointer)?;
             (SPEC_ENCODED, body)
         }
         (None, Some(spec)) => {
@@ -85,7 +87,9 @@ pub(crate) fn encode(resource: &DynamicResource, cipher: Option<&Cipher>) -> Res
                 pointer: pointer.to_string(),
                 reason: format!("cannot write the spec as YAML: {err}"),
             })?;
-            (SPEC_YAML, yaml.into_bytes())
+            let mut body = Vec::with_capacity(4 + yaml.len());
+            put_text(&mut body, &yaml, pointer)?;
+            (SPEC_YAML, body)
         }
         (None, None) => (SPEC_EMPTY, Vec::new()),
     };
@@ -145,17 +149,24 @@ pub(crate) fn decode(
             let mut body = Reader(&body);
             let proto_len = body.u32().ok_or_else(|| corrupt("the spec ends inside the proto length"))?;
             let proto = body.take(proto_len as usize).ok_or_else(|| corrupt("the spec ends inside the proto bytes"))?;
-            let yaml = match body.u8() {
-                Some(0) if body.0.is_empty() => None,
-                Some(1) => {
-                    Some(String::from_utf8(body.0.to_vec()).map_err(|_| corrupt("the YAML of the spec is not UTF-8"))?)
-                }
+            let has_yaml = body.u8().ok_or_else(|| corrupt("the spec ends before its YAML marker"))?;
+            let yaml = body.text().ok_or_else(|| corrupt("the YAML of the spec is cut or not UTF-8"))?;
+            let yaml = match (has_yaml, yaml.is_empty()) {
+                (0, true) => None,
+                (1, _) => Some(yaml),
                 _ => return Err(corrupt("the spec's YAML marker is malformed")),
             };
+            if !body.0.is_empty() {
+                return Err(corrupt("bytes follow the spec"));
+            }
             EncodedSpec { proto: proto.to_vec(), yaml }
         }
         SPEC_YAML => {
-            let yaml = String::from_utf8(body).map_err(|_| corrupt("the YAML of the spec is not UTF-8"))?;
+            let mut body = Reader(&body);
+            let yaml = body.text().ok_or_else(|| corrupt("the YAML of the spec is cut or not UTF-8"))?;
+            if !body.0.is_empty() {
+                return Err(corrupt("bytes follow the spec"));
+            }
             EncodedSpec { proto: Vec::new(), yaml: Some(yaml) }
         }
         other => return Err(corrupt(&format!("unknown spec tag {other}"))),
@@ -180,6 +191,24 @@ impl<'a> Reader<'a> {
     fn u32(&mut self) -> Option<u32> {
         self.take(4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes)
     }
+
+    /// A `u32` length, then that many bytes of UTF-8.
+    fn text(&mut self) -> Option<String> {
+        let len = self.u32()?;
+        let bytes = self.take(len as usize)?;
+        String::from_utf8(bytes.to_vec()).ok()
+    }
+}
+
+/// Appends `text` with its `u32` length.
+fn put_text(out: &mut Vec<u8>, text: &str, pointer: &cosi::Pointer) -> Result<(), Error> {
+    let len = u32::try_from(text.len()).map_err(|_| Error::Encode {
+        pointer: pointer.to_string(),
+        reason: "the YAML spec is over 4 GiB".to_owned(),
+    })?;
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(text.as_bytes());
+    Ok(())
 }
 
 #[cfg(test)]

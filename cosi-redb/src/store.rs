@@ -11,9 +11,10 @@
 //!
 //! - A writer returns `Ok` only after the transaction holding its write has
 //!   committed with `Durability::Immediate`.
-//! - Writes to one (namespace, type) never share a queue: the memory state
-//!   calls the store with that collection's lock held, so they are durable in
-//!   the order they were made, which is the order of the history.
+//! - A batch from the memory state is queued at once, so it lands in one
+//!   transaction, in order: all of it is durable or none. The memory state
+//!   hands over a collection's next batch only after the previous one is
+//!   durable, so the history order is the durable order.
 //! - After a failed commit the store refuses every later write (redb asks for
 //!   a reopen after an I/O error): no write is acknowledged that might not be
 //!   durable, and memory never moves ahead of the file.
@@ -21,7 +22,7 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use cosi::state::BackingStore;
+use cosi::state::{BackingStore, StoreWrite};
 use cosi::{DynamicResource, Pointer};
 use parking_lot::{Condvar, Mutex};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
@@ -88,8 +89,8 @@ impl RedbStore {
         })
     }
 
-    /// Queues `op` and waits until it is durable.
-    fn submit(&self, op: Op) -> cosi::Result<()> {
+    /// Queues `ops`, together, and waits until they are durable.
+    fn submit(&self, ops: Vec<Op>) -> cosi::Result<()> {
         let mut queue = self.shared.queue.lock();
         if let Some(failed) = &queue.failed {
             return Err(cosi::Error::Backend(Arc::clone(failed) as _));
@@ -97,8 +98,8 @@ impl RedbStore {
         if queue.closed {
             return Err(cosi::Error::backend(Error::Closed));
         }
-        queue.ops.push(op);
-        queue.queued += 1;
+        queue.queued += ops.len() as u64;
+        queue.ops.extend(ops);
         let seq = queue.queued;
         self.shared.work.notify_one();
         loop {
@@ -140,15 +141,19 @@ impl BackingStore for RedbStore {
         Ok(std::mem::take(&mut *self.loaded.lock()))
     }
 
-    fn put(&self, resource: &DynamicResource) -> cosi::Result<()> {
+    fn write(&self, batch: &[StoreWrite<'_>]) -> cosi::Result<()> {
         // Encoding happens here, on the writer's thread, so that a spec that
-        // cannot be written fails its own write and nobody else's.
-        let record = format::encode(resource, self.cipher.as_deref()).map_err(cosi::Error::backend)?;
-        self.submit(Op::Put { key: resource.metadata.pointer().clone(), record })
-    }
-
-    fn destroy(&self, pointer: &Pointer) -> cosi::Result<()> {
-        self.submit(Op::Delete { key: pointer.clone() })
+        // cannot be written fails its own batch and nobody else's.
+        let ops = batch
+            .iter()
+            .map(|write| match write {
+                StoreWrite::Put(resource) => format::encode(resource, self.cipher.as_deref())
+                    .map(|record| Op::Put { key: resource.metadata.pointer().clone(), record })
+                    .map_err(cosi::Error::backend),
+                StoreWrite::Destroy(pointer) => Ok(Op::Delete { key: Pointer::clone(pointer) }),
+            })
+            .collect::<cosi::Result<Vec<_>>>()?;
+        self.submit(ops)
     }
 }
 

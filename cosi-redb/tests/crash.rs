@@ -2,9 +2,9 @@
 //!
 //! The test re-executes its own binary as the writer (the environment
 //! variable `COSI_REDB_CRASH_CHILD` names the store). The writer runs
-//! [`WRITERS`] tasks, each in a namespace of its own so that their writes
-//! share commits; each task creates numbered resources one after another and
-//! prints `try ID` before and `ack ID` after every create. The parent kills it
+//! [`WRITERS`] tasks, two per namespace, so that their writes share commits
+//! both across and within collections; each task creates numbered resources
+//! one after another and prints `try W ID` before and `ack W ID` after every create. The parent kills it
 //! after a random delay, then checks on the same file, run after run:
 //!
 //! - redb opens it without a repair (no repair callback fires);
@@ -41,8 +41,9 @@ fn main() {
     }
 }
 
+/// Two writer tasks share each namespace.
 fn namespace(writer: usize) -> String {
-    format!("writer-{writer}")
+    format!("writers-{}", writer / 2)
 }
 
 /// The child: writes as fast as it can until it is killed.
@@ -57,7 +58,7 @@ fn writer(path: &Path) {
             let run = run.clone();
             tokio::spawn(async move {
                 for n in 0u64.. {
-                    let id = format!("{run}-{n:07}");
+                    let id = format!("w{w}-{run}-{n:07}");
                     print_line(&format!("try {w} {id}"));
                     let resource = Typed::new_in(namespace(w), &id, PathResource { value: id.clone() });
                     state.create_typed(resource, CreateOptions::default()).await.expect("a create failed");
@@ -154,7 +155,8 @@ fn check(path: &Path, run: u32, attempted: &[BTreeSet<String>], acked: &[BTreeSe
             let kind = Kind::new(namespace(w), <PathResource as Resource>::TYPE);
             let stored = state.list(&kind, &ListOptions::default()).await.expect("list");
             let mut ids = BTreeSet::new();
-            for resource in stored {
+            let mine = format!("w{w}-");
+            for resource in stored.into_iter().filter(|resource| resource.id().starts_with(&mine)) {
                 let typed = Typed::<PathResource>::try_from(Arc::clone(&resource)).expect("a typed read");
                 assert_eq!(typed.value, typed.id(), "run {run}: the spec of {} is not its own", typed.id());
                 assert_eq!(resource.metadata.version(), Version::new(1));

@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use cosi::prelude::*;
@@ -194,16 +195,15 @@ async fn a_write_that_cannot_be_stored_changes_nothing() {
     assert!(nothing.is_err(), "a refused write published {nothing:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_writers_share_commits() {
+/// 64 concurrent creates, spread over `kinds` namespaces; returns how many commits they took.
+async fn concurrent_creates(kinds: usize) -> u64 {
     let dir = dir();
     let state = Arc::new(open(&file(dir.path()), Options::default()));
     let before = state.commits();
     let writes = (0..64).map(|i| {
         let state = Arc::clone(&state);
         tokio::spawn(async move {
-            // 16 kinds, so writers do not wait for each other's collection locks.
-            let resource = Typed::new_in(format!("ns{}", i % 16), format!("r{i}"), PathResource::default());
+            let resource = Typed::new_in(format!("ns{}", i % kinds), format!("r{i}"), PathResource::default());
             state.create_typed(resource, CreateOptions::default()).await
         })
     });
@@ -211,16 +211,84 @@ async fn concurrent_writers_share_commits() {
         result.expect("the writer panicked").expect("create");
     }
     let commits = state.commits() - before;
-    assert!(commits < 64, "64 concurrent writes took {commits} commits");
-    let total: usize = join_all((0..16).map(|n| {
+    drop(state);
+
+    let state = open(&file(dir.path()), Options::default());
+    let mut total = 0;
+    for n in 0..kinds {
+        total +=
+            state.list(&PathResource::kind_in(&format!("ns{n}")), &ListOptions::default()).await.expect("list").len();
+    }
+    assert_eq!(total, 64, "not every write is stored");
+    commits
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_share_commits() {
+    let commits = concurrent_creates(16).await;
+    assert!(commits < 64, "64 concurrent writes to 16 kinds took {commits} commits");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_of_one_kind_share_commits() {
+    let commits = concurrent_creates(1).await;
+    assert!(commits < 64, "64 concurrent writes to one kind took {commits} commits");
+}
+
+/// A spec that cannot be written when its value is 0.
+#[derive(Resource, Clone, Debug, PartialEq, serde::Deserialize)]
+#[resource(type = "Fussies.test.cosi.dev", namespace = "config")]
+struct Fussy {
+    value: u32,
+}
+
+impl serde::Serialize for Fussy {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.value {
+            0 => Err(serde::ser::Error::custom("zero refuses to be written")),
+            value => serializer.serialize_u32(value),
+        }
+    }
+}
+
+/// Writes to one kind go to the store in batches; one write the store refuses
+/// fails alone, and the others of its batch are stored and published in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_write_fails_alone_in_its_batch() {
+    let dir = dir();
+    let state = Arc::new(open(&file(dir.path()), Options::default()));
+    let mut watch = state.watch_kind(&Fussy::kind(), WatchKindOptions::default()).await.expect("watch");
+    let writes = (0..32u32).map(|value| {
         let state = Arc::clone(&state);
-        async move { state.list(&PathResource::kind_in(&format!("ns{n}")), &ListOptions::default()).await }
-    }))
-    .await
-    .into_iter()
-    .map(|list| list.expect("list").len())
-    .sum();
-    assert_eq!(total, 64);
+        tokio::spawn(async move {
+            state.create_typed(Typed::new(format!("f{value:02}"), Fussy { value }), CreateOptions::default()).await
+        })
+    });
+    let results: Vec<_> = join_all(writes).await.into_iter().map(|r| r.expect("the writer panicked")).collect();
+    for (value, result) in results.iter().enumerate() {
+        match (value, result) {
+            (0, Err(err)) => assert!(err.to_string().contains("zero refuses"), "{err}"),
+            (0, Ok(_)) => panic!("the unwritable spec was stored"),
+            (_, Err(err)) => panic!("write {value} failed with its batch: {err:?}"),
+            (_, Ok(stored)) => assert_eq!(stored.metadata().version(), Version::new(1)),
+        }
+    }
+    let mut seen = BTreeSet::new();
+    while seen.len() < 31 {
+        let event = tokio::time::timeout(std::time::Duration::from_secs(10), watch.recv())
+            .await
+            .expect("the events of the stored writes")
+            .expect("an event");
+        assert_eq!(event.event_type(), EventType::Created);
+        assert!(seen.insert(event.resource().map(|r| r.id().to_owned()).expect("a resource")));
+    }
+    assert!(!seen.contains("f00"));
+    drop(watch);
+    let state = Arc::into_inner(state).expect("no other handle");
+    drop(state);
+    let state = open(&file(dir.path()), Options::default());
+    let stored = state.list(&Fussy::kind(), &ListOptions::default()).await.expect("list");
+    assert_eq!(stored.len(), 31);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

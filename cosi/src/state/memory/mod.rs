@@ -1,10 +1,10 @@
 //! The in-memory state: one [`Collection`] per (namespace, type).
 //!
 //! A [`BackingStore`] makes it durable, as Go COSI's `inmem.WithBackingStore`
-//! does: each write is handed to the store under the collection's lock, after
-//! every check and before the resource changes in memory or an event is
-//! published, so the history of a collection is in the order the store made
-//! its writes durable, and a write the store refuses changes nothing.
+//! does: each write is handed to the store after every check and before the
+//! resource changes in memory or an event is published, so the history of a
+//! collection is in the order the store made its writes durable, and a write
+//! the store refuses changes nothing.
 
 mod collection;
 
@@ -49,24 +49,34 @@ impl Default for MemoryOptions {
 /// Where a [`MemoryState`] writes through to, so that what it holds survives a restart.
 ///
 /// The state calls [`load`](BackingStore::load) once, when it is built, and
-/// then [`put`](BackingStore::put) or [`destroy`](BackingStore::destroy) for
-/// every write, with the lock of the written (namespace, type) held, after the
-/// write passed every check and before anything changes in memory. The write
-/// fails with the store's error, and changes nothing, when the store fails.
+/// [`write`](BackingStore::write) for its writes, after they passed every
+/// check and before anything changes in memory. A write fails with the
+/// store's error, and changes nothing, when the store fails.
 ///
-/// `put` and `destroy` block until the write is durable: call the state's
-/// writes where blocking is allowed (`tokio::task::spawn_blocking`), as the
-/// durable backends built on this do. Writes to different (namespace, type)s
-/// reach the store concurrently, so a store can commit them together.
+/// Writes to one (namespace, type) that arrive while the store is busy with
+/// that collection's previous batch are checked against it and handed over
+/// together in the next call, in order; writes to different collections
+/// reach the store concurrently. So a store that commits what it is handed
+/// (and what arrives meanwhile) together needs one commit for many writes.
+///
+/// `write` blocks until the batch is durable: call the state's writes where
+/// blocking is allowed (`tokio::task::spawn_blocking`), as the durable
+/// backends built on this do.
 pub trait BackingStore: Send + Sync + 'static {
     /// Everything stored.
     fn load(&self) -> Result<Vec<DynamicResource>>;
 
-    /// Stores `resource`, replacing the stored one with the same pointer; returns once it is durable.
-    fn put(&self, resource: &DynamicResource) -> Result<()>;
+    /// Makes `batch` durable, in order and all or nothing; returns once it is.
+    fn write(&self, batch: &[StoreWrite<'_>]) -> Result<()>;
+}
 
-    /// Removes the resource at `pointer`; returns once that is durable.
-    fn destroy(&self, pointer: &Pointer) -> Result<()>;
+/// One write handed to a [`BackingStore`].
+#[derive(Clone, Copy, Debug)]
+pub enum StoreWrite<'a> {
+    /// Store this resource, replacing the stored one with the same pointer.
+    Put(&'a DynamicResource),
+    /// Remove the resource at this pointer.
+    Destroy(&'a Pointer),
 }
 
 /// A [`State`] that keeps everything in memory.
