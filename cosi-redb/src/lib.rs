@@ -17,10 +17,9 @@
 //! - **Write-through.** A create, update or destroy returns only after the
 //!   change is committed to the file with redb's `Durability::Immediate`
 //!   (fsync), so an acknowledged write survives `kill -9` and power loss.
-//! - **Group commit.** Concurrent writes to different (namespace, type)s are
-//!   committed together: one redb transaction, one set of fsyncs for all of
-//!   them. Writes to the same (namespace, type) are durable one after another
-//!   (see below).
+//! - **Group commit.** Concurrent writes share commits: one redb
+//!   transaction, one set of fsyncs for all of them, whether they write to
+//!   one (namespace, type) or to many.
 //! - **Watches and history as in memory.** Reads, lists and watches are
 //!   served by a [`MemoryState`] that holds everything; the file is read once,
 //!   at open. The history starts empty at each open and every collection gets
@@ -40,20 +39,22 @@
 //! hook, so the history ring, bookmarks, watches and every rule of the
 //! conformance suite are the in-memory backend's own, not a second copy.
 //!
-//! The hook runs under the lock of the written (namespace, type), after every
-//! check and before anything changes in memory:
+//! Each (namespace, type) hands its writes to the hook in batches:
 //!
-//! 1. the writer encodes its record (and encrypts the spec) and queues it;
-//! 2. one committer thread takes everything queued, writes it in one redb
-//!    transaction and commits it durably;
-//! 3. the writers of that batch return, and each one, still under its
-//!    collection's lock, changes memory and publishes its event.
+//! 1. one writer of the collection (the leader) takes every write waiting
+//!    for it, checks each against the stored resources plus the batch's
+//!    earlier writes, and hands the batch to the store;
+//! 2. the store encodes the records (and encrypts the specs) and queues them
+//!    at once; one committer thread takes everything queued, from every
+//!    collection, writes it in one redb transaction and commits it durably;
+//! 3. then the leader applies the batch to memory in order and publishes its
+//!    events, and the writers of the batch return. Writes that arrived
+//!    meanwhile form the next batch.
 //!
 //! So the history of a collection is in the order its writes became durable,
 //! and a write that fails to persist returns an error and leaves memory
-//! untouched. The price is that two writes to one collection cannot share a
-//! commit: the second is checked against the first, which is not in memory
-//! until it is durable. Writes to different collections share commits freely.
+//! untouched. A batch the store refuses is retried one write at a time, so
+//! a write that cannot be stored (a spec with no YAML form) fails alone.
 //! Since a writer blocks while it waits for its commit, writes run on tokio's
 //! blocking pool (`spawn_blocking`), never on the runtime's workers.
 //!
@@ -73,8 +74,19 @@
 //! (`Spec::Encoded { proto, yaml }`) byte for byte, a typed spec as its YAML.
 //! After a reopen a typed spec is an encoded one holding that YAML, which
 //! typed reads ([`StateExt::get_typed`](cosi::StateExt::get_typed), `Typed::try_from`)
-//! decode. With encryption, a spec is stored as `0x01 || 12-byte nonce ||
-//! ciphertext` (Go COSI's layout), bound to its record's key.
+//! decode, each time, until the resource is written again (then its spec is
+//! the written Rust value, shared by reads as in memory). With encryption, a
+//! spec is stored as `0x01 || 12-byte nonce || ciphertext` (Go COSI's
+//! layout), bound to its record's key. `format.rs` has the byte layout.
+//!
+//! # Using it
+//!
+//! - One process at a time: redb locks the file, and a second open (in this
+//!   process or another) fails with an error saying it is already open.
+//! - Dropping the `RedbState` commits what is queued and closes the file;
+//!   watches still open then get no new events.
+//! - Everything is in memory as well as on disk: the store is for the state
+//!   of a machine (configuration, a few hundred thousand resources), not for bulk data.
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 

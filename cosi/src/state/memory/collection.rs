@@ -112,7 +112,7 @@ impl Collection {
         }
         let mut inner = self.inner.lock();
         check_create(inner.resources.get(resource.id()), &resource)?;
-        Ok(self.apply_put(&mut inner, Arc::new(resource)))
+        Ok(self.apply_create(&mut inner, Arc::new(resource)))
     }
 
     pub(super) fn update(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
@@ -123,7 +123,7 @@ impl Collection {
         }
         let mut inner = self.inner.lock();
         let resource = check_update(inner.resources.get(resource.id()), resource, &options)?;
-        Ok(self.apply_put(&mut inner, Arc::new(resource)))
+        Ok(self.apply_update(&mut inner, Arc::new(resource)))
     }
 
     pub(super) fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
@@ -136,17 +136,18 @@ impl Collection {
         Ok(())
     }
 
-    /// Stores a checked create or update and publishes its event.
-    fn apply_put(&self, inner: &mut Inner, stored: Arc<DynamicResource>) -> Arc<DynamicResource> {
-        match inner.resources.get_mut(stored.id()) {
-            Some(slot) => {
-                let old = std::mem::replace(slot, Arc::clone(&stored));
-                self.publish(inner, |bookmark| Event::Updated { resource: Arc::clone(&stored), old, bookmark });
-            }
-            None => {
-                inner.resources.insert(stored.id().to_owned(), Arc::clone(&stored));
-                self.publish(inner, |bookmark| Event::Created { resource: Arc::clone(&stored), bookmark });
-            }
+    /// Stores a checked create and publishes its event.
+    fn apply_create(&self, inner: &mut Inner, stored: Arc<DynamicResource>) -> Arc<DynamicResource> {
+        inner.resources.insert(stored.id().to_owned(), Arc::clone(&stored));
+        self.publish(inner, |bookmark| Event::Created { resource: Arc::clone(&stored), bookmark });
+        stored
+    }
+
+    /// Stores a checked update and publishes its event.
+    fn apply_update(&self, inner: &mut Inner, stored: Arc<DynamicResource>) -> Arc<DynamicResource> {
+        if let Some(slot) = inner.resources.get_mut(stored.id()) {
+            let old = std::mem::replace(slot, Arc::clone(&stored));
+            self.publish(inner, |bookmark| Event::Updated { resource: Arc::clone(&stored), old, bookmark });
         }
         stored
     }

@@ -100,7 +100,7 @@ impl Collection {
         let writes: Vec<StoreWrite<'_>> = planned
             .iter()
             .map(|(_, planned)| match planned {
-                Planned::Put(resource) => StoreWrite::Put(resource),
+                Planned::Create(resource) | Planned::Update(resource) => StoreWrite::Put(resource),
                 Planned::Destroy(pointer) => StoreWrite::Destroy(pointer),
             })
             .collect();
@@ -110,7 +110,8 @@ impl Collection {
                 let mut inner = self.inner.lock();
                 for (ticket, planned) in planned {
                     let outcome = match planned {
-                        Planned::Put(resource) => Some(self.apply_put(&mut inner, resource)),
+                        Planned::Create(resource) => Some(self.apply_create(&mut inner, resource)),
+                        Planned::Update(resource) => Some(self.apply_update(&mut inner, resource)),
                         Planned::Destroy(pointer) => {
                             self.apply_destroy(&mut inner, &pointer);
                             None
@@ -144,10 +145,10 @@ impl Collection {
             };
             let checked = match write {
                 Write::Create(resource) => {
-                    check_create(current, resource).map(|()| Planned::Put(Arc::new(resource.clone())))
+                    check_create(current, resource).map(|()| Planned::Create(Arc::new(resource.clone())))
                 }
                 Write::Update(resource, options) => {
-                    check_update(current, resource.clone(), options).map(|resource| Planned::Put(Arc::new(resource)))
+                    check_update(current, resource.clone(), options).map(|resource| Planned::Update(Arc::new(resource)))
                 }
                 Write::Destroy(pointer, options) => {
                     check_destroy(current, pointer, options).map(|()| Planned::Destroy(pointer.clone()))
@@ -156,7 +157,7 @@ impl Collection {
             match checked {
                 Ok(checked) => {
                     let after = match &checked {
-                        Planned::Put(resource) => Some(Arc::clone(resource)),
+                        Planned::Create(resource) | Planned::Update(resource) => Some(Arc::clone(resource)),
                         Planned::Destroy(_) => None,
                     };
                     overlay.insert(id, after);
@@ -171,6 +172,7 @@ impl Collection {
 
 /// A write that passed its checks.
 enum Planned {
-    Put(Arc<DynamicResource>),
+    Create(Arc<DynamicResource>),
+    Update(Arc<DynamicResource>),
     Destroy(Pointer),
 }
