@@ -5,6 +5,11 @@
 //! keeps every rule of the in-memory backend (the suite's `in_process` cases
 //! included: typed reads still share the spec that was written).
 
+//!
+//! The runtime conformance suite takes the same factory: once the runtime is
+//! in `cosi`, it runs here with one more call,
+//! `cosi::runtime_conformance_tests!(redb, || async { TempState::new(Options::default()) });`.
+
 mod common;
 
 use common::{TempState, encrypted};
