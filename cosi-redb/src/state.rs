@@ -65,20 +65,18 @@ impl RedbState {
     /// encrypted with another key, or already open (by this process or another).
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Self, Error> {
         let path = path.as_ref().to_path_buf();
+        let db = guard(&path, || redb::Builder::new().create(&path).map_err(|err| open_error(&path, err)))?;
+        RedbState::start(db, path, options)
+    }
+
+    /// A state on an open database, which `path` names in errors.
+    fn start(db: Database, path: PathBuf, options: Options) -> Result<Self, Error> {
         let cipher = options.encryption_key.as_ref().map(Cipher::new);
-        // redb may panic on a damaged file instead of returning an error; a
-        // damaged file must be an error like any other bad input.
-        let opened = catch_unwind(AssertUnwindSafe(|| -> Result<RedbStore, Error> {
-            let db = redb::Builder::new().create(&path).map_err(|err| open_error(&path, err))?;
+        let store = guard(&path, || {
             prepare(&db, &path, cipher.as_ref())?;
             RedbStore::start(db, cipher)
-        }));
-        let store = match opened {
-            Ok(store) => Arc::new(store?),
-            Err(_) => {
-                return Err(Error::NotAStore { path, reason: "the file is damaged (reading it failed)".to_owned() });
-            }
-        };
+        })?;
+        let store = Arc::new(store);
         let memory = MemoryState::with_store(options.history, Arc::clone(&store) as _).map_err(Error::Load)?;
         Ok(RedbState { memory: Arc::new(memory), store, path })
     }
@@ -163,6 +161,15 @@ impl State for RedbState {
     }
 }
 
+/// Runs `read`, which reads the file, turning a panic into an error: redb
+/// may panic on a damaged file instead of returning an error, and a damaged
+/// file must be an error like any other bad input.
+fn guard<T>(path: &Path, read: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    catch_unwind(AssertUnwindSafe(read)).unwrap_or_else(|_| {
+        Err(Error::NotAStore { path: path.to_path_buf(), reason: "the file is damaged (reading it failed)".to_owned() })
+    })
+}
+
 fn open_error(path: &Path, err: redb::DatabaseError) -> Error {
     match err {
         redb::DatabaseError::Storage(redb::StorageError::Corrupted(reason)) => {
@@ -221,4 +228,89 @@ fn initialize(db: &Database, cipher: Option<&Cipher>) -> Result<(), Error> {
     }
     txn.commit()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use cosi::prelude::*;
+    use cosi::testing::resources::PathResource;
+    use redb::StorageBackend;
+    use redb::backends::InMemoryBackend;
+
+    use super::*;
+
+    /// A database in memory whose writes and flushes fail while `fail` is set.
+    #[derive(Debug)]
+    struct FailingBackend {
+        inner: InMemoryBackend,
+        fail: Arc<AtomicBool>,
+    }
+
+    impl FailingBackend {
+        fn check(&self) -> std::io::Result<()> {
+            match self.fail.load(Ordering::SeqCst) {
+                true => Err(std::io::Error::other("injected I/O failure")),
+                false => Ok(()),
+            }
+        }
+    }
+
+    impl StorageBackend for FailingBackend {
+        fn len(&self) -> std::io::Result<u64> {
+            self.inner.len()
+        }
+
+        fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            self.inner.read(offset, out)
+        }
+
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.set_len(len)
+        }
+
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.sync_data()
+        }
+
+        fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.write(offset, data)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_commit_changes_nothing_and_stops_writes() {
+        let fail = Arc::new(AtomicBool::new(false));
+        let backend = FailingBackend { inner: InMemoryBackend::new(), fail: Arc::clone(&fail) };
+        let db = redb::Builder::new().create_with_backend(backend).expect("database");
+        let state = RedbState::start(db, PathBuf::from("failing"), Options::default()).expect("state");
+
+        let first = state.create_typed(Typed::new("first", PathResource::default()), CreateOptions::default()).await;
+        let first = first.expect("a write before the failure");
+        let mut watch = state.watch_kind(&PathResource::kind(), WatchKindOptions::default()).await.expect("watch");
+
+        fail.store(true, Ordering::SeqCst);
+        let err = state
+            .create_typed(Typed::new("second", PathResource::default()), CreateOptions::default())
+            .await
+            .expect_err("a write whose commit fails");
+        assert!(matches!(err, cosi::Error::Backend(_)), "{err:?}");
+        assert!(err.to_string().contains("injected I/O failure"), "{err}");
+        let missing = state.get(&PathResource::pointer("second")).await.expect_err("not in memory");
+        assert!(missing.is_not_found(), "{missing:?}");
+
+        // The store stays closed to writes, even once the disk works again.
+        fail.store(false, Ordering::SeqCst);
+        let err = state.update_typed(first, UpdateOptions::default()).await.expect_err("a write after the failure");
+        assert!(err.to_string().contains("reopen"), "{err}");
+        let stored = state.get(&PathResource::pointer("first")).await.expect("first");
+        assert_eq!(stored.metadata.version(), Version::new(1));
+
+        let nothing = tokio::time::timeout(std::time::Duration::from_millis(50), watch.recv()).await;
+        assert!(nothing.is_err(), "a failed write published {nothing:?}");
+    }
 }
