@@ -123,7 +123,7 @@ impl RedbStore {
         self.shared.queue.lock().closed = true;
         self.shared.work.notify_all();
         if let Some(committer) = self.committer.lock().take() {
-            // A panic of the committer has already failed its writers; nothing is left to report.
+            // The committer catches redb's panics, so joining it cannot fail.
             let _ = committer.join();
         }
     }
@@ -185,7 +185,9 @@ fn commit_loop(shared: &Shared, db: &Database) {
             }
             (std::mem::take(&mut queue.ops), queue.queued)
         };
-        let result = commit(db, &ops);
+        // A panic inside redb must fail the batch's writers, not leave them waiting.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit(db, &ops)))
+            .unwrap_or_else(|_| Err(redb::Error::Corrupted("redb panicked while committing".to_owned())));
         let mut queue = shared.queue.lock();
         match result {
             Ok(()) => {

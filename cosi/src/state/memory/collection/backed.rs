@@ -25,7 +25,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use super::{Collection, check_create, check_destroy, check_update};
 use crate::resource::{DynamicResource, Pointer};
 use crate::state::memory::StoreWrite;
-use crate::state::{DestroyOptions, Result, UpdateOptions};
+use crate::state::{DestroyOptions, Error, Result, UpdateOptions};
 
 /// A write waiting for its batch.
 pub(in crate::state::memory) enum Write {
@@ -81,8 +81,19 @@ impl Collection {
             }
             waiting.busy = true;
             let batch = std::mem::take(&mut waiting.queue);
-            let outcomes = MutexGuard::unlocked(&mut waiting, || self.commit_batch(batch));
-            waiting.outcomes.extend(outcomes);
+            let tickets: Vec<u64> = batch.iter().map(|(ticket, _)| *ticket).collect();
+            // A panic in the store must fail this batch, not leave its writers
+            // (and every later writer of the collection) waiting for a leader.
+            let outcomes = MutexGuard::unlocked(&mut waiting, || {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.commit_batch(batch)))
+            });
+            match outcomes {
+                Ok(outcomes) => waiting.outcomes.extend(outcomes),
+                Err(_) => {
+                    let failed = Error::backend(std::io::Error::other("the backing store panicked during this write"));
+                    waiting.outcomes.extend(tickets.into_iter().map(|ticket| (ticket, Err(failed.clone()))));
+                }
+            }
             waiting.busy = false;
             self.combiner.done.notify_all();
         }
