@@ -21,7 +21,7 @@ use crate::resource::{DynamicResource, Kind, Phase, Pointer};
 pub use error::{Error, Result};
 pub use event::{Bookmark, Event, EventType, Watch};
 pub use ext::{StateExt, WatchCondition};
-pub use memory::{MemoryOptions, MemoryState};
+pub use memory::{BackingStore, MemoryOptions, MemoryState, StoreWrite};
 pub use namespaced::NamespacedState;
 pub use options::{
     CreateOptions, DestroyOptions, ListOptions, TeardownOptions, UpdateOptions, WatchKindOptions, WatchOptions,

@@ -18,15 +18,22 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::resource::{DynamicResource, Kind, Phase, Pointer};
-use crate::state::memory::MemoryOptions;
+use crate::state::memory::{BackingStore, MemoryOptions};
+
+mod backed;
+
 use crate::state::{
     Bookmark, CreateOptions, DestroyOptions, Error, Event, ListOptions, Result, UpdateOptions, Watch, WatchKindOptions,
     WatchOptions, phase_matches,
 };
+use backed::{Combiner, Write};
 
-#[derive(Debug)]
 pub(super) struct Collection {
     kind: Kind,
+    /// Where writes go through to, before they change anything here.
+    store: Option<Arc<dyn BackingStore>>,
+    /// With a store: the writes waiting for the next batch (see `backed`).
+    combiner: Combiner,
     /// Random per collection, so a bookmark from another collection or from
     /// before a restart is rejected rather than misread.
     cookie: u64,
@@ -35,6 +42,12 @@ pub(super) struct Collection {
     written: Notify,
     /// How many watches are open: writers skip the wake-up when there are none.
     watchers: AtomicUsize,
+}
+
+impl std::fmt::Debug for Collection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collection").field("kind", &self.kind).field("inner", &self.inner).finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
@@ -50,9 +63,11 @@ struct Inner {
 }
 
 impl Collection {
-    pub(super) fn new(kind: Kind, options: &MemoryOptions) -> Self {
+    pub(super) fn new(kind: Kind, options: &MemoryOptions, store: Option<Arc<dyn BackingStore>>) -> Self {
         Collection {
             kind,
+            store,
+            combiner: Combiner::default(),
             cookie: RandomState::new().hash_one(SystemTime::now()),
             inner: Mutex::new(Inner {
                 resources: BTreeMap::new(),
@@ -65,6 +80,16 @@ impl Collection {
             written: Notify::new(),
             watchers: AtomicUsize::new(0),
         }
+    }
+
+    /// Puts back a resource loaded from the backing store: no history, no store write.
+    pub(super) fn restore(&self, resource: DynamicResource) -> Result<()> {
+        let mut inner = self.inner.lock();
+        if inner.resources.contains_key(resource.id()) {
+            return Err(Error::AlreadyExists(resource.metadata.pointer().clone()));
+        }
+        inner.resources.insert(resource.id().to_owned(), Arc::new(resource));
+        Ok(())
     }
 
     pub(super) fn get(&self, id: &str) -> Option<Arc<DynamicResource>> {
@@ -80,80 +105,58 @@ impl Collection {
         inner.resources.values().filter(|resource| options.matches(resource)).cloned().collect()
     }
 
-    pub(super) fn create(&self, mut resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
-        match (resource.metadata.owner(), options.owner.as_deref()) {
-            (Some(existing), Some(requested)) if existing != requested => {
-                return Err(Error::invalid_argument(format!(
-                    "cannot create {} owned by {requested:?}: its metadata names the owner {existing:?}",
-                    resource.metadata.pointer()
-                )));
-            }
-            (_, Some(requested)) => resource.metadata.set_owner(Some(requested)),
-            (_, None) => {}
+    pub(super) fn create(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
+        let resource = prepare_create(resource, options)?;
+        if self.store.is_some() {
+            return self.write_through(Write::Create(resource)).map(|stored| stored.expect("a create stores"));
         }
-        let now = SystemTime::now();
-        resource.metadata.set_version(crate::resource::Version::new(1));
-        resource.metadata.set_timestamps(now, now);
-
         let mut inner = self.inner.lock();
-        let id = resource.metadata.id();
-        if inner.resources.contains_key(id) {
-            return Err(Error::AlreadyExists(resource.metadata.pointer().clone()));
-        }
-        let id = id.to_owned();
-        let stored = Arc::new(resource);
-        inner.resources.insert(id, Arc::clone(&stored));
-        self.publish(&mut inner, |bookmark| Event::Created { resource: Arc::clone(&stored), bookmark });
-        Ok(stored)
+        check_create(inner.resources.get(resource.id()), &resource)?;
+        Ok(self.apply_create(&mut inner, Arc::new(resource)))
     }
 
-    pub(super) fn update(&self, mut resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
+    pub(super) fn update(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
+        if self.store.is_some() {
+            return self
+                .write_through(Write::Update(resource, options))
+                .map(|stored| stored.expect("an update stores"));
+        }
         let mut inner = self.inner.lock();
-        let pointer = resource.metadata.pointer();
-        let Some(old) = inner.resources.get(pointer.id()).cloned() else {
-            return Err(Error::NotFound(pointer.clone()));
-        };
-        check_owner(pointer, &old, options.owner.as_deref())?;
-        if resource.metadata.version() != old.metadata.version() {
-            return Err(Error::VersionConflict {
-                pointer: pointer.clone(),
-                given: resource.metadata.version(),
-                stored: old.metadata.version(),
-            });
-        }
-        if !phase_matches(options.expected_phase, old.metadata.phase()) {
-            let expected = options.expected_phase.unwrap_or(Phase::Running);
-            return Err(Error::PhaseConflict { pointer: pointer.clone(), expected });
-        }
-        resource.metadata.set_version(old.metadata.version().next());
-        resource.metadata.set_timestamps(old.metadata.created(), SystemTime::now());
-        // Ownership is not the writer's to change.
-        if resource.metadata.owner() != old.metadata.owner() {
-            resource.metadata.set_owner(old.metadata.owner());
-        }
-        let stored = Arc::new(resource);
-        if let Some(slot) = inner.resources.get_mut(stored.metadata.id()) {
-            *slot = Arc::clone(&stored);
-        }
-        self.publish(&mut inner, |bookmark| Event::Updated { resource: Arc::clone(&stored), old, bookmark });
-        Ok(stored)
+        let resource = check_update(inner.resources.get(resource.id()), resource, &options)?;
+        Ok(self.apply_update(&mut inner, Arc::new(resource)))
     }
 
     pub(super) fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
-        let mut inner = self.inner.lock();
-        let Some(old) = inner.resources.get(pointer.id()) else {
-            return Err(Error::NotFound(pointer.clone()));
-        };
-        check_owner(pointer, old, options.owner.as_deref())?;
-        if !old.metadata.finalizers().is_empty() {
-            return Err(Error::PendingFinalizers {
-                pointer: pointer.clone(),
-                finalizers: old.metadata.finalizers().clone(),
-            });
+        if self.store.is_some() {
+            return self.write_through(Write::Destroy(pointer.clone(), options)).map(drop);
         }
-        let old = inner.resources.remove(pointer.id()).expect("checked above under the same lock");
-        self.publish(&mut inner, |bookmark| Event::Destroyed { resource: old, bookmark });
+        let mut inner = self.inner.lock();
+        check_destroy(inner.resources.get(pointer.id()), pointer, &options)?;
+        self.apply_destroy(&mut inner, pointer);
         Ok(())
+    }
+
+    /// Stores a checked create and publishes its event.
+    fn apply_create(&self, inner: &mut Inner, stored: Arc<DynamicResource>) -> Arc<DynamicResource> {
+        inner.resources.insert(stored.id().to_owned(), Arc::clone(&stored));
+        self.publish(inner, |bookmark| Event::Created { resource: Arc::clone(&stored), bookmark });
+        stored
+    }
+
+    /// Stores a checked update and publishes its event.
+    fn apply_update(&self, inner: &mut Inner, stored: Arc<DynamicResource>) -> Arc<DynamicResource> {
+        if let Some(slot) = inner.resources.get_mut(stored.id()) {
+            let old = std::mem::replace(slot, Arc::clone(&stored));
+            self.publish(inner, |bookmark| Event::Updated { resource: Arc::clone(&stored), old, bookmark });
+        }
+        stored
+    }
+
+    /// Removes a checked destroy and publishes its event.
+    fn apply_destroy(&self, inner: &mut Inner, pointer: &Pointer) {
+        if let Some(old) = inner.resources.remove(pointer.id()) {
+            self.publish(inner, |bookmark| Event::Destroyed { resource: old, bookmark });
+        }
     }
 
     pub(super) fn watch(self: Arc<Self>, id: &str, options: WatchOptions) -> Result<Watch> {
@@ -287,6 +290,78 @@ fn check_owner(pointer: &Pointer, stored: &DynamicResource, owner: Option<&str>)
         return Ok(());
     }
     Err(Error::OwnerConflict { pointer: pointer.clone(), owner: stored.metadata.owner().map(Into::into) })
+}
+
+/// Sets the owner, version and timestamps of a new resource; checks nothing stored.
+fn prepare_create(mut resource: DynamicResource, options: CreateOptions) -> Result<DynamicResource> {
+    match (resource.metadata.owner(), options.owner.as_deref()) {
+        (Some(existing), Some(requested)) if existing != requested => {
+            return Err(Error::invalid_argument(format!(
+                "cannot create {} owned by {requested:?}: its metadata names the owner {existing:?}",
+                resource.metadata.pointer()
+            )));
+        }
+        (_, Some(requested)) => resource.metadata.set_owner(Some(requested)),
+        (_, None) => {}
+    }
+    let now = SystemTime::now();
+    resource.metadata.set_version(crate::resource::Version::new(1));
+    resource.metadata.set_timestamps(now, now);
+    Ok(resource)
+}
+
+/// A create against what is stored under its ID now.
+fn check_create(current: Option<&Arc<DynamicResource>>, resource: &DynamicResource) -> Result<()> {
+    match current {
+        Some(_) => Err(Error::AlreadyExists(resource.metadata.pointer().clone())),
+        None => Ok(()),
+    }
+}
+
+/// An update against what is stored under its ID now; returns the resource to store.
+fn check_update(
+    current: Option<&Arc<DynamicResource>>,
+    mut resource: DynamicResource,
+    options: &UpdateOptions,
+) -> Result<DynamicResource> {
+    let pointer = resource.metadata.pointer();
+    let Some(old) = current else {
+        return Err(Error::NotFound(pointer.clone()));
+    };
+    check_owner(pointer, old, options.owner.as_deref())?;
+    if resource.metadata.version() != old.metadata.version() {
+        return Err(Error::VersionConflict {
+            pointer: pointer.clone(),
+            given: resource.metadata.version(),
+            stored: old.metadata.version(),
+        });
+    }
+    if !phase_matches(options.expected_phase, old.metadata.phase()) {
+        let expected = options.expected_phase.unwrap_or(Phase::Running);
+        return Err(Error::PhaseConflict { pointer: pointer.clone(), expected });
+    }
+    resource.metadata.set_version(old.metadata.version().next());
+    resource.metadata.set_timestamps(old.metadata.created(), SystemTime::now());
+    // Ownership is not the writer's to change.
+    if resource.metadata.owner() != old.metadata.owner() {
+        resource.metadata.set_owner(old.metadata.owner());
+    }
+    Ok(resource)
+}
+
+/// A destroy against what is stored under its ID now.
+fn check_destroy(current: Option<&Arc<DynamicResource>>, pointer: &Pointer, options: &DestroyOptions) -> Result<()> {
+    let Some(old) = current else {
+        return Err(Error::NotFound(pointer.clone()));
+    };
+    check_owner(pointer, old, options.owner.as_deref())?;
+    if !old.metadata.finalizers().is_empty() {
+        return Err(Error::PendingFinalizers {
+            pointer: pointer.clone(),
+            finalizers: old.metadata.finalizers().clone(),
+        });
+    }
+    Ok(())
 }
 
 /// Which events a watcher sees.

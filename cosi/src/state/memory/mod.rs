@@ -1,4 +1,10 @@
 //! The in-memory state: one [`Collection`] per (namespace, type).
+//!
+//! A [`BackingStore`] makes it durable, as Go COSI's `inmem.WithBackingStore`
+//! does: each write is handed to the store after every check and before the
+//! resource changes in memory or an event is published, so the history of a
+//! collection is in the order the store made its writes durable, and a write
+//! the store refuses changes nothing.
 
 mod collection;
 
@@ -40,15 +46,60 @@ impl Default for MemoryOptions {
     }
 }
 
+/// Where a [`MemoryState`] writes through to, so that what it holds survives a restart.
+///
+/// The state calls [`load`](BackingStore::load) once, when it is built, and
+/// [`write`](BackingStore::write) for its writes, after they passed every
+/// check and before anything changes in memory. A write fails with the
+/// store's error, and changes nothing, when the store fails.
+///
+/// Writes to one (namespace, type) that arrive while the store is busy with
+/// that collection's previous batch are checked against it and handed over
+/// together in the next call, in order; writes to different collections
+/// reach the store concurrently. So a store that commits what it is handed
+/// (and what arrives meanwhile) together needs one commit for many writes.
+///
+/// `write` blocks until the batch is durable: call the state's writes where
+/// blocking is allowed (`tokio::task::spawn_blocking`), as the durable
+/// backends built on this do.
+pub trait BackingStore: Send + Sync + 'static {
+    /// Everything stored.
+    fn load(&self) -> Result<Vec<DynamicResource>>;
+
+    /// Makes `batch` durable, in order and all or nothing; returns once it is.
+    fn write(&self, batch: &[StoreWrite<'_>]) -> Result<()>;
+}
+
+/// One write handed to a [`BackingStore`].
+#[derive(Clone, Copy, Debug)]
+pub enum StoreWrite<'a> {
+    /// Store this resource, replacing the stored one with the same pointer.
+    Put(&'a DynamicResource),
+    /// Remove the resource at this pointer.
+    Destroy(&'a Pointer),
+}
+
 /// A [`State`] that keeps everything in memory.
 ///
 /// Each (namespace, type) is a collection of its own with its own lock and
 /// history, so writers of different kinds never contend.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct MemoryState {
     options: MemoryOptions,
     /// Namespace, then type: two levels, so a lookup borrows the caller's strings.
     collections: RwLock<HashMap<String, HashMap<String, Arc<Collection>>>>,
+    /// Where writes go through to; `None` for a plain in-memory state.
+    store: Option<Arc<dyn BackingStore>>,
+}
+
+impl std::fmt::Debug for MemoryState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryState")
+            .field("options", &self.options)
+            .field("collections", &self.collections)
+            .field("backed", &self.store.is_some())
+            .finish()
+    }
 }
 
 impl MemoryState {
@@ -66,7 +117,24 @@ impl MemoryState {
             history_initial_capacity: options.history_initial_capacity.clamp(1, options.history_max_capacity),
             ..options
         };
-        Ok(MemoryState { options, collections: RwLock::default() })
+        Ok(MemoryState { options, collections: RwLock::default(), store: None })
+    }
+
+    /// A state that holds what `store` holds and writes every change through to it.
+    ///
+    /// The loaded resources are the collections' contents; the history starts
+    /// empty, and bookmarks from before are rejected (each collection has a new cookie).
+    /// Fails when the history settings are invalid, the store cannot load, or
+    /// it returns a resource with an invalid pointer or one pointer twice.
+    pub fn with_store(options: MemoryOptions, store: Arc<dyn BackingStore>) -> Result<Self> {
+        let resources = store.load()?;
+        let state = MemoryState { store: Some(store), ..MemoryState::new(options)? };
+        for resource in resources {
+            let pointer = resource.metadata.pointer();
+            pointer.validate().map_err(Error::InvalidArgument)?;
+            state.collection(pointer.namespace(), pointer.r#type()).restore(resource)?;
+        }
+        Ok(state)
     }
 
     /// The collection of (namespace, type), if anything ever touched it.
@@ -81,9 +149,9 @@ impl MemoryState {
         }
         let mut collections = self.collections.write();
         let types = collections.entry(namespace.to_owned()).or_default();
-        let collection = types
-            .entry(r#type.to_owned())
-            .or_insert_with(|| Arc::new(Collection::new(Kind::new(namespace, r#type), &self.options)));
+        let collection = types.entry(r#type.to_owned()).or_insert_with(|| {
+            Arc::new(Collection::new(Kind::new(namespace, r#type), &self.options, self.store.clone()))
+        });
         Arc::clone(collection)
     }
 }

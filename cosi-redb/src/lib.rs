@@ -1,0 +1,187 @@
+//! A durable COSI [`State`] on [redb](https://www.redb.org), an embedded, pure-Rust, ACID store.
+//!
+//! ```no_run
+//! use cosi::prelude::*;
+//! use cosi_redb::{Options, RedbState};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let state = RedbState::open("/var/lib/example/state.redb", Options::default())?;
+//! // Use it like any other state: `Arc<dyn State>`, a `NamespacedState` route...
+//! let nodes = state.list(&Kind::new("config", "Nodes.example.org"), &ListOptions::default()).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What it promises
+//!
+//! - **Write-through.** A create, update or destroy returns only after the
+//!   change is committed to the file with redb's `Durability::Immediate`
+//!   (fsync), so an acknowledged write survives `kill -9` and power loss.
+//! - **Group commit.** Concurrent writes share commits: one redb
+//!   transaction, one set of fsyncs for all of them, whether they write to
+//!   one (namespace, type) or to many.
+//! - **Watches and history as in memory.** Reads, lists and watches are
+//!   served by a [`MemoryState`] that holds everything; the file is read once,
+//!   at open. The history starts empty at each open and every collection gets
+//!   a fresh bookmark cookie, so a bookmark from before a restart is rejected
+//!   with [`Error::InvalidBookmark`](cosi::Error::InvalidBookmark), never misread.
+//! - **Encryption at rest** of specs, AES-256-GCM with a key the caller
+//!   supplies ([`Options::encryption_key`]). Metadata stays readable.
+//! - **Bad files are errors.** A foreign, damaged or wrong-key file fails
+//!   [`RedbState::open`] with a [`Error`] that says so; it never panics.
+//!
+//! # Design
+//!
+//! Go COSI makes its bolt store an in-memory state with a backing store:
+//! `Put`/`Destroy` write through to the file before the in-memory change,
+//! and a lazy load replays the stored resources. This crate does the same on
+//! `cosi`'s [`MemoryState`] through its [`BackingStore`](cosi::state::BackingStore)
+//! hook, so the history ring, bookmarks, watches and every rule of the
+//! conformance suite are the in-memory backend's own, not a second copy.
+//!
+//! Each (namespace, type) hands its writes to the hook in batches:
+//!
+//! 1. one writer of the collection (the leader) takes every write waiting
+//!    for it, checks each against the stored resources plus the batch's
+//!    earlier writes, and hands the batch to the store;
+//! 2. the store encodes the records (and encrypts the specs) and queues them
+//!    at once; one committer thread takes everything queued, from every
+//!    collection, writes it in one redb transaction and commits it durably;
+//! 3. then the leader applies the batch to memory in order and publishes its
+//!    events, and the writers of the batch return. Writes that arrived
+//!    meanwhile form the next batch.
+//!
+//! So the history of a collection is in the order its writes became durable,
+//! and a write that fails to persist returns an error and leaves memory
+//! untouched. A batch the store refuses is retried one write at a time, so
+//! a write that cannot be stored (a spec with no YAML form) fails alone.
+//! Since a writer blocks while it waits for its commit, writes run on tokio's
+//! blocking pool (`spawn_blocking`), never on the runtime's workers.
+//!
+//! After a commit fails (an I/O error, a full disk), the store accepts no
+//! more writes and every write returns that error: redb asks for a reopen
+//! after an I/O error, and no write is acknowledged that might not be durable.
+//!
+//! Every commit saves redb's allocator state (redb's "quick repair", with a
+//! two-phase commit), so opening after a crash needs no repair pass over the
+//! whole file.
+//!
+//! # Stored format
+//!
+//! Two tables: `cosi.meta` (format version, encryption key check) and
+//! `cosi.resources`, keyed by `(namespace, type, ID)`. A record is the
+//! metadata as JSON followed by the spec: an encoded spec
+//! (`Spec::Encoded { proto, yaml }`) byte for byte, a typed spec as its YAML.
+//! After a reopen a typed spec is an encoded one holding that YAML, which
+//! typed reads ([`StateExt::get_typed`](cosi::StateExt::get_typed), `Typed::try_from`)
+//! decode, each time, until the resource is written again (then its spec is
+//! the written Rust value, shared by reads as in memory). With encryption, a
+//! spec is stored as `0x01 || 12-byte nonce || ciphertext` (Go COSI's
+//! layout), bound to its record's key. `format.rs` has the byte layout.
+//!
+//! # Using it
+//!
+//! - One process at a time: redb locks the file, and a second open (in this
+//!   process or another) fails with an error saying it is already open.
+//! - Dropping the `RedbState` commits what is queued and closes the file;
+//!   watches still open then get no new events.
+//! - Everything is in memory as well as on disk: the store is for the state
+//!   of a machine (configuration, a few hundred thousand resources), not for bulk data.
+
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+
+mod crypto;
+mod format;
+mod state;
+mod store;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use crypto::EncryptionKey;
+pub use state::{Options, RedbState};
+
+#[doc(no_inline)]
+pub use cosi::State;
+#[doc(no_inline)]
+pub use cosi::state::MemoryState;
+
+/// Why a store cannot be opened or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// redb failed: the file cannot be opened, read or written.
+    #[error("redb: {0}")]
+    Redb(#[from] redb::Error),
+
+    /// The file is not a store of this crate, or of a format this version cannot read.
+    #[error("{path} is not a cosi-redb store: {reason}")]
+    NotAStore {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A stored record cannot be read.
+    #[error("stored record {record} is corrupt: {reason}")]
+    Corrupt {
+        /// The record's key, `type(namespace/id)`.
+        record: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A resource cannot be written, for example a typed spec that has no YAML form.
+    #[error("cannot store {pointer}: {reason}")]
+    Encode {
+        /// The resource.
+        pointer: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// A spec cannot be encrypted or decrypted, or the key is malformed.
+    #[error("encryption: {0}")]
+    Encryption(String),
+
+    /// The store's specs are encrypted and no key was given.
+    #[error("the store's specs are encrypted: open it with its key")]
+    KeyRequired,
+
+    /// A key was given for a store created without encryption.
+    #[error("the store was created without encryption: open it without a key")]
+    NotEncrypted,
+
+    /// The key is not the one the store was created with.
+    #[error("wrong encryption key: it does not open the store's key check")]
+    WrongKey,
+
+    /// A commit failed earlier; the store accepts no more writes until it is reopened.
+    #[error("a commit failed, the store accepts no more writes; reopen it: {0}")]
+    Failed(Box<redb::Error>),
+
+    /// The store was closed.
+    #[error("the store is closed")]
+    Closed,
+
+    /// The stored resources cannot be loaded into the state.
+    #[error("cannot load the stored resources: {0}")]
+    Load(#[source] cosi::Error),
+
+    /// An I/O error outside redb.
+    #[error("I/O: {0}")]
+    Io(#[source] Arc<std::io::Error>),
+}
+
+macro_rules! from_redb {
+    ($($error:ty),*) => {$(
+        impl From<$error> for Error {
+            fn from(err: $error) -> Self {
+                Error::Redb(redb::Error::from(err))
+            }
+        }
+    )*};
+}
+
+from_redb!(redb::DatabaseError, redb::TransactionError, redb::TableError, redb::StorageError, redb::CommitError);

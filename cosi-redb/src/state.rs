@@ -1,0 +1,316 @@
+//! [`RedbState`]: opening the file, and the `State` that writes through to it.
+
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use cosi::state::{
+    CreateOptions, DestroyOptions, ListOptions, MemoryOptions, MemoryState, UpdateOptions, Watch, WatchKindOptions,
+    WatchOptions,
+};
+use cosi::{DynamicResource, Kind, Pointer, State};
+use redb::{Database, ReadableDatabase};
+
+use crate::Error;
+use crate::crypto::{Cipher, EncryptionKey};
+use crate::format::{FORMAT_KEY, FORMAT_VERSION, KEY_CHECK_KEY, KEY_CHECK_TEXT, META};
+use crate::store::RedbStore;
+
+/// How to open a [`RedbState`].
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct Options {
+    /// The history each (namespace, type) keeps for watches, as in memory.
+    pub history: MemoryOptions,
+    /// The key that encrypts specs at rest; `None` stores them in the clear.
+    ///
+    /// A store is encrypted or not from its creation on: opening it with a
+    /// key it was not created with, or without its key, fails.
+    pub encryption_key: Option<EncryptionKey>,
+}
+
+impl Options {
+    /// Sets the watch history settings.
+    #[must_use]
+    pub fn history(mut self, history: MemoryOptions) -> Self {
+        self.history = history;
+        self
+    }
+
+    /// Encrypts specs at rest with `key` (AES-256-GCM).
+    #[must_use]
+    pub fn encryption_key(mut self, key: impl Into<EncryptionKey>) -> Self {
+        self.encryption_key = Some(key.into());
+        self
+    }
+}
+
+/// A [`State`] stored in a redb file: durable, write-through, group-committed.
+///
+/// See the [crate documentation](crate) for what it promises and how.
+pub struct RedbState {
+    memory: Arc<MemoryState>,
+    store: Arc<RedbStore>,
+    path: PathBuf,
+}
+
+impl RedbState {
+    /// Opens the store at `path`, creating it when the file is missing or empty,
+    /// and loads every stored resource.
+    ///
+    /// This blocks on file I/O; from async code, call it in `spawn_blocking`.
+    /// Fails with a clear [`Error`] when the file is another program's, damaged,
+    /// encrypted with another key, or already open (by this process or another).
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Self, Error> {
+        let path = path.as_ref().to_path_buf();
+        let db = guard(&path, || redb::Builder::new().create(&path).map_err(|err| open_error(&path, err)))?;
+        RedbState::start(db, path, options)
+    }
+
+    /// A state on an open database, which `path` names in errors.
+    fn start(db: Database, path: PathBuf, options: Options) -> Result<Self, Error> {
+        let cipher = options.encryption_key.as_ref().map(Cipher::new);
+        let store = guard(&path, || {
+            prepare(&db, &path, cipher.as_ref())?;
+            RedbStore::start(db, cipher)
+        })?;
+        let store = Arc::new(store);
+        let memory = MemoryState::with_store(options.history, Arc::clone(&store) as _).map_err(Error::Load)?;
+        Ok(RedbState { memory: Arc::new(memory), store, path })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How many redb transactions have committed since open: with concurrent
+    /// writers, fewer than the writes, since writes share commits.
+    pub fn commits(&self) -> u64 {
+        self.store.commits()
+    }
+
+    /// Runs a write of the memory state where it may block until its commit.
+    async fn write<T, F, Fut>(&self, write: F) -> cosi::Result<T>
+    where
+        F: FnOnce(Arc<MemoryState>) -> Fut + Send + 'static,
+        Fut: Future<Output = cosi::Result<T>> + Send,
+        T: Send + 'static,
+    {
+        let memory = Arc::clone(&self.memory);
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                let runtime = handle.clone();
+                // The memory state's writes never wait for anything but the
+                // store, so `block_on` only waits for the commit.
+                handle
+                    .spawn_blocking(move || runtime.block_on(write(memory)))
+                    .await
+                    .map_err(|err| cosi::Error::backend(Error::Io(Arc::new(std::io::Error::other(err)))))?
+            }
+            // Outside tokio, the caller's executor thread waits for the commit.
+            Err(_) => write(memory).await,
+        }
+    }
+}
+
+impl Drop for RedbState {
+    /// Commits what is queued and closes the file.
+    fn drop(&mut self) {
+        self.store.close();
+    }
+}
+
+impl std::fmt::Debug for RedbState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedbState").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl State for RedbState {
+    async fn get(&self, pointer: &Pointer) -> cosi::Result<Arc<DynamicResource>> {
+        self.memory.get(pointer).await
+    }
+
+    async fn list(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<Arc<DynamicResource>>> {
+        self.memory.list(kind, options).await
+    }
+
+    async fn create(&self, resource: DynamicResource, options: CreateOptions) -> cosi::Result<Arc<DynamicResource>> {
+        self.write(move |memory| async move { memory.create(resource, options).await }).await
+    }
+
+    async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> cosi::Result<Arc<DynamicResource>> {
+        self.write(move |memory| async move { memory.update(resource, options).await }).await
+    }
+
+    async fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> cosi::Result<()> {
+        let pointer = pointer.clone();
+        self.write(move |memory| async move { memory.destroy(&pointer, options).await }).await
+    }
+
+    async fn watch(&self, pointer: &Pointer, options: WatchOptions) -> cosi::Result<Watch> {
+        self.memory.watch(pointer, options).await
+    }
+
+    async fn watch_kind(&self, kind: &Kind, options: WatchKindOptions) -> cosi::Result<Watch> {
+        self.memory.watch_kind(kind, options).await
+    }
+}
+
+/// Runs `read`, which reads the file, turning a panic into an error: redb
+/// may panic on a damaged file instead of returning an error, and a damaged
+/// file must be an error like any other bad input.
+fn guard<T>(path: &Path, read: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    catch_unwind(AssertUnwindSafe(read)).unwrap_or_else(|_| {
+        Err(Error::NotAStore { path: path.to_path_buf(), reason: "the file is damaged (reading it failed)".to_owned() })
+    })
+}
+
+fn open_error(path: &Path, err: redb::DatabaseError) -> Error {
+    match err {
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(reason)) => {
+            Error::NotAStore { path: path.to_path_buf(), reason: format!("redb finds it corrupted: {reason}") }
+        }
+        redb::DatabaseError::Storage(redb::StorageError::Io(io)) if io.kind() == std::io::ErrorKind::InvalidData => {
+            Error::NotAStore { path: path.to_path_buf(), reason: format!("it is not a redb file: {io}") }
+        }
+        other => Error::Redb(other.into()),
+    }
+}
+
+/// Checks that the file is a store of this format with the given key, or makes a new file one.
+fn prepare(db: &Database, path: &Path, cipher: Option<&Cipher>) -> Result<(), Error> {
+    let not_a_store = |reason: &str| Error::NotAStore { path: path.to_path_buf(), reason: reason.to_owned() };
+    let read = db.begin_read()?;
+    let meta = match read.open_table(META) {
+        Ok(meta) => meta,
+        Err(redb::TableError::TableDoesNotExist(_)) => {
+            if read.list_tables()?.next().is_some() {
+                return Err(not_a_store("it is a redb database of another program"));
+            }
+            drop(read);
+            return initialize(db, cipher);
+        }
+        Err(err) => return Err(err.into()),
+    };
+    match meta.get(FORMAT_KEY)?.map(|version| version.value().to_vec()).as_deref() {
+        Some([FORMAT_VERSION]) => {}
+        Some(other) => return Err(not_a_store(&format!("unknown format version {other:?}"))),
+        None => return Err(not_a_store("it has no format version")),
+    }
+    let check = meta.get(KEY_CHECK_KEY)?.map(|check| check.value().to_vec());
+    match (check, cipher) {
+        (None, None) => Ok(()),
+        (None, Some(_)) => Err(Error::NotEncrypted),
+        (Some(_), None) => Err(Error::KeyRequired),
+        (Some(check), Some(cipher)) => match cipher.open(&check, KEY_CHECK_KEY.as_bytes()) {
+            Ok(text) if text == KEY_CHECK_TEXT => Ok(()),
+            _ => Err(Error::WrongKey),
+        },
+    }
+}
+
+/// Writes the format version and, with a key, the key check into a new file.
+fn initialize(db: &Database, cipher: Option<&Cipher>) -> Result<(), Error> {
+    let mut txn = db.begin_write()?;
+    txn.set_quick_repair(true);
+    {
+        let mut meta = txn.open_table(META)?;
+        meta.insert(FORMAT_KEY, [FORMAT_VERSION].as_slice())?;
+        if let Some(cipher) = cipher {
+            meta.insert(KEY_CHECK_KEY, cipher.seal(KEY_CHECK_TEXT, KEY_CHECK_KEY.as_bytes())?.as_slice())?;
+        }
+        txn.open_table(crate::format::RESOURCES)?;
+    }
+    txn.commit()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use cosi::prelude::*;
+    use cosi::testing::resources::PathResource;
+    use redb::StorageBackend;
+    use redb::backends::InMemoryBackend;
+
+    use super::*;
+
+    /// A database in memory whose writes and flushes fail while `fail` is set.
+    #[derive(Debug)]
+    struct FailingBackend {
+        inner: InMemoryBackend,
+        fail: Arc<AtomicBool>,
+    }
+
+    impl FailingBackend {
+        fn check(&self) -> std::io::Result<()> {
+            match self.fail.load(Ordering::SeqCst) {
+                true => Err(std::io::Error::other("injected I/O failure")),
+                false => Ok(()),
+            }
+        }
+    }
+
+    impl StorageBackend for FailingBackend {
+        fn len(&self) -> std::io::Result<u64> {
+            self.inner.len()
+        }
+
+        fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            self.inner.read(offset, out)
+        }
+
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.set_len(len)
+        }
+
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.sync_data()
+        }
+
+        fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.write(offset, data)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_commit_changes_nothing_and_stops_writes() {
+        let fail = Arc::new(AtomicBool::new(false));
+        let backend = FailingBackend { inner: InMemoryBackend::new(), fail: Arc::clone(&fail) };
+        let db = redb::Builder::new().create_with_backend(backend).expect("database");
+        let state = RedbState::start(db, PathBuf::from("failing"), Options::default()).expect("state");
+
+        let first = state.create_typed(Typed::new("first", PathResource::default()), CreateOptions::default()).await;
+        let first = first.expect("a write before the failure");
+        let mut watch = state.watch_kind(&PathResource::kind(), WatchKindOptions::default()).await.expect("watch");
+
+        fail.store(true, Ordering::SeqCst);
+        let err = state
+            .create_typed(Typed::new("second", PathResource::default()), CreateOptions::default())
+            .await
+            .expect_err("a write whose commit fails");
+        assert!(matches!(err, cosi::Error::Backend(_)), "{err:?}");
+        assert!(err.to_string().contains("injected I/O failure"), "{err}");
+        let missing = state.get(&PathResource::pointer("second")).await.expect_err("not in memory");
+        assert!(missing.is_not_found(), "{missing:?}");
+
+        // The store stays closed to writes, even once the disk works again.
+        fail.store(false, Ordering::SeqCst);
+        let err = state.update_typed(first, UpdateOptions::default()).await.expect_err("a write after the failure");
+        assert!(err.to_string().contains("reopen"), "{err}");
+        let stored = state.get(&PathResource::pointer("first")).await.expect("first");
+        assert_eq!(stored.metadata.version(), Version::new(1));
+
+        let nothing = tokio::time::timeout(std::time::Duration::from_millis(50), watch.recv()).await;
+        assert!(nothing.is_err(), "a failed write published {nothing:?}");
+    }
+}

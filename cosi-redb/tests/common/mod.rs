@@ -1,0 +1,75 @@
+//! A redb state in a temporary directory that lives as long as the state.
+
+#![allow(dead_code)] // Each test file uses part of this.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use cosi::state::{CreateOptions, DestroyOptions, ListOptions, UpdateOptions, Watch, WatchKindOptions, WatchOptions};
+use cosi::{DynamicResource, Kind, Pointer, State};
+use cosi_redb::{EncryptionKey, Options, RedbState};
+use tempfile::TempDir;
+
+pub const KEY: [u8; 32] = *b"0123456789abcdef0123456789abcdef";
+
+/// A fresh directory for store files.
+pub fn dir() -> TempDir {
+    tempfile::tempdir().expect("cannot create a temporary directory")
+}
+
+/// The store file in `dir`.
+pub fn file(dir: &Path) -> PathBuf {
+    dir.join("state.redb")
+}
+
+/// Options with the test key.
+pub fn encrypted() -> Options {
+    Options::default().encryption_key(EncryptionKey::new(KEY))
+}
+
+/// A store in a directory of its own, removed when the state is dropped.
+pub struct TempState {
+    // Declared first, so the store closes before its directory goes.
+    pub state: RedbState,
+    pub dir: TempDir,
+}
+
+impl TempState {
+    pub fn new(options: Options) -> Self {
+        let dir = dir();
+        let state = RedbState::open(file(dir.path()), options).expect("cannot open a fresh store");
+        TempState { state, dir }
+    }
+}
+
+#[async_trait]
+impl State for TempState {
+    async fn get(&self, pointer: &Pointer) -> cosi::Result<Arc<DynamicResource>> {
+        self.state.get(pointer).await
+    }
+
+    async fn list(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<Arc<DynamicResource>>> {
+        self.state.list(kind, options).await
+    }
+
+    async fn create(&self, resource: DynamicResource, options: CreateOptions) -> cosi::Result<Arc<DynamicResource>> {
+        self.state.create(resource, options).await
+    }
+
+    async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> cosi::Result<Arc<DynamicResource>> {
+        self.state.update(resource, options).await
+    }
+
+    async fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> cosi::Result<()> {
+        self.state.destroy(pointer, options).await
+    }
+
+    async fn watch(&self, pointer: &Pointer, options: WatchOptions) -> cosi::Result<Watch> {
+        self.state.watch(pointer, options).await
+    }
+
+    async fn watch_kind(&self, kind: &Kind, options: WatchKindOptions) -> cosi::Result<Watch> {
+        self.state.watch_kind(kind, options).await
+    }
+}
