@@ -5,15 +5,17 @@
 //! resource never both succeed: the loser's transaction returns the stored
 //! value instead, and the checks run again against it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cosi::resource::{DynamicResource, Kind, Phase, Pointer, Version};
+use cosi::resource::{DynamicResource, Kind, Metadata, Phase, Pointer, Version};
 use cosi::state::{
     CreateOptions, DestroyOptions, Error, ListOptions, Result, State, UpdateOptions, Watch, WatchKindOptions,
     WatchOptions,
 };
+use parking_lot::Mutex;
 use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse};
 
 use crate::codec::{self, Keys};
@@ -53,7 +55,16 @@ pub struct EtcdState {
     pub(crate) client: Client,
     pub(crate) keys: Keys,
     pub(crate) options: Arc<Options>,
+    /// The metadata and `mod_revision` this process last wrote or read per key.
+    ///
+    /// Only a hint, to save the read before a write: a write based on a stale
+    /// entry fails its transaction, and no error is returned before the checks
+    /// ran against a fresh read.
+    known: Arc<Mutex<HashMap<Vec<u8>, (Metadata, i64)>>>,
 }
+
+/// Entries of `known` beyond this are dropped all at once: it is only a hint.
+const KNOWN_LIMIT: usize = 16 * 1024;
 
 impl std::fmt::Debug for EtcdState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -78,7 +89,7 @@ impl EtcdState {
 
     /// A state on an existing etcd client.
     pub fn with_client(client: Client, options: Options) -> Self {
-        EtcdState { client, keys: Keys::new(&options.prefix), options: Arc::new(options) }
+        EtcdState { client, keys: Keys::new(&options.prefix), options: Arc::new(options), known: Arc::default() }
     }
 
     /// The etcd client, shared with this state.
@@ -106,7 +117,7 @@ impl EtcdState {
         let txn = Txn::new().when([compare]).and_then(ops).or_else([TxnOp::get(key, None)]);
         let response = self.client.kv_client().txn(txn).await.map_err(backend)?;
         if response.succeeded() {
-            return Ok(Outcome::Written);
+            return Ok(Outcome::Written(response.header().map_or(0, |header| header.revision())));
         }
         for op in response.op_responses() {
             if let TxnOpResponse::Get(get) = op {
@@ -116,6 +127,32 @@ impl EtcdState {
         Ok(Outcome::Stored(None))
     }
 
+    /// What is stored at `key` as far as this process knows, else as etcd says now.
+    ///
+    /// The flag says whether it came from etcd just now.
+    async fn current(&self, key: &[u8]) -> Result<(Option<(Metadata, i64)>, bool)> {
+        if let Some(known) = self.known.lock().get(key).cloned() {
+            return Ok((Some(known), false));
+        }
+        let stored = self.read(key).await?.map(|(resource, revision)| (resource.metadata, revision));
+        if let Some((metadata, revision)) = &stored {
+            self.remember(key.to_vec(), metadata.clone(), *revision);
+        }
+        Ok((stored, true))
+    }
+
+    fn remember(&self, key: Vec<u8>, metadata: Metadata, revision: i64) {
+        let mut known = self.known.lock();
+        if known.len() >= KNOWN_LIMIT {
+            known.clear();
+        }
+        known.insert(key, (metadata, revision));
+    }
+
+    fn forget(&self, key: &[u8]) {
+        self.known.lock().remove(key);
+    }
+
     /// The operations that write `value` at `key` and mark the kind as changed.
     fn put_ops(&self, kind_key: Vec<u8>, key: Vec<u8>, value: Vec<u8>) -> Vec<TxnOp> {
         vec![TxnOp::put(key, value, None), TxnOp::put(kind_key, Vec::new(), None)]
@@ -123,24 +160,55 @@ impl EtcdState {
 }
 
 enum Outcome {
-    Written,
+    /// Written at this revision.
+    Written(i64),
     /// The transaction's comparison failed; this is stored now.
     Stored(Option<(DynamicResource, i64)>),
 }
 
-fn check_owner(pointer: &Pointer, stored: &DynamicResource, owner: Option<&str>) -> Result<()> {
-    if stored.metadata.owner() == owner {
+/// COSI's checks of an update, in order: owner, version, phase.
+fn check_update(pointer: &Pointer, old: &Metadata, resource: &DynamicResource, options: &UpdateOptions) -> Result<()> {
+    check_owner(pointer, old, options.owner.as_deref())?;
+    if resource.metadata.version() != old.version() {
+        return Err(Error::VersionConflict {
+            pointer: pointer.clone(),
+            given: resource.metadata.version(),
+            stored: old.version(),
+        });
+    }
+    if !options.expected_phase.is_none_or(|expected| expected == old.phase()) {
+        let expected = options.expected_phase.unwrap_or(Phase::Running);
+        return Err(Error::PhaseConflict { pointer: pointer.clone(), expected });
+    }
+    Ok(())
+}
+
+/// COSI's checks of a destroy, in order: owner, finalizers.
+fn check_destroy(pointer: &Pointer, old: &Metadata, options: &DestroyOptions) -> Result<()> {
+    check_owner(pointer, old, options.owner.as_deref())?;
+    if !old.finalizers().is_empty() {
+        return Err(Error::PendingFinalizers { pointer: pointer.clone(), finalizers: old.finalizers().clone() });
+    }
+    Ok(())
+}
+
+fn check_owner(pointer: &Pointer, stored: &Metadata, owner: Option<&str>) -> Result<()> {
+    if stored.owner() == owner {
         return Ok(());
     }
-    Err(Error::OwnerConflict { pointer: pointer.clone(), owner: stored.metadata.owner().map(Into::into) })
+    Err(Error::OwnerConflict { pointer: pointer.clone(), owner: stored.owner().map(Into::into) })
 }
 
 #[async_trait]
 impl State for EtcdState {
     async fn get(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
         pointer.validate().map_err(Error::InvalidArgument)?;
-        match self.read(&self.keys.resource(pointer)).await? {
-            Some((resource, _)) => Ok(Arc::new(resource)),
+        let key = self.keys.resource(pointer);
+        match self.read(&key).await? {
+            Some((resource, revision)) => {
+                self.remember(key, resource.metadata.clone(), revision);
+                Ok(Arc::new(resource))
+            }
             None => Err(Error::NotFound(pointer.clone())),
         }
     }
@@ -188,7 +256,10 @@ impl State for EtcdState {
         let key = self.keys.resource(&pointer);
         let ops = self.put_ops(self.keys.kind_prefix(&pointer.kind()), key.clone(), value);
         match self.write_if(&key, 0, ops).await? {
-            Outcome::Written => Ok(Arc::new(resource)),
+            Outcome::Written(revision) => {
+                self.remember(key, resource.metadata.clone(), revision);
+                Ok(Arc::new(resource))
+            }
             Outcome::Stored(_) => Err(Error::AlreadyExists(pointer)),
         }
     }
@@ -198,31 +269,37 @@ impl State for EtcdState {
         pointer.validate().map_err(Error::InvalidArgument)?;
         let key = self.keys.resource(&pointer);
         let kind_key = self.keys.kind_prefix(&pointer.kind());
-        let mut stored = self.read(&key).await?;
+        let (mut stored, mut fresh) = self.current(&key).await?;
         loop {
-            let Some((old, mod_revision)) = stored else {
-                return Err(Error::NotFound(pointer));
+            let checked = match &stored {
+                None => Err(Error::NotFound(pointer.clone())),
+                Some((old, _)) => check_update(&pointer, old, &resource, &options),
             };
-            check_owner(&pointer, &old, options.owner.as_deref())?;
-            if resource.metadata.version() != old.metadata.version() {
-                return Err(Error::VersionConflict {
-                    pointer,
-                    given: resource.metadata.version(),
-                    stored: old.metadata.version(),
-                });
-            }
-            if !options.expected_phase.is_none_or(|expected| expected == old.metadata.phase()) {
-                let expected = options.expected_phase.unwrap_or(Phase::Running);
-                return Err(Error::PhaseConflict { pointer, expected });
-            }
+            let (old, mod_revision) = match (checked, stored.take()) {
+                (Ok(()), Some(stored)) => stored,
+                // A hint from this process's memory proves nothing: ask etcd.
+                (Err(_), _) if !fresh => {
+                    self.forget(&key);
+                    (stored, fresh) = self.current(&key).await?;
+                    continue;
+                }
+                (Err(err), _) => return Err(err),
+                (Ok(()), None) => return Err(Error::NotFound(pointer)),
+            };
             let mut next = resource.clone();
-            codec::stamp(&mut next, old.metadata.version().next(), old.metadata.created());
+            codec::stamp(&mut next, old.version().next(), old.created());
             // Ownership is not the writer's to change.
-            next.metadata.set_owner(old.metadata.owner());
+            next.metadata.set_owner(old.owner());
             let value = codec::encode(&next).map_err(Error::backend)?;
             match self.write_if(&key, mod_revision, self.put_ops(kind_key.clone(), key.clone(), value)).await? {
-                Outcome::Written => return Ok(Arc::new(next)),
-                Outcome::Stored(now) => stored = now,
+                Outcome::Written(revision) => {
+                    self.remember(key, next.metadata.clone(), revision);
+                    return Ok(Arc::new(next));
+                }
+                Outcome::Stored(now) => {
+                    stored = now.map(|(resource, revision)| (resource.metadata, revision));
+                    fresh = true;
+                }
             }
         }
     }
@@ -231,22 +308,32 @@ impl State for EtcdState {
         pointer.validate().map_err(Error::InvalidArgument)?;
         let key = self.keys.resource(pointer);
         let kind_key = self.keys.kind_prefix(&pointer.kind());
-        let mut stored = self.read(&key).await?;
+        let (mut stored, mut fresh) = self.current(&key).await?;
         loop {
-            let Some((old, mod_revision)) = stored else {
-                return Err(Error::NotFound(pointer.clone()));
+            let checked = match &stored {
+                None => Err(Error::NotFound(pointer.clone())),
+                Some((old, _)) => check_destroy(pointer, old, &options),
             };
-            check_owner(pointer, &old, options.owner.as_deref())?;
-            if !old.metadata.finalizers().is_empty() {
-                return Err(Error::PendingFinalizers {
-                    pointer: pointer.clone(),
-                    finalizers: old.metadata.finalizers().clone(),
-                });
-            }
+            let mod_revision = match (checked, &stored) {
+                (Ok(()), Some((_, mod_revision))) => *mod_revision,
+                (Err(_), _) if !fresh => {
+                    self.forget(&key);
+                    (stored, fresh) = self.current(&key).await?;
+                    continue;
+                }
+                (Err(err), _) => return Err(err),
+                (Ok(()), None) => return Err(Error::NotFound(pointer.clone())),
+            };
             let ops = vec![TxnOp::delete(key.clone(), None), TxnOp::put(kind_key.clone(), Vec::new(), None)];
             match self.write_if(&key, mod_revision, ops).await? {
-                Outcome::Written => return Ok(()),
-                Outcome::Stored(now) => stored = now,
+                Outcome::Written(_) => {
+                    self.forget(&key);
+                    return Ok(());
+                }
+                Outcome::Stored(now) => {
+                    stored = now.map(|(resource, revision)| (resource.metadata, revision));
+                    fresh = true;
+                }
             }
         }
     }

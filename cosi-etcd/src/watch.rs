@@ -160,7 +160,7 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
         Some(key) if history.is_none() => (key, false),
         _ => (kind_key.clone(), true),
     };
-    let mut pump = Pump {
+    let pump = Pump {
         state: state.clone(),
         kind,
         kind_key,
