@@ -166,6 +166,12 @@ impl Leadership {
         !*self.lost.borrow()
     }
 
+    /// The etcd lease that holds leadership: writes that must only happen while
+    /// leading can compare it in their own transactions (fencing).
+    pub fn lease(&self) -> i64 {
+        self.lease
+    }
+
     /// Resolves when leadership is lost: the lease could not be renewed before
     /// it expired, or the leader key was deleted. The future owns what it needs,
     /// so it can be selected on next to the work that leadership guards.

@@ -83,6 +83,8 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
     let mut kv = state.client.kv_client().max_decoding_message_size(usize::MAX);
     let mut initial = Vec::new();
     let mut history = None;
+    // The first revision after the call: events from there on are live.
+    let mut live_from = None;
     let single_key = match &filter {
         Filter::Id(id) => Some(state.keys.resource(&kind.pointer(id))),
         Filter::Kind(_) => None,
@@ -109,6 +111,7 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
         Start::Tail(tail) => {
             let response = kv.get(kind_key.clone(), None).await.map_err(backend)?;
             let revision = header_revision(response.header())?;
+            live_from = Some(revision + 1);
             match response.kvs().first() {
                 Some(kind_kv) => {
                     let keep = tail.min(state.options.watch_buffer);
@@ -170,7 +173,7 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
         bookmarks,
         history,
         next_revision,
-        live_from: next_revision,
+        live_from: live_from.unwrap_or(next_revision),
         queue: Arc::new(Queue::new(state.options.watch_buffer)),
     };
     // Opened here, so a watch that cannot start fails the call rather than the stream.
