@@ -11,8 +11,8 @@
 
 use std::time::SystemTime;
 
-use cosi::state::Bookmark;
 use cosi::resource::{DynamicResource, EncodedSpec, Kind, Metadata, Pointer, Spec};
+use cosi::state::Bookmark;
 
 /// The value format this crate writes; values of other formats are rejected.
 const FORMAT: u32 = 1;

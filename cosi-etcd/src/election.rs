@@ -109,7 +109,8 @@ impl LeaderElection {
         let mut guard = Revoke(Some((self.client.clone(), lease)));
         let (lost_tx, lost) = watch::channel(false);
         let lost_tx = Arc::new(lost_tx);
-        let keeper = tokio::spawn(keep_alive(self.client.clone(), lease, Duration::from_secs(ttl), Arc::clone(&lost_tx)));
+        let keeper =
+            tokio::spawn(keep_alive(self.client.clone(), lease, Duration::from_secs(ttl), Arc::clone(&lost_tx)));
         let keeper = AbortOnDrop(keeper);
 
         let mut response = self

@@ -15,8 +15,8 @@ use cosi::state::{
     CreateOptions, DestroyOptions, Error, ListOptions, Result, State, UpdateOptions, Watch, WatchKindOptions,
     WatchOptions,
 };
-use parking_lot::Mutex;
 use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse};
+use parking_lot::Mutex;
 
 use crate::codec::{self, Keys};
 use crate::watch::{self, WatchSpec};
@@ -60,8 +60,11 @@ pub struct EtcdState {
     /// Only a hint, to save the read before a write: a write based on a stale
     /// entry fails its transaction, and no error is returned before the checks
     /// ran against a fresh read.
-    known: Arc<Mutex<HashMap<Vec<u8>, (Metadata, i64)>>>,
+    known: Arc<Mutex<Known>>,
 }
+
+/// Metadata and `mod_revision` by key.
+type Known = HashMap<Vec<u8>, (Metadata, i64)>;
 
 /// Entries of `known` beyond this are dropped all at once: it is only a hint.
 const KNOWN_LIMIT: usize = 16 * 1024;
@@ -121,7 +124,8 @@ impl EtcdState {
         }
         for op in response.op_responses() {
             if let TxnOpResponse::Get(get) = op {
-                return Ok(Outcome::Stored(get.kvs().first().map(|kv| self.decode(kv)).transpose()?));
+                let stored = get.kvs().first().map(|kv| self.decode(kv)).transpose()?;
+                return Ok(Outcome::Stored(stored.map(|(resource, revision)| (Box::new(resource), revision))));
             }
         }
         Ok(Outcome::Stored(None))
@@ -163,7 +167,7 @@ enum Outcome {
     /// Written at this revision.
     Written(i64),
     /// The transaction's comparison failed; this is stored now.
-    Stored(Option<(DynamicResource, i64)>),
+    Stored(Option<(Box<DynamicResource>, i64)>),
 }
 
 /// COSI's checks of an update, in order: owner, version, phase.

@@ -21,8 +21,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cosi::state::Bookmark;
 use cosi::resource::{DynamicResource, Kind, Pointer};
+use cosi::state::Bookmark;
 use cosi::state::{Error, Event, Result, Watch, WatchKindOptions, WatchOptions};
 use etcd_client::{EventType, GetOptions, WatchOptions as EtcdWatchOptions, WatchStream};
 use parking_lot::Mutex;
@@ -41,7 +41,10 @@ pub(crate) struct WatchSpec {
 
 enum Start {
     /// The current state (single) or nothing (kind), then changes.
-    Now { bootstrap_contents: bool, bootstrap_bookmark: bool },
+    Now {
+        bootstrap_contents: bool,
+        bootstrap_bookmark: bool,
+    },
     Tail(usize),
     Bookmark(Bookmark),
 }
@@ -145,7 +148,12 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
                     }
                     header_revision(response.header())?
                 }
-                _ => header_revision(kv.get(kind_key.clone(), Some(GetOptions::new().with_count_only())).await.map_err(backend)?.header())?,
+                _ => header_revision(
+                    kv.get(kind_key.clone(), Some(GetOptions::new().with_count_only()))
+                        .await
+                        .map_err(backend)?
+                        .header(),
+                )?,
             };
             if bootstrap_contents {
                 initial.push(Event::Bootstrapped { kind: kind.clone(), bookmark: Some(bookmarks.encode(revision)) });
@@ -369,7 +377,9 @@ impl Pump {
                 let error = if compacted > 0 {
                     Error::InvalidBookmark {
                         kind: self.kind.clone(),
-                        reason: format!("etcd compacted the history up to revision {compacted} before the watch read it"),
+                        reason: format!(
+                            "etcd compacted the history up to revision {compacted} before the watch read it"
+                        ),
                     }
                 } else {
                     Error::backend(Cancelled(response.cancel_reason().to_owned()))

@@ -240,7 +240,8 @@ async fn foreign_values_are_clear_errors() {
 
     // An encoded spec that is not ours to decode still comes back byte for byte.
     let spec = cosi::resource::EncodedSpec { proto: vec![0, 159, 146, 150], yaml: None };
-    let resource = DynamicResource::new(Metadata::new("default", "Blobs.test.cosi.dev", "b"), Spec::encoded(spec.clone()));
+    let resource =
+        DynamicResource::new(Metadata::new("default", "Blobs.test.cosi.dev", "b"), Spec::encoded(spec.clone()));
     state.create(resource, CreateOptions::default()).await.unwrap();
     let got = state.get(&Pointer::new("default", "Blobs.test.cosi.dev", "b")).await.unwrap();
     assert_eq!(got.spec.as_encoded(), Some(&spec));
