@@ -65,7 +65,7 @@
 //!
 //! # Testing
 //!
-//! The feature `testing` adds [`testing::EtcdServer`], which starts a
+//! The feature `testing` adds `testing::EtcdServer`, which starts a
 //! throwaway etcd on loopback for tests and benchmarks.
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
