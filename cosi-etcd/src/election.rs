@@ -229,6 +229,10 @@ impl Drop for AbortOnDrop {
 
 /// Renews the lease every third of its time to live; reports loss once it
 /// expired or could not be renewed for a whole time to live.
+///
+/// The time to live is counted from when a renewal was answered, which is after
+/// etcd restarted its own count: the holder gives up no later than etcd lets
+/// the lease expire, so two holders never both believe they lead for long.
 async fn keep_alive(client: Client, lease: i64, ttl: Duration, lost: Arc<watch::Sender<bool>>) {
     let mut renewed = Instant::now();
     let mut stream = None;
@@ -237,7 +241,8 @@ async fn keep_alive(client: Client, lease: i64, ttl: Duration, lost: Arc<watch::
             break;
         }
         if stream.is_none() {
-            stream = client.lease_client().keep_alive(lease).await.ok();
+            let mut leases = client.lease_client();
+            stream = tokio::time::timeout(ttl / 3, leases.keep_alive(lease)).await.ok().and_then(Result::ok);
         }
         if let Some((keeper, responses)) = &mut stream {
             let renewal = async {

@@ -41,6 +41,9 @@
 //!   reads (`get_typed`, `Typed::try_from`) decode. A value that is not in this
 //!   format, or names another resource than its key, is an
 //!   [`Error::Backend`](cosi::Error::Backend) that says which key holds it; nothing panics.
+//! - `create` and `update` return the resource as written (a typed spec stays
+//!   the caller's typed value, shared); `get`, `list` and watches return what
+//!   etcd holds, with specs in encoded form.
 //! - Leader elections live at `<prefix>!election/<name>`, outside every kind's range.
 //!
 //! # Watches
