@@ -275,7 +275,7 @@ async fn watch_key(client: Client, key: Vec<u8>, revision: i64, lost: Arc<watch:
                 if let Some(kv) = event.kv() {
                     next = next.max(kv.mod_revision() + 1);
                 }
-                if event.event_type() == EventType::Delete {
+                if matches!(crate::watch::event_type(event), Ok(EventType::Delete)) {
                     let _ = lost.send(true);
                     return;
                 }

@@ -435,7 +435,7 @@ impl Pump {
         let decode = |kv: &etcd_client::KeyValue| decode(&self.state, kv).map(Arc::new);
         let kv = event.kv().ok_or_else(|| Error::backend(MissingHeader))?;
         let bookmark = Some(self.bookmarks.encode(kv.mod_revision()));
-        Ok(match (event.event_type(), event.prev_kv()) {
+        Ok(match (event_type(event)?, event.prev_kv()) {
             (EventType::Put, None) => Event::Created { resource: decode(kv)?, bookmark },
             (EventType::Put, Some(prev)) => Event::Updated { resource: decode(kv)?, old: decode(prev)?, bookmark },
             (EventType::Delete, Some(prev)) => Event::Destroyed { resource: decode(prev)?, bookmark },
@@ -448,6 +448,19 @@ impl Pump {
         })
     }
 }
+
+/// The type of an etcd event; an unknown one is an error, not the client's panic.
+pub(crate) fn event_type(event: &etcd_client::Event) -> Result<EventType> {
+    match event.0.r#type {
+        0 => Ok(EventType::Put),
+        1 => Ok(EventType::Delete),
+        unknown => Err(Error::backend(UnknownEvent(unknown))),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("etcd sent a watch event of unknown type {0}")]
+struct UnknownEvent(i32);
 
 impl Filter {
     /// The event as this watcher sees it, if at all. A kind watch with queries
