@@ -56,7 +56,8 @@
 //! set up. Bookmarks stay valid across processes and etcd restarts. A watch
 //! whose etcd stream breaks reopens it from the revision after the last event
 //! it delivered, so a dropped connection loses and repeats nothing. Tail
-//! events replay etcd's history since its last compaction. A watcher more than
+//! events replay the kind's history that etcd kept (since its last
+//! compaction), reading it from the kind's first event on. A watcher more than
 //! [`Options::watch_buffer`] events behind gets one `Errored` (`BufferOverrun`)
 //! and its watch ends; writers never wait for watchers.
 //!

@@ -13,9 +13,10 @@
 //! etcd has compacted that revision meanwhile, the reader gets `Errored`
 //! (`InvalidBookmark`) instead of a silent gap.
 //!
-//! Tail events come from etcd's history: the pump watches from the oldest
-//! retained revision and keeps the last `n` events up to the kind's last change
-//! at the time of the call, which it recognises by the kind key's revision.
+//! Tail events come from etcd's history: the pump watches from the kind's
+//! first event (the kind key's `create_revision`, or the oldest revision etcd
+//! kept) and keeps the last `n` events up to the kind's last change at the time
+//! of the call, which it recognises by the kind key's `mod_revision`.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -119,7 +120,9 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
                 Some(kind_kv) => {
                     let keep = tail.min(state.options.watch_buffer);
                     history = Some(History { until: kind_kv.mod_revision(), keep, events: VecDeque::new() });
-                    1
+                    // The kind key is written with the kind's first event and never deleted:
+                    // nothing of the kind is older than it.
+                    kind_kv.create_revision()
                 }
                 None => revision + 1,
             }
