@@ -148,14 +148,20 @@ impl fmt::Display for Pointer {
 }
 
 impl Kind {
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    /// Checks the namespace and type as a state receives them; the error says what is wrong.
+    ///
+    /// Every [`State`](crate::State) backend calls this before it touches storage.
+    pub fn validate(&self) -> Result<(), String> {
         validate_name("namespace", &self.namespace)?;
         validate_name("type", &self.r#type)
     }
 }
 
 impl Pointer {
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    /// Checks the namespace, type and ID as a state receives them; the error says what is wrong.
+    ///
+    /// Every [`State`](crate::State) backend calls this before it touches storage.
+    pub fn validate(&self) -> Result<(), String> {
         validate_name("namespace", &self.namespace)?;
         validate_name("type", &self.r#type)?;
         validate_name("id", &self.id)

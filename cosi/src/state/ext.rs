@@ -290,13 +290,31 @@ where
         edit(&mut next)?;
         // The version is the state's to manage; an edit cannot move it.
         next.metadata.set_version(current.metadata.version());
-        if next == *current {
+        if unchanged(&next, &current) {
             return Ok(current);
         }
         match state.update(next, options.clone()).await {
             Err(Error::VersionConflict { .. }) => continue,
             result => return result.map_err(E::from),
         }
+    }
+}
+
+/// Whether an edit left the resource as it was.
+///
+/// A remote or durable backend hands out specs in encoded form, and an edit
+/// through `Typed` turns the spec into a typed value: an unchanged typed spec
+/// is recognised by its YAML rendering, the text such backends store.
+fn unchanged(next: &DynamicResource, current: &DynamicResource) -> bool {
+    if next.metadata != current.metadata {
+        return false;
+    }
+    if next.spec == current.spec {
+        return true;
+    }
+    match (next.spec.as_serialize(), current.spec.as_encoded().and_then(|encoded| encoded.yaml.as_deref())) {
+        (Some(typed), Some(text)) => serde_yaml_ng::to_string(typed).is_ok_and(|rendered| rendered == text),
+        _ => false,
     }
 }
 

@@ -131,7 +131,8 @@ impl WatchOptions {
         WatchOptions { start_from: Some(bookmark), ..WatchOptions::default() }
     }
 
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Checks that the options do not exclude each other; for state implementations.
+    pub fn validate(&self) -> Result<()> {
         if self.tail_events > 0 && self.start_from.is_some() {
             return Err(Error::invalid_argument("cannot use both tail events and start from bookmark"));
         }
@@ -196,7 +197,8 @@ impl WatchKindOptions {
         self
     }
 
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Checks the queries and that the options do not exclude each other; for state implementations.
+    pub fn validate(&self) -> Result<()> {
         if self.bootstrap_contents && (self.tail_events > 0 || self.start_from.is_some()) {
             return Err(Error::invalid_argument(
                 "cannot use bootstrap contents with tail events or start from bookmark",
@@ -211,20 +213,23 @@ impl WatchKindOptions {
         Ok(())
     }
 
-    pub(crate) fn matches(&self, resource: &crate::resource::DynamicResource) -> bool {
+    /// Whether the watch's queries select `resource`; for state implementations.
+    pub fn matches(&self, resource: &crate::resource::DynamicResource) -> bool {
         crate::resource::matches_queries(&self.labels, self.id.as_ref(), resource)
     }
 }
 
 impl ListOptions {
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Checks the label queries; for state implementations.
+    pub fn validate(&self) -> Result<()> {
         for query in &self.labels {
             query.validate()?;
         }
         Ok(())
     }
 
-    pub(crate) fn matches(&self, resource: &crate::resource::DynamicResource) -> bool {
+    /// Whether the list's queries select `resource`; for state implementations.
+    pub fn matches(&self, resource: &crate::resource::DynamicResource) -> bool {
         crate::resource::matches_queries(&self.labels, self.id.as_ref(), resource)
     }
 }

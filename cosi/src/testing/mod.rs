@@ -97,15 +97,40 @@ where
     C: FnOnce(Arc<dyn State>) -> CaseFut,
     CaseFut: Future<Output = ()>,
 {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("cannot build the tokio runtime of a conformance case");
-    runtime.block_on(async move {
+    runtime().block_on(async move {
         let state: Arc<dyn State> = Arc::new(factory().await);
         case(state).await;
     });
+}
+
+/// [`run_case`] for a backend that may be unavailable, such as one that needs a
+/// server the machine lacks: when `factory` resolves to `None` the case passes
+/// without running (the factory says why, and how to get the server).
+///
+/// [`state_conformance_tests!`](crate::state_conformance_tests) with `optional` calls this.
+pub fn run_optional_case<F, Fut, S, C, CaseFut>(factory: F, case: C)
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Option<S>>,
+    S: State,
+    C: FnOnce(Arc<dyn State>) -> CaseFut,
+    CaseFut: Future<Output = ()>,
+{
+    runtime().block_on(async move {
+        if let Some(state) = factory().await {
+            let state: Arc<dyn State> = Arc::new(state);
+            case(state).await;
+        }
+    });
+}
+
+/// The runtime of one case: multi-threaded, two workers, as `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]`.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("cannot build the tokio runtime of a conformance case")
 }
 
 /// Instantiates the state conformance suite for one backend: every case of
@@ -122,15 +147,20 @@ where
 ///   `S: State`. Items of the calling module are in scope.
 /// - `in_process` (optional): also run the cases that only hold for backends
 ///   in the test's process, which share specs instead of copying them.
+/// - `optional` (instead): the factory returns a future of `Option<S>`, and each
+///   case passes without running when it is `None` ([`run_optional_case`]).
 ///
 /// See the [`testing`](crate::testing) module for what the cases expect of a backend.
 #[macro_export]
 macro_rules! state_conformance_tests {
     ($name:ident, $factory:expr, in_process $(,)?) => {
-        $crate::__state_conformance_module!($name, $factory, [typed_reads_share_specs]);
+        $crate::__state_conformance_module!($name, $factory, run_case, [typed_reads_share_specs]);
+    };
+    ($name:ident, $factory:expr, optional $(,)?) => {
+        $crate::__state_conformance_module!($name, $factory, run_optional_case, []);
     };
     ($name:ident, $factory:expr $(,)?) => {
-        $crate::__state_conformance_module!($name, $factory, []);
+        $crate::__state_conformance_module!($name, $factory, run_case, []);
     };
 }
 
@@ -138,7 +168,7 @@ macro_rules! state_conformance_tests {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __state_conformance_module {
-    (@cases $name:ident, $factory:expr, [$($case:ident),* $(,)?]) => {
+    (@cases $name:ident, $factory:expr, $runner:ident, [$($case:ident),* $(,)?]) => {
         mod $name {
             // The factory is written in the calling module.
             #[allow(unused_imports)]
@@ -147,13 +177,13 @@ macro_rules! __state_conformance_module {
             $(
                 #[test]
                 fn $case() {
-                    $crate::testing::run_case($factory, $crate::testing::state::$case);
+                    $crate::testing::$runner($factory, $crate::testing::state::$case);
                 }
             )*
         }
     };
-    ($name:ident, $factory:expr, [$($extra:ident),* $(,)?]) => {
-        $crate::__state_conformance_module!(@cases $name, $factory, [
+    ($name:ident, $factory:expr, $runner:ident, [$($extra:ident),* $(,)?]) => {
+        $crate::__state_conformance_module!(@cases $name, $factory, $runner, [
             crd,
             update_with_conflicts,
             crd_with_owners,

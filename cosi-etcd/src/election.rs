@@ -1,0 +1,289 @@
+//! Leader election on an etcd lease: one holder at a time among the processes
+//! campaigning under one name.
+//!
+//! A campaign grants a lease with a time to live, keeps it alive in the
+//! background, and asks etcd's election service to make it the leader, which
+//! resolves once every earlier candidate's key is gone. The leader key lives
+//! as long as the lease: when the holder resigns or is dropped the lease is
+//! revoked and the next candidate takes over at once; when the holder dies (or
+//! loses etcd) the lease expires after its time to live and the next candidate
+//! takes over then. A holder learns that it lost leadership through
+//! [`Leadership::lost`]: its lease could not be renewed in time, or its key
+//! was deleted.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, EventType, LeaderKey, ResignOptions, WatchOptions};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::state::EtcdState;
+
+/// Settings of a [`LeaderElection`].
+#[derive(Clone, Debug)]
+pub struct ElectionOptions {
+    /// The lease's time to live: how long a dead holder keeps leadership. Whole seconds, at least one.
+    pub ttl: Duration,
+}
+
+impl Default for ElectionOptions {
+    /// A time to live of 5 s.
+    fn default() -> Self {
+        ElectionOptions { ttl: Duration::from_secs(5) }
+    }
+}
+
+/// An error of a leader election.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ElectionError {
+    /// etcd failed or could not be reached.
+    #[error("leader election {name:?}: {source}")]
+    Etcd {
+        /// The election.
+        name: String,
+        /// What etcd said.
+        source: etcd_client::Error,
+    },
+    /// etcd elected this candidate without naming its leader key.
+    #[error("leader election {name:?}: etcd answered the campaign without a leader key")]
+    NoLeaderKey {
+        /// The election.
+        name: String,
+    },
+}
+
+/// Campaigns for leadership under one name, as one candidate.
+#[derive(Clone)]
+pub struct LeaderElection {
+    client: Client,
+    name: String,
+    key: String,
+    identity: String,
+    options: ElectionOptions,
+}
+
+impl std::fmt::Debug for LeaderElection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderElection")
+            .field("name", &self.name)
+            .field("identity", &self.identity)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EtcdState {
+    /// The election `name` under this state's prefix, with this process as the
+    /// candidate `identity` (what [`LeaderElection::leader`] reports while it leads).
+    pub fn election(&self, name: &str, identity: impl Into<String>, options: ElectionOptions) -> LeaderElection {
+        LeaderElection {
+            client: self.client.clone(),
+            name: name.to_owned(),
+            key: self.keys.election(name),
+            identity: identity.into(),
+            options,
+        }
+    }
+}
+
+impl LeaderElection {
+    fn error(&self, source: etcd_client::Error) -> ElectionError {
+        ElectionError::Etcd { name: self.name.clone(), source }
+    }
+
+    /// Waits until this candidate holds leadership.
+    ///
+    /// Dropping the future gives the candidacy up: its lease is revoked.
+    pub async fn campaign(&self) -> Result<Leadership, ElectionError> {
+        let ttl = self.options.ttl.as_secs().max(1);
+        let lease = self
+            .client
+            .lease_client()
+            .grant(i64::try_from(ttl).unwrap_or(i64::MAX), None)
+            .await
+            .map_err(|err| self.error(err))?
+            .id();
+        // Revokes the lease unless the campaign succeeds.
+        let mut guard = Revoke(Some((self.client.clone(), lease)));
+        let (lost_tx, lost) = watch::channel(false);
+        let lost_tx = Arc::new(lost_tx);
+        let keeper =
+            tokio::spawn(keep_alive(self.client.clone(), lease, Duration::from_secs(ttl), Arc::clone(&lost_tx)));
+        let keeper = AbortOnDrop(keeper);
+
+        let mut response = self
+            .client
+            .election_client()
+            .campaign(self.key.clone(), self.identity.clone(), lease)
+            .await
+            .map_err(|err| self.error(err))?;
+        let leader = response.take_leader().ok_or_else(|| ElectionError::NoLeaderKey { name: self.name.clone() })?;
+        let revision = response.header().map_or(0, |header| header.revision());
+        let observer =
+            AbortOnDrop(tokio::spawn(watch_key(self.client.clone(), leader.key().to_vec(), revision, lost_tx)));
+        guard.0 = None;
+        Ok(Leadership {
+            client: self.client.clone(),
+            name: self.name.clone(),
+            leader,
+            lease,
+            lost,
+            _tasks: [keeper, observer],
+        })
+    }
+
+    /// The identity of the current leader, if any.
+    pub async fn leader(&self) -> Result<Option<String>, ElectionError> {
+        match self.client.election_client().leader(self.key.clone()).await {
+            Ok(response) => Ok(response.kv().map(|kv| String::from_utf8_lossy(kv.value()).into_owned())),
+            // etcd answers "no leader" as an error.
+            Err(etcd_client::Error::GRpcStatus(status)) if status.message().contains("no leader") => Ok(None),
+            Err(err) => Err(self.error(err)),
+        }
+    }
+}
+
+/// Leadership, held until it is lost, resigned or dropped (which resigns).
+pub struct Leadership {
+    client: Client,
+    name: String,
+    leader: LeaderKey,
+    lease: i64,
+    lost: watch::Receiver<bool>,
+    _tasks: [AbortOnDrop; 2],
+}
+
+impl std::fmt::Debug for Leadership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Leadership").field("name", &self.name).field("lease", &self.lease).finish_non_exhaustive()
+    }
+}
+
+impl Leadership {
+    /// Whether leadership is still held, as far as this process knows.
+    pub fn is_held(&self) -> bool {
+        !*self.lost.borrow()
+    }
+
+    /// The etcd lease that holds leadership: writes that must only happen while
+    /// leading can compare it in their own transactions (fencing).
+    pub fn lease(&self) -> i64 {
+        self.lease
+    }
+
+    /// Resolves when leadership is lost: the lease could not be renewed before
+    /// it expired, or the leader key was deleted. The future owns what it needs,
+    /// so it can be selected on next to the work that leadership guards.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut lost = self.lost.clone();
+        async move {
+            // An error means the sender is gone, which only happens once the tasks stop: lost too.
+            let _ = lost.wait_for(|lost| *lost).await;
+        }
+    }
+
+    /// Gives leadership up now, so the next candidate takes over at once.
+    pub async fn resign(mut self) -> Result<(), ElectionError> {
+        let error = |source| ElectionError::Etcd { name: self.name.clone(), source };
+        let resign = ResignOptions::new().with_leader(self.leader.clone());
+        let result = self.client.election_client().resign(Some(resign)).await.map(drop).map_err(error);
+        let revoked = self.client.lease_client().revoke(self.lease).await.map(drop);
+        self.lease = 0;
+        result?;
+        revoked.map_err(|source| ElectionError::Etcd { name: self.name.clone(), source })
+    }
+}
+
+impl Drop for Leadership {
+    fn drop(&mut self) {
+        if self.lease != 0 {
+            drop(Revoke(Some((self.client.clone(), self.lease))));
+        }
+    }
+}
+
+/// Revokes a lease when dropped, in the background, if a runtime is there to do it.
+struct Revoke(Option<(Client, i64)>);
+
+impl Drop for Revoke {
+    fn drop(&mut self) {
+        if let Some((client, lease)) = self.0.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move {
+                let _ = client.lease_client().revoke(lease).await;
+            });
+        }
+    }
+}
+
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Renews the lease every third of its time to live; reports loss once it
+/// expired or could not be renewed for a whole time to live.
+///
+/// The time to live is counted from when a renewal was answered, which is after
+/// etcd restarted its own count: the holder gives up no later than etcd lets
+/// the lease expire, so two holders never both believe they lead for long.
+async fn keep_alive(client: Client, lease: i64, ttl: Duration, lost: Arc<watch::Sender<bool>>) {
+    let mut renewed = Instant::now();
+    let mut stream = None;
+    loop {
+        if renewed.elapsed() >= ttl {
+            break;
+        }
+        if stream.is_none() {
+            let mut leases = client.lease_client();
+            stream = tokio::time::timeout(ttl / 3, leases.keep_alive(lease)).await.ok().and_then(Result::ok);
+        }
+        if let Some((keeper, responses)) = &mut stream {
+            let renewal = async {
+                keeper.keep_alive().await?;
+                responses.message().await
+            };
+            match tokio::time::timeout(ttl / 3, renewal).await {
+                // etcd says the lease is gone: expired or revoked.
+                Ok(Ok(Some(response))) if response.ttl() <= 0 => break,
+                Ok(Ok(Some(_))) => renewed = Instant::now(),
+                _ => stream = None,
+            }
+        }
+        tokio::time::sleep(ttl / 3).await;
+    }
+    let _ = lost.send(true);
+}
+
+/// Reports loss when the leader key is deleted.
+async fn watch_key(client: Client, key: Vec<u8>, revision: i64, lost: Arc<watch::Sender<bool>>) {
+    let mut next = revision + 1;
+    loop {
+        let options = WatchOptions::new().with_start_revision(next);
+        let Ok(mut stream) = client.watch_client().watch(key.clone(), Some(options)).await else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        while let Ok(Some(response)) = stream.message().await {
+            for event in response.events() {
+                if let Some(kv) = event.kv() {
+                    next = next.max(kv.mod_revision() + 1);
+                }
+                if matches!(crate::watch::event_type(event), Ok(EventType::Delete)) {
+                    let _ = lost.send(true);
+                    return;
+                }
+            }
+            if response.canceled() {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -1,0 +1,89 @@
+//! A COSI [`State`](cosi::State) kept in etcd, shared by every process and
+//! machine connected to the same cluster, and a leader election on etcd leases.
+//!
+//! ```no_run
+//! use cosi::prelude::*;
+//! use cosi_etcd::{EtcdState, Options};
+//!
+//! # async fn example() -> cosi::Result<()> {
+//! let state = EtcdState::connect(&["http://127.0.0.1:2379"], Options::prefix("/my-control-plane")).await?;
+//! let resources = state.list(&Kind::new("default", "Things.example.org"), &ListOptions::default()).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The rules, across processes
+//!
+//! Every write is one etcd transaction whose comparison is the key's
+//! `mod_revision` at the time the checks (existence, owner, version, phase,
+//! finalizers) were made. When another process wrote in between, the
+//! transaction fails, returns the value stored now, and the checks run again
+//! against it: two processes racing on one resource never both succeed, no
+//! update is lost, and nobody writes through another controller's ownership.
+//! A create compares `create_revision` with 0, so exactly one of two racing
+//! creates succeeds.
+//!
+//! # Stored format
+//!
+//! - Resource `(namespace, type, id)` lives at `<prefix>/<namespace>/<type>/<id>`,
+//!   with `%` and `/` in the namespace and type percent-escaped (`%25`, `%2F`),
+//!   so no kind's keys fall in another kind's range. A list is one range read,
+//!   sorted by ID byte-wise like etcd's keys.
+//! - The kind key `<prefix>/<namespace>/<type>/` (an empty ID, which no
+//!   resource can have) holds nothing; every change of the kind rewrites it in
+//!   the same transaction, so its `mod_revision` is the kind's last event.
+//!   Watches with tail events use it to know where the history ends.
+//! - A value is a protobuf message: `1: format` (always 1), `2: metadata` (the
+//!   serde JSON of [`Metadata`](cosi::Metadata)), `3: spec proto bytes`
+//!   (optional), `4: spec YAML text` (optional). An encoded spec keeps its proto
+//!   bytes and YAML exactly; a typed spec is stored as its `serde_yaml_ng`
+//!   rendering and reads back as an encoded spec with that YAML, which typed
+//!   reads (`get_typed`, `Typed::try_from`) decode. A value that is not in this
+//!   format, or names another resource than its key, is an
+//!   [`Error::Backend`](cosi::Error::Backend) that says which key holds it; nothing panics.
+//! - `create` and `update` return the resource as written (a typed spec stays
+//!   the caller's typed value, shared); `get`, `list` and watches return what
+//!   etcd holds, with specs in encoded form.
+//! - Leader elections live at `<prefix>!election/<name>`, outside every kind's range.
+//!
+//! # Watches
+//!
+//! Positions are etcd revisions: an event's bookmark is the revision that
+//! wrote it (with a hash of its kind and a checksum), and a watch resumes
+//! after it by watching from the next revision. A bookmark of a revision etcd
+//! has compacted (or not reached) is rejected with
+//! [`Error::InvalidBookmark`](cosi::Error::InvalidBookmark) when the watch is
+//! set up. Bookmarks stay valid across processes and etcd restarts. A watch
+//! whose etcd stream breaks reopens it from the revision after the last event
+//! it delivered, so a dropped connection loses and repeats nothing. Tail
+//! events replay the kind's history that etcd kept (since its last
+//! compaction), reading it from the kind's first event on. A watcher more than
+//! [`Options::watch_buffer`] events behind gets one `Errored` (`BufferOverrun`)
+//! and its watch ends; writers never wait for watchers.
+//!
+//! # Leader election
+//!
+//! [`EtcdState::election`] gives a [`LeaderElection`]; its
+//! [`campaign`](LeaderElection::campaign) resolves with a [`Leadership`] once
+//! this process leads, and [`Leadership::lost`] resolves if it stops leading.
+//!
+//! # Testing
+//!
+//! The feature `testing` adds `testing::EtcdServer`, which starts a
+//! throwaway etcd on loopback for tests and benchmarks.
+
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+
+mod codec;
+mod election;
+mod state;
+#[cfg(feature = "testing")]
+pub mod testing;
+mod watch;
+
+pub use codec::{DecodeError, EncodeError};
+pub use election::{ElectionError, ElectionOptions, LeaderElection, Leadership};
+pub use state::{EtcdState, Options};
+
+/// The etcd client crate this crate is built on, for [`EtcdState::with_client`] and [`EtcdState::client`].
+pub use etcd_client;

@@ -1,0 +1,356 @@
+//! [`EtcdState`]: the COSI rules checked inside etcd transactions.
+//!
+//! Every write is one transaction that compares the key's `mod_revision` with
+//! the revision the checks were made against, so two processes racing on one
+//! resource never both succeed: the loser's transaction returns the stored
+//! value instead, and the checks run again against it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cosi::resource::{DynamicResource, Kind, Metadata, Phase, Pointer, Version};
+use cosi::state::{
+    CreateOptions, DestroyOptions, Error, ListOptions, Result, State, UpdateOptions, Watch, WatchKindOptions,
+    WatchOptions,
+};
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse};
+use parking_lot::Mutex;
+
+use crate::codec::{self, Keys};
+use crate::watch::{self, WatchSpec};
+
+/// How to connect and where to keep resources.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Every key this state writes starts with this prefix (a trailing `/` is ignored).
+    pub prefix: String,
+    /// How many undelivered events a watch buffers before it fails with
+    /// [`Error::BufferOverrun`]: etcd never waits for a slow watcher, and neither does this state.
+    pub watch_buffer: usize,
+    /// How long to wait for a connection to etcd.
+    pub connect_timeout: Duration,
+}
+
+impl Default for Options {
+    /// Prefix `/cosi`, a watch buffer of 1024 events (the in-memory history's size), 5 s to connect.
+    fn default() -> Self {
+        Options { prefix: "/cosi".to_owned(), watch_buffer: 1024, connect_timeout: Duration::from_secs(5) }
+    }
+}
+
+impl Options {
+    /// The default options with another key prefix.
+    pub fn prefix(prefix: impl Into<String>) -> Self {
+        Options { prefix: prefix.into(), ..Options::default() }
+    }
+}
+
+/// A [`State`] kept in etcd, shared by every process connected to the same cluster and prefix.
+///
+/// Cloning it is cheap and shares the connection.
+#[derive(Clone)]
+pub struct EtcdState {
+    pub(crate) client: Client,
+    pub(crate) keys: Keys,
+    pub(crate) options: Arc<Options>,
+    /// The metadata and `mod_revision` this process last wrote or read per key.
+    ///
+    /// Only a hint, to save the read before a write: a write based on a stale
+    /// entry fails its transaction, and no error is returned before the checks
+    /// ran against a fresh read.
+    known: Arc<Mutex<Known>>,
+}
+
+/// Metadata and `mod_revision` by key.
+type Known = HashMap<Vec<u8>, (Metadata, i64)>;
+
+/// Entries of `known` beyond this are dropped all at once: it is only a hint.
+const KNOWN_LIMIT: usize = 16 * 1024;
+
+impl std::fmt::Debug for EtcdState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdState").field("options", &self.options).finish_non_exhaustive()
+    }
+}
+
+/// A failure talking to etcd, carried as [`Error::Backend`].
+pub(crate) fn backend(err: etcd_client::Error) -> Error {
+    Error::backend(err)
+}
+
+impl EtcdState {
+    /// Connects to the etcd cluster at `endpoints` (such as `http://127.0.0.1:2379`).
+    pub async fn connect(endpoints: &[impl AsRef<str>], options: Options) -> Result<Self> {
+        let connect = ConnectOptions::new()
+            .with_connect_timeout(options.connect_timeout)
+            .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
+        let client = Client::connect(endpoints, Some(connect)).await.map_err(backend)?;
+        Ok(EtcdState::with_client(client, options))
+    }
+
+    /// A state on an existing etcd client.
+    pub fn with_client(client: Client, options: Options) -> Self {
+        EtcdState { client, keys: Keys::new(&options.prefix), options: Arc::new(options), known: Arc::default() }
+    }
+
+    /// The etcd client, shared with this state.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The stored resource at `key` and its `mod_revision`, if any.
+    async fn read(&self, key: &[u8]) -> Result<Option<(DynamicResource, i64)>> {
+        let response = self.client.kv_client().get(key, None).await.map_err(backend)?;
+        response.kvs().first().map(|kv| self.decode(kv)).transpose()
+    }
+
+    fn decode(&self, kv: &KeyValue) -> Result<(DynamicResource, i64)> {
+        let resource = codec::decode(&self.keys, kv.key(), kv.value()).map_err(Error::backend)?;
+        Ok((resource, kv.mod_revision()))
+    }
+
+    /// Runs `ops` if `key` is still at `mod_revision` (0: absent); otherwise returns what is stored now.
+    async fn write_if(&self, key: &[u8], mod_revision: i64, ops: Vec<TxnOp>) -> Result<Outcome> {
+        let compare = match mod_revision {
+            0 => Compare::create_revision(key, CompareOp::Equal, 0),
+            revision => Compare::mod_revision(key, CompareOp::Equal, revision),
+        };
+        let txn = Txn::new().when([compare]).and_then(ops).or_else([TxnOp::get(key, None)]);
+        let response = self.client.kv_client().txn(txn).await.map_err(backend)?;
+        if response.succeeded() {
+            return Ok(Outcome::Written(response.header().map_or(0, |header| header.revision())));
+        }
+        for op in response.op_responses() {
+            if let TxnOpResponse::Get(get) = op {
+                let stored = get.kvs().first().map(|kv| self.decode(kv)).transpose()?;
+                return Ok(Outcome::Stored(stored.map(|(resource, revision)| (Box::new(resource), revision))));
+            }
+        }
+        Ok(Outcome::Stored(None))
+    }
+
+    /// What is stored at `key` as far as this process knows, else as etcd says now.
+    ///
+    /// The flag says whether it came from etcd just now.
+    async fn current(&self, key: &[u8]) -> Result<(Option<(Metadata, i64)>, bool)> {
+        if let Some(known) = self.known.lock().get(key).cloned() {
+            return Ok((Some(known), false));
+        }
+        let stored = self.read(key).await?.map(|(resource, revision)| (resource.metadata, revision));
+        if let Some((metadata, revision)) = &stored {
+            self.remember(key.to_vec(), metadata.clone(), *revision);
+        }
+        Ok((stored, true))
+    }
+
+    fn remember(&self, key: Vec<u8>, metadata: Metadata, revision: i64) {
+        let mut known = self.known.lock();
+        if known.len() >= KNOWN_LIMIT {
+            known.clear();
+        }
+        known.insert(key, (metadata, revision));
+    }
+
+    fn forget(&self, key: &[u8]) {
+        self.known.lock().remove(key);
+    }
+
+    /// The operations that write `value` at `key` and mark the kind as changed.
+    fn put_ops(&self, kind_key: Vec<u8>, key: Vec<u8>, value: Vec<u8>) -> Vec<TxnOp> {
+        vec![TxnOp::put(key, value, None), TxnOp::put(kind_key, Vec::new(), None)]
+    }
+}
+
+enum Outcome {
+    /// Written at this revision.
+    Written(i64),
+    /// The transaction's comparison failed; this is stored now.
+    Stored(Option<(Box<DynamicResource>, i64)>),
+}
+
+/// COSI's checks of an update, in order: owner, version, phase.
+fn check_update(pointer: &Pointer, old: &Metadata, resource: &DynamicResource, options: &UpdateOptions) -> Result<()> {
+    check_owner(pointer, old, options.owner.as_deref())?;
+    if resource.metadata.version() != old.version() {
+        return Err(Error::VersionConflict {
+            pointer: pointer.clone(),
+            given: resource.metadata.version(),
+            stored: old.version(),
+        });
+    }
+    if !options.expected_phase.is_none_or(|expected| expected == old.phase()) {
+        let expected = options.expected_phase.unwrap_or(Phase::Running);
+        return Err(Error::PhaseConflict { pointer: pointer.clone(), expected });
+    }
+    Ok(())
+}
+
+/// COSI's checks of a destroy, in order: owner, finalizers.
+fn check_destroy(pointer: &Pointer, old: &Metadata, options: &DestroyOptions) -> Result<()> {
+    check_owner(pointer, old, options.owner.as_deref())?;
+    if !old.finalizers().is_empty() {
+        return Err(Error::PendingFinalizers { pointer: pointer.clone(), finalizers: old.finalizers().clone() });
+    }
+    Ok(())
+}
+
+fn check_owner(pointer: &Pointer, stored: &Metadata, owner: Option<&str>) -> Result<()> {
+    if stored.owner() == owner {
+        return Ok(());
+    }
+    Err(Error::OwnerConflict { pointer: pointer.clone(), owner: stored.owner().map(Into::into) })
+}
+
+#[async_trait]
+impl State for EtcdState {
+    async fn get(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+        pointer.validate().map_err(Error::InvalidArgument)?;
+        let key = self.keys.resource(pointer);
+        match self.read(&key).await? {
+            Some((resource, revision)) => {
+                self.remember(key, resource.metadata.clone(), revision);
+                Ok(Arc::new(resource))
+            }
+            None => Err(Error::NotFound(pointer.clone())),
+        }
+    }
+
+    async fn list(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+        kind.validate().map_err(Error::InvalidArgument)?;
+        options.validate()?;
+        let prefix = self.keys.kind_prefix(kind);
+        let response = self
+            .client
+            .kv_client()
+            .max_decoding_message_size(usize::MAX)
+            .get(prefix.clone(), Some(GetOptions::new().with_prefix()))
+            .await
+            .map_err(backend)?;
+        let mut listed = Vec::with_capacity(response.kvs().len());
+        for kv in response.kvs() {
+            if kv.key() == prefix {
+                continue;
+            }
+            let (resource, _) = self.decode(kv)?;
+            if options.matches(&resource) {
+                listed.push(Arc::new(resource));
+            }
+        }
+        Ok(listed)
+    }
+
+    async fn create(&self, mut resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
+        let pointer = resource.metadata.pointer().clone();
+        pointer.validate().map_err(Error::InvalidArgument)?;
+        match (resource.metadata.owner(), options.owner.as_deref()) {
+            (Some(existing), Some(requested)) if existing != requested => {
+                return Err(Error::invalid_argument(format!(
+                    "cannot create {pointer} owned by {requested:?}: its metadata names the owner {existing:?}"
+                )));
+            }
+            (_, Some(requested)) => resource.metadata.set_owner(Some(requested)),
+            (_, None) => {}
+        }
+        let now = std::time::SystemTime::now();
+        resource.metadata.set_version(Version::new(1));
+        resource.metadata.set_timestamps(now, now);
+        let value = codec::encode(&resource).map_err(Error::backend)?;
+        let key = self.keys.resource(&pointer);
+        let ops = self.put_ops(self.keys.kind_prefix(&pointer.kind()), key.clone(), value);
+        match self.write_if(&key, 0, ops).await? {
+            Outcome::Written(revision) => {
+                self.remember(key, resource.metadata.clone(), revision);
+                Ok(Arc::new(resource))
+            }
+            Outcome::Stored(_) => Err(Error::AlreadyExists(pointer)),
+        }
+    }
+
+    async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
+        let pointer = resource.metadata.pointer().clone();
+        pointer.validate().map_err(Error::InvalidArgument)?;
+        let key = self.keys.resource(&pointer);
+        let kind_key = self.keys.kind_prefix(&pointer.kind());
+        let (mut stored, mut fresh) = self.current(&key).await?;
+        loop {
+            let checked = match &stored {
+                None => Err(Error::NotFound(pointer.clone())),
+                Some((old, _)) => check_update(&pointer, old, &resource, &options),
+            };
+            let (old, mod_revision) = match (checked, stored.take()) {
+                (Ok(()), Some(stored)) => stored,
+                // A hint from this process's memory proves nothing: ask etcd.
+                (Err(_), _) if !fresh => {
+                    self.forget(&key);
+                    (stored, fresh) = self.current(&key).await?;
+                    continue;
+                }
+                (Err(err), _) => return Err(err),
+                (Ok(()), None) => return Err(Error::NotFound(pointer)),
+            };
+            let mut next = resource.clone();
+            codec::stamp(&mut next, old.version().next(), old.created());
+            // Ownership is not the writer's to change.
+            next.metadata.set_owner(old.owner());
+            let value = codec::encode(&next).map_err(Error::backend)?;
+            match self.write_if(&key, mod_revision, self.put_ops(kind_key.clone(), key.clone(), value)).await? {
+                Outcome::Written(revision) => {
+                    self.remember(key, next.metadata.clone(), revision);
+                    return Ok(Arc::new(next));
+                }
+                Outcome::Stored(now) => {
+                    stored = now.map(|(resource, revision)| (resource.metadata, revision));
+                    fresh = true;
+                }
+            }
+        }
+    }
+
+    async fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
+        pointer.validate().map_err(Error::InvalidArgument)?;
+        let key = self.keys.resource(pointer);
+        let kind_key = self.keys.kind_prefix(&pointer.kind());
+        let (mut stored, mut fresh) = self.current(&key).await?;
+        loop {
+            let checked = match &stored {
+                None => Err(Error::NotFound(pointer.clone())),
+                Some((old, _)) => check_destroy(pointer, old, &options),
+            };
+            let mod_revision = match (checked, &stored) {
+                (Ok(()), Some((_, mod_revision))) => *mod_revision,
+                (Err(_), _) if !fresh => {
+                    self.forget(&key);
+                    (stored, fresh) = self.current(&key).await?;
+                    continue;
+                }
+                (Err(err), _) => return Err(err),
+                (Ok(()), None) => return Err(Error::NotFound(pointer.clone())),
+            };
+            let ops = vec![TxnOp::delete(key.clone(), None), TxnOp::put(kind_key.clone(), Vec::new(), None)];
+            match self.write_if(&key, mod_revision, ops).await? {
+                Outcome::Written(_) => {
+                    self.forget(&key);
+                    return Ok(());
+                }
+                Outcome::Stored(now) => {
+                    stored = now.map(|(resource, revision)| (resource.metadata, revision));
+                    fresh = true;
+                }
+            }
+        }
+    }
+
+    async fn watch(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
+        pointer.validate().map_err(Error::InvalidArgument)?;
+        options.validate()?;
+        watch::start(self, WatchSpec::single(pointer, options)).await
+    }
+
+    async fn watch_kind(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
+        kind.validate().map_err(Error::InvalidArgument)?;
+        options.validate()?;
+        watch::start(self, WatchSpec::kind(kind, options)).await
+    }
+}

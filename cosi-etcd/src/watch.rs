@@ -1,0 +1,491 @@
+//! Watches on etcd watches.
+//!
+//! Each [`Watch`] owns one etcd watch stream, read by a task (the pump) that
+//! turns etcd events into COSI events and queues them for the reader. The pump
+//! never waits for the reader: when more than `watch_buffer` events are queued,
+//! the reader gets one `Errored` (`BufferOverrun`) and the watch ends. Dropping
+//! the `Watch` stops the pump and cancels the etcd watch.
+//!
+//! Positions are etcd revisions. An event's bookmark is its revision; a watch
+//! resumes after revision `r` by watching from `r + 1`. When the etcd stream
+//! breaks (a dropped connection, an etcd restart) the pump reopens it from the
+//! revision after the last one it saw, so no event is lost or repeated; when
+//! etcd has compacted that revision meanwhile, the reader gets `Errored`
+//! (`InvalidBookmark`) instead of a silent gap.
+//!
+//! Tail events come from etcd's history: the pump watches from the kind's
+//! first event (the kind key's `create_revision`, or the oldest revision etcd
+//! kept) and keeps the last `n` events up to the kind's last change at the time
+//! of the call, which it recognises by the kind key's `mod_revision`.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cosi::resource::{DynamicResource, Kind, Pointer};
+use cosi::state::Bookmark;
+use cosi::state::{Error, Event, Result, Watch, WatchKindOptions, WatchOptions};
+use etcd_client::{EventType, GetOptions, WatchOptions as EtcdWatchOptions, WatchStream};
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::codec::{self, Bookmarks};
+use crate::state::{EtcdState, backend};
+
+/// What a watch delivers, before it is started.
+pub(crate) struct WatchSpec {
+    kind: Kind,
+    filter: Filter,
+    start: Start,
+}
+
+enum Start {
+    /// The current state (single) or nothing (kind), then changes.
+    Now {
+        bootstrap_contents: bool,
+        bootstrap_bookmark: bool,
+    },
+    Tail(usize),
+    Bookmark(Bookmark),
+}
+
+/// Which events a watcher sees.
+enum Filter {
+    Id(String),
+    Kind(WatchKindOptions),
+}
+
+impl WatchSpec {
+    pub(crate) fn single(pointer: &Pointer, options: WatchOptions) -> Self {
+        let start = match (options.start_from, options.tail_events) {
+            (Some(bookmark), _) => Start::Bookmark(bookmark),
+            (None, 0) => Start::Now { bootstrap_contents: false, bootstrap_bookmark: false },
+            (None, tail) => Start::Tail(tail),
+        };
+        WatchSpec { kind: pointer.kind(), filter: Filter::Id(pointer.id().to_owned()), start }
+    }
+
+    pub(crate) fn kind(kind: &Kind, mut options: WatchKindOptions) -> Self {
+        let start = match (options.start_from.take(), options.tail_events) {
+            (Some(bookmark), _) => Start::Bookmark(bookmark),
+            (None, 0) => Start::Now {
+                bootstrap_contents: options.bootstrap_contents,
+                bootstrap_bookmark: options.bootstrap_bookmark,
+            },
+            (None, tail) => Start::Tail(tail),
+        };
+        WatchSpec { kind: kind.clone(), filter: Filter::Kind(options), start }
+    }
+}
+
+/// Sets the watch up: reads what it starts from, opens the etcd watch, starts the pump.
+pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
+    let WatchSpec { kind, filter, start } = spec;
+    let kind_key = state.keys.kind_prefix(&kind);
+    let bookmarks = Bookmarks::new(&kind_key);
+    let mut kv = state.client.kv_client().max_decoding_message_size(usize::MAX);
+    let mut initial = Vec::new();
+    let mut history = None;
+    // The first revision after the call: events from there on are live.
+    let mut live_from = None;
+    let single_key = match &filter {
+        Filter::Id(id) => Some(state.keys.resource(&kind.pointer(id))),
+        Filter::Kind(_) => None,
+    };
+
+    let next_revision = match start {
+        Start::Bookmark(bookmark) => {
+            let invalid = |reason: String| Error::InvalidBookmark { kind: kind.clone(), reason };
+            let revision = bookmarks.decode(&bookmark).map_err(|reason| invalid(reason.to_owned()))?;
+            // A read at that revision fails when etcd has compacted it or has not reached it.
+            let at = GetOptions::new().with_revision(revision).with_count_only();
+            if let Err(err) = kv.get(kind_key.clone(), Some(at)).await {
+                return Err(match &err {
+                    etcd_client::Error::GRpcStatus(status)
+                        if status.message().contains("compacted") || status.message().contains("future") =>
+                    {
+                        invalid(format!("etcd cannot resume from revision {revision}: {}", status.message()))
+                    }
+                    _ => backend(err),
+                });
+            }
+            revision + 1
+        }
+        Start::Tail(tail) => {
+            let response = kv.get(kind_key.clone(), None).await.map_err(backend)?;
+            let revision = header_revision(response.header())?;
+            live_from = Some(revision + 1);
+            match response.kvs().first() {
+                Some(kind_kv) => {
+                    let keep = tail.min(state.options.watch_buffer);
+                    history = Some(History { until: kind_kv.mod_revision(), keep, events: VecDeque::new() });
+                    // The kind key is written with the kind's first event and never deleted:
+                    // nothing of the kind is older than it.
+                    kind_kv.create_revision()
+                }
+                None => revision + 1,
+            }
+        }
+        Start::Now { bootstrap_contents, bootstrap_bookmark } => {
+            let revision = match (&filter, &single_key) {
+                (Filter::Id(id), Some(key)) => {
+                    let response = kv.get(key.clone(), None).await.map_err(backend)?;
+                    initial.push(match response.kvs().first() {
+                        Some(kv) => Event::Created { resource: Arc::new(decode(state, kv)?), bookmark: None },
+                        None => Event::Destroyed {
+                            resource: Arc::new(DynamicResource::tombstone(&kind.pointer(id))),
+                            bookmark: None,
+                        },
+                    });
+                    header_revision(response.header())?
+                }
+                (Filter::Kind(options), _) if bootstrap_contents => {
+                    let response =
+                        kv.get(kind_key.clone(), Some(GetOptions::new().with_prefix())).await.map_err(backend)?;
+                    for kv in response.kvs().iter().filter(|kv| kv.key() != kind_key) {
+                        let resource = decode(state, kv)?;
+                        if options.matches(&resource) {
+                            initial.push(Event::Created { resource: Arc::new(resource), bookmark: None });
+                        }
+                    }
+                    header_revision(response.header())?
+                }
+                _ => header_revision(
+                    kv.get(kind_key.clone(), Some(GetOptions::new().with_count_only()))
+                        .await
+                        .map_err(backend)?
+                        .header(),
+                )?,
+            };
+            if bootstrap_contents {
+                initial.push(Event::Bootstrapped { kind: kind.clone(), bookmark: Some(bookmarks.encode(revision)) });
+            }
+            if bootstrap_bookmark {
+                initial.push(Event::Noop { kind: kind.clone(), bookmark: Some(bookmarks.encode(revision)) });
+            }
+            revision + 1
+        }
+    };
+
+    // A single-resource watch without history watches its key alone; the others
+    // watch the kind's range, whose kind key marks the end of the history.
+    let (key, prefix) = match single_key {
+        Some(key) if history.is_none() => (key, false),
+        _ => (kind_key.clone(), true),
+    };
+    let pump = Pump {
+        state: state.clone(),
+        kind,
+        kind_key,
+        key,
+        prefix,
+        filter,
+        bookmarks,
+        history,
+        next_revision,
+        live_from: live_from.unwrap_or(next_revision),
+        queue: Arc::new(Queue::new(state.options.watch_buffer)),
+    };
+    // Opened here, so a watch that cannot start fails the call rather than the stream.
+    let stream = pump.open().await?;
+    let queue = Arc::clone(&pump.queue);
+    let task = tokio::spawn(async move { pump.run(stream).await });
+    Ok(reader(queue, initial, AbortOnDrop(task)))
+}
+
+fn decode(state: &EtcdState, kv: &etcd_client::KeyValue) -> Result<DynamicResource> {
+    codec::decode(&state.keys, kv.key(), kv.value()).map_err(Error::backend)
+}
+
+fn header_revision(header: Option<&etcd_client::ResponseHeader>) -> Result<i64> {
+    header.map(|header| header.revision()).ok_or_else(|| Error::backend(MissingHeader))
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("etcd sent a response without a header")]
+struct MissingHeader;
+
+#[derive(Debug, thiserror::Error)]
+#[error("the etcd watch was cancelled: {0}")]
+struct Cancelled(String);
+
+/// The events the reader has not taken yet.
+struct Queue {
+    inner: Mutex<QueueInner>,
+    /// Woken after every push.
+    pushed: Notify,
+    capacity: usize,
+}
+
+struct QueueInner {
+    events: VecDeque<Event>,
+    /// No event follows the queued ones.
+    ended: bool,
+}
+
+impl Queue {
+    fn new(capacity: usize) -> Self {
+        Queue {
+            inner: Mutex::new(QueueInner { events: VecDeque::new(), ended: false }),
+            pushed: Notify::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Queues `events`; when that puts the reader more than the capacity behind,
+    /// replaces them all with one `BufferOverrun` and ends. Returns whether the watch goes on.
+    fn push(&self, kind: &Kind, events: Vec<Event>) -> bool {
+        if events.is_empty() {
+            return true;
+        }
+        let mut inner = self.inner.lock();
+        inner.events.extend(events);
+        let behind = inner.events.len();
+        let going_on = behind <= self.capacity;
+        if !going_on {
+            inner.events.clear();
+            let error = Error::BufferOverrun { kind: kind.clone(), behind: behind as u64, capacity: self.capacity };
+            inner.events.push_back(Event::Errored { error });
+            inner.ended = true;
+        }
+        drop(inner);
+        self.pushed.notify_one();
+        going_on
+    }
+
+    /// Queues one last `Errored` event.
+    fn fail(&self, error: Error) {
+        let mut inner = self.inner.lock();
+        inner.events.push_back(Event::Errored { error });
+        inner.ended = true;
+        drop(inner);
+        self.pushed.notify_one();
+    }
+
+    /// Everything queued, waiting for at least one event; `None` once ended and drained.
+    async fn take(&self) -> Option<Vec<Event>> {
+        loop {
+            let notified = self.pushed.notified();
+            {
+                let mut inner = self.inner.lock();
+                if !inner.events.is_empty() {
+                    return Some(inner.events.drain(..).collect());
+                }
+                if inner.ended {
+                    return None;
+                }
+            }
+            // `notify_one` stores a permit when nobody waits, so a push between
+            // the check and this await is not missed.
+            notified.await;
+        }
+    }
+}
+
+/// Aborts the pump when the reader goes away.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn reader(queue: Arc<Queue>, initial: Vec<Event>, pump: AbortOnDrop) -> Watch {
+    let state = (queue, initial, pump);
+    Watch::from_batches(futures_util::stream::unfold(state, |(queue, initial, pump)| async move {
+        if !initial.is_empty() {
+            return Some((initial, (queue, Vec::new(), pump)));
+        }
+        let batch = queue.take().await?;
+        Some((batch, (queue, Vec::new(), pump)))
+    }))
+}
+
+/// The tail being collected: the last `keep` events up to revision `until`.
+struct History {
+    until: i64,
+    keep: usize,
+    events: VecDeque<Event>,
+}
+
+/// Reads one etcd watch into a [`Queue`], reopening it where it broke off.
+struct Pump {
+    state: EtcdState,
+    kind: Kind,
+    kind_key: Vec<u8>,
+    /// The watched key, or prefix when `prefix`.
+    key: Vec<u8>,
+    prefix: bool,
+    filter: Filter,
+    bookmarks: Bookmarks,
+    history: Option<History>,
+    /// The first revision not seen yet: where a reopened watch starts.
+    next_revision: i64,
+    /// The first revision after the call: events from here on are live.
+    live_from: i64,
+    queue: Arc<Queue>,
+}
+
+impl Pump {
+    async fn open(&self) -> Result<WatchStream> {
+        let mut options = EtcdWatchOptions::new().with_prev_key().with_start_revision(self.next_revision);
+        if self.prefix {
+            options = options.with_prefix();
+        }
+        self.state.client.watch_client().watch(self.key.clone(), Some(options)).await.map_err(backend)
+    }
+
+    async fn run(mut self, mut stream: WatchStream) {
+        loop {
+            if let Ok(false) = self.read(&mut stream).await {
+                return;
+            }
+            // The stream broke, or must start elsewhere: reopen it after what was
+            // seen, retrying until etcd is back or the reader goes away.
+            let mut backoff = Duration::from_millis(50);
+            stream = loop {
+                match self.open().await {
+                    Ok(stream) => break stream,
+                    Err(_) => {
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(1));
+                    }
+                }
+            };
+        }
+    }
+
+    /// Reads the stream until it breaks (`Err`), or ends the watch (`Ok(false)`), or
+    /// has to be reopened from another revision (`Ok(true)`).
+    async fn read(&mut self, stream: &mut WatchStream) -> Result<bool, etcd_client::Error> {
+        loop {
+            let Some(response) = stream.message().await? else {
+                return Err(etcd_client::Error::WatchError("the etcd watch stream ended".to_owned()));
+            };
+            if response.canceled() {
+                let compacted = response.compact_revision();
+                // History that etcd compacted is simply not part of the tail, as long
+                // as nothing after the call was compacted.
+                if compacted > 0 && self.history.is_some() && compacted <= self.live_from {
+                    if self.history.as_ref().is_some_and(|history| compacted > history.until) {
+                        self.finish_history();
+                        self.next_revision = self.live_from;
+                    } else {
+                        self.next_revision = compacted;
+                    }
+                    return Ok(true);
+                }
+                let error = if compacted > 0 {
+                    Error::InvalidBookmark {
+                        kind: self.kind.clone(),
+                        reason: format!(
+                            "etcd compacted the history up to revision {compacted} before the watch read it"
+                        ),
+                    }
+                } else {
+                    Error::backend(Cancelled(response.cancel_reason().to_owned()))
+                };
+                self.queue.fail(error);
+                return Ok(false);
+            }
+            let mut batch = Vec::new();
+            for event in response.events() {
+                let Some(kv) = event.kv() else { continue };
+                let revision = kv.mod_revision();
+                self.next_revision = self.next_revision.max(revision + 1);
+                if kv.key() == self.kind_key {
+                    if self.history.as_ref().is_some_and(|history| revision >= history.until) {
+                        batch.extend(self.finish_history());
+                    }
+                    continue;
+                }
+                let event = match self.convert(event) {
+                    Ok(event) => event,
+                    Err(error) => {
+                        self.queue.push(&self.kind, batch);
+                        self.queue.fail(error);
+                        return Ok(false);
+                    }
+                };
+                match &mut self.history {
+                    Some(history) => {
+                        if matches!(&self.filter, Filter::Id(id) if event.resource().is_none_or(|r| r.id() != id)) {
+                            continue;
+                        }
+                        history.events.push_back(event);
+                        if history.events.len() > history.keep {
+                            history.events.pop_front();
+                        }
+                    }
+                    None => batch.extend(self.filter.apply(&event)),
+                }
+            }
+            if !self.queue.push(&self.kind, batch) {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// Ends the history phase; returns the tail as the filter lets it through.
+    fn finish_history(&mut self) -> Vec<Event> {
+        let Some(history) = self.history.take() else { return Vec::new() };
+        history.events.iter().filter_map(|event| self.filter.apply(event)).collect()
+    }
+
+    fn convert(&self, event: &etcd_client::Event) -> Result<Event> {
+        let decode = |kv: &etcd_client::KeyValue| decode(&self.state, kv).map(Arc::new);
+        let kv = event.kv().ok_or_else(|| Error::backend(MissingHeader))?;
+        let bookmark = Some(self.bookmarks.encode(kv.mod_revision()));
+        Ok(match (event_type(event)?, event.prev_kv()) {
+            (EventType::Put, None) => Event::Created { resource: decode(kv)?, bookmark },
+            (EventType::Put, Some(prev)) => Event::Updated { resource: decode(kv)?, old: decode(prev)?, bookmark },
+            (EventType::Delete, Some(prev)) => Event::Destroyed { resource: decode(prev)?, bookmark },
+            (EventType::Delete, None) => {
+                // etcd no longer has the old value: all that is known is which resource went.
+                let id = kv.key().strip_prefix(self.kind_key.as_slice()).unwrap_or_default();
+                let pointer = self.kind.pointer(String::from_utf8_lossy(id));
+                Event::Destroyed { resource: Arc::new(DynamicResource::tombstone(&pointer)), bookmark }
+            }
+        })
+    }
+}
+
+/// The type of an etcd event; an unknown one is an error, not the client's panic.
+pub(crate) fn event_type(event: &etcd_client::Event) -> Result<EventType> {
+    match event.0.r#type {
+        0 => Ok(EventType::Put),
+        1 => Ok(EventType::Delete),
+        unknown => Err(Error::backend(UnknownEvent(unknown))),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("etcd sent a watch event of unknown type {0}")]
+struct UnknownEvent(i32);
+
+impl Filter {
+    /// The event as this watcher sees it, if at all. A kind watch with queries
+    /// sees an update that makes a resource match as `Created` and one that
+    /// makes it stop matching as `Destroyed`.
+    fn apply(&self, event: &Event) -> Option<Event> {
+        match self {
+            Filter::Id(id) => event.resource().is_some_and(|resource| resource.id() == id).then(|| event.clone()),
+            Filter::Kind(options) if options.labels.is_empty() && options.id.is_none() => Some(event.clone()),
+            Filter::Kind(options) => match event {
+                Event::Updated { resource, old, bookmark } => match (options.matches(old), options.matches(resource)) {
+                    (true, true) => Some(event.clone()),
+                    (true, false) => {
+                        Some(Event::Destroyed { resource: Arc::clone(resource), bookmark: bookmark.clone() })
+                    }
+                    (false, true) => {
+                        Some(Event::Created { resource: Arc::clone(resource), bookmark: bookmark.clone() })
+                    }
+                    (false, false) => None,
+                },
+                _ => event.resource().is_some_and(|resource| options.matches(resource)).then(|| event.clone()),
+            },
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! What only a shared, remote state shows: clients racing across connections,
+//! a watch surviving an etcd restart, compacted history, foreign values, and
+//! leader election between processes.
+//!
+//! Each test starts its own etcd (or shares the binary's one when it leaves
+//! the server alone); without an etcd binary they pass without running and say
+//! how to install etcd, except under `CI=true`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use cosi::prelude::*;
+use cosi::resource::{Metadata, Spec};
+use cosi::state::{EventType, WatchCondition};
+use cosi_etcd::testing::EtcdServer;
+use cosi_etcd::{ElectionOptions, EtcdState, Options};
+
+#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[resource(type = "Counters.test.cosi.dev", namespace = "default")]
+struct Counter {
+    count: u64,
+}
+
+/// A guard against hangs; never a measurement.
+const LIMIT: Duration = Duration::from_secs(30);
+
+async fn within<F: Future>(what: &str, future: F) -> F::Output {
+    tokio::time::timeout(LIMIT, future).await.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+fn unique_prefix(test: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("/etcd-tests/{test}/{}/{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+async fn connect(endpoint: &str, prefix: &str) -> EtcdState {
+    EtcdState::connect(&[endpoint], Options::prefix(prefix)).await.expect("connect to etcd")
+}
+
+/// Two clients on one prefix: separate connections, as two processes would have.
+async fn two_clients(test: &str) -> Option<(EtcdState, EtcdState)> {
+    let server = EtcdServer::shared()?;
+    let prefix = unique_prefix(test);
+    Some((connect(&server.endpoint(), &prefix).await, connect(&server.endpoint(), &prefix).await))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_clients_lose_no_update_and_create_once() {
+    let Some((a, b)) = two_clients("racing").await else { return };
+    let pointer = Counter::pointer("shared");
+    a.create_typed(Typed::new("shared", Counter::default()), CreateOptions::default()).await.unwrap();
+
+    let mut tasks = Vec::new();
+    for state in [&a, &b] {
+        for _ in 0..10 {
+            let (state, pointer) = (state.clone(), pointer.clone());
+            tasks.push(tokio::spawn(async move {
+                state
+                    .update_with_conflicts::<Counter, cosi::Error, _>(&pointer, UpdateOptions::default(), |counter| {
+                        counter.count += 1;
+                        Ok(())
+                    })
+                    .await
+            }));
+        }
+    }
+    for task in tasks {
+        within("an increment", task).await.unwrap().unwrap();
+    }
+    let stored = b.get_typed::<Counter>("shared").await.unwrap();
+    assert_eq!(stored.count, 20, "every increment of both clients should land");
+    assert_eq!(stored.metadata().version(), Version::new(21));
+
+    // Both clients create the same resources at once: exactly one create of each wins.
+    for round in 0..10 {
+        let id = format!("created-{round}");
+        let (first, second) = tokio::join!(
+            a.create_typed(Typed::new(&id, Counter { count: 1 }), CreateOptions::owner("a")),
+            b.create_typed(Typed::new(&id, Counter { count: 2 }), CreateOptions::owner("b")),
+        );
+        let winner = match (first, second) {
+            (Ok(_), Err(err)) => {
+                assert!(matches!(err, cosi::Error::AlreadyExists(_)), "{err:?}");
+                "a"
+            }
+            (Err(err), Ok(_)) => {
+                assert!(matches!(err, cosi::Error::AlreadyExists(_)), "{err:?}");
+                "b"
+            }
+            other => panic!("exactly one create of {id} should succeed, got {other:?}"),
+        };
+        let stored = a.get_typed::<Counter>(&id).await.unwrap();
+        assert_eq!(stored.metadata().owner(), Some(winner), "the stored resource should be the winner's");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ownership_and_versions_hold_across_clients() {
+    let Some((a, b)) = two_clients("ownership").await else { return };
+    let pointer = Counter::pointer("owned");
+    let created = a.create_typed(Typed::new("owned", Counter::default()), CreateOptions::owner("a")).await.unwrap();
+
+    for owner in [None, Some("b")] {
+        let err = b.update(created.clone().into(), UpdateOptions::default().with_owner(owner)).await.unwrap_err();
+        assert!(err.is_owner_conflict(), "update as {owner:?}: {err:?}");
+        let err = b.destroy(&pointer, DestroyOptions { owner: owner.map(Into::into) }).await.unwrap_err();
+        assert!(err.is_owner_conflict(), "destroy as {owner:?}: {err:?}");
+    }
+
+    // `a` remembers version 1; `b` writes version 2 behind its back. Neither a
+    // stale memory nor a stale caller gets through, and a current caller does.
+    let updated = b.update(created.clone().into(), UpdateOptions::owner("a")).await.unwrap();
+    assert_eq!(updated.metadata.version(), Version::new(2));
+    let err = a.update(created.clone().into(), UpdateOptions::owner("a")).await.unwrap_err();
+    assert!(matches!(err, cosi::Error::VersionConflict { .. }), "{err:?}");
+    let again = a.update(DynamicResource::clone(&updated), UpdateOptions::owner("a")).await.unwrap();
+    assert_eq!(again.metadata.version(), Version::new(3));
+
+    // `b` destroys and recreates it under another owner: `a` must see the new owner.
+    b.destroy(&pointer, DestroyOptions::owner("a")).await.unwrap();
+    b.create_typed(Typed::new("owned", Counter::default()), CreateOptions::owner("b")).await.unwrap();
+    let err = a.update(DynamicResource::clone(&again), UpdateOptions::owner("a")).await.unwrap_err();
+    assert!(err.is_owner_conflict(), "{err:?}");
+    let err = a.destroy(&pointer, DestroyOptions::owner("a")).await.unwrap_err();
+    assert!(err.is_owner_conflict(), "{err:?}");
+    // Finalizers may be edited by anyone, across clients too.
+    a.add_finalizers(&pointer, &["from-a"]).await.unwrap();
+    let err = b.destroy(&pointer, DestroyOptions::owner("b")).await.unwrap_err();
+    assert!(matches!(err, cosi::Error::PendingFinalizers { .. }), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_resume_by_revision_after_etcd_restarts() {
+    let Some(mut server) = EtcdServer::start() else { return };
+    let prefix = unique_prefix("restart");
+    let state = connect(&server.endpoint(), &prefix).await;
+    let kind = Counter::kind();
+    let mut watch = state.watch_kind(&kind, WatchKindOptions::default()).await.unwrap();
+    let mut single = state.watch(&Counter::pointer("second"), WatchOptions::default()).await.unwrap();
+    let event = within("the initial event", single.recv()).await.unwrap();
+    assert_eq!(event.event_type(), EventType::Destroyed);
+
+    state.create_typed(Typed::new("first", Counter::default()), CreateOptions::default()).await.unwrap();
+    let event = within("the first create", watch.recv()).await.unwrap();
+    assert_eq!(event.resource().map(|r| r.id()), Some("first"));
+
+    server.restart();
+
+    // Another client writes as soon as etcd is back, likely before the watches
+    // reconnect: they must pick these events up from etcd's history.
+    let writer = connect(&server.endpoint(), &prefix).await;
+    writer.create_typed(Typed::new("second", Counter { count: 2 }), CreateOptions::default()).await.unwrap();
+    writer.create_typed(Typed::new("third", Counter { count: 3 }), CreateOptions::default()).await.unwrap();
+
+    for id in ["second", "third"] {
+        let event = within("an event after the restart", watch.recv()).await.unwrap();
+        assert_eq!(event.event_type(), EventType::Created, "{event:?}");
+        assert_eq!(event.resource().map(|r| r.id()), Some(id), "no event lost or repeated: {event:?}");
+    }
+    let event = within("the single watch after the restart", single.recv()).await.unwrap();
+    assert_eq!(event.event_type(), EventType::Created);
+    assert_eq!(event.resource().map(|r| r.id()), Some("second"));
+
+    // The old client works again too, and its watches stay live.
+    let pointer = Counter::pointer("first");
+    state.destroy(&pointer, DestroyOptions::default()).await.unwrap();
+    let event = within("the destroy", watch.recv()).await.unwrap();
+    assert_eq!(event.event_type(), EventType::Destroyed);
+    assert_eq!(event.resource().map(|r| r.id()), Some("first"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bookmarks_of_compacted_revisions_are_invalid() {
+    // Compaction affects every prefix: this test has an etcd of its own.
+    let Some(server) = EtcdServer::start() else { return };
+    let state = connect(&server.endpoint(), &unique_prefix("compaction")).await;
+    let kind = Counter::kind();
+    let mut watch = state.watch_kind(&kind, WatchKindOptions::default()).await.unwrap();
+    let created = state.create_typed(Typed::new("c", Counter::default()), CreateOptions::default()).await.unwrap();
+    state.update_typed(created, UpdateOptions::default()).await.unwrap();
+    let first = within("the create", watch.recv()).await.unwrap();
+    let second = within("the update", watch.recv()).await.unwrap();
+    let (old, recent) = (first.bookmark().unwrap().clone(), second.bookmark().unwrap().clone());
+
+    // Resumable before the compaction.
+    let mut resumed = state.watch_kind(&kind, WatchKindOptions::from_bookmark(old.clone())).await.unwrap();
+    let event = within("the resumed update", resumed.recv()).await.unwrap();
+    assert_eq!(event.event_type(), EventType::Updated);
+
+    let mut client = state.client().clone();
+    let revision = client.get("x", None).await.unwrap().header().unwrap().revision();
+    client.compact(revision, None).await.unwrap();
+
+    let err = state.watch_kind(&kind, WatchKindOptions::from_bookmark(old.clone())).await.unwrap_err();
+    assert!(err.is_invalid_bookmark(), "{err:?}");
+    let err = state.watch(&Counter::pointer("c"), WatchOptions::from_bookmark(old)).await.unwrap_err();
+    assert!(err.is_invalid_bookmark(), "{err:?}");
+    // The compaction revision itself is kept, so its bookmark still resumes.
+    let mut resumed = state.watch_kind(&kind, WatchKindOptions::from_bookmark(recent)).await.unwrap();
+
+    // Tail events cope with the lost history: they replay what is left, then go live.
+    let mut tail = state.watch_kind(&kind, WatchKindOptions::tail(10)).await.unwrap();
+    state.destroy(&Counter::pointer("c"), DestroyOptions::default()).await.unwrap();
+    let event = within("the destroy after the bookmark", resumed.recv()).await.unwrap();
+    assert_eq!(event.event_type(), EventType::Destroyed);
+    let mut seen = Vec::new();
+    while seen.last() != Some(&EventType::Destroyed) {
+        let event = within("the tail, then the destroy", tail.recv()).await.unwrap();
+        seen.push(event.event_type());
+        assert!(seen.len() <= 2, "the tail should hold at most the one kept revision: {seen:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_values_are_clear_errors() {
+    let Some(server) = EtcdServer::shared() else { return };
+    let prefix = unique_prefix("foreign");
+    let state = connect(&server.endpoint(), &prefix).await;
+    let kind = Counter::kind();
+    let mut watch = state.watch_kind(&kind, WatchKindOptions::default()).await.unwrap();
+
+    let key = format!("{prefix}/default/Counters.test.cosi.dev/garbage");
+    let mut client = state.client().clone();
+    client.put(key.clone(), b"not a resource".to_vec(), None).await.unwrap();
+
+    let err = state.get(&Counter::pointer("garbage")).await.unwrap_err();
+    assert!(matches!(err, cosi::Error::Backend(_)), "{err:?}");
+    assert!(err.to_string().contains("garbage") && err.to_string().contains("does not hold a COSI resource"), "{err}");
+    let err = state.list(&kind, &ListOptions::default()).await.unwrap_err();
+    assert!(err.to_string().contains("does not hold a COSI resource"), "{err}");
+    let err = state.watch_kind(&kind, WatchKindOptions::bootstrap()).await.unwrap_err();
+    assert!(err.to_string().contains("does not hold a COSI resource"), "{err}");
+
+    let event = within("the event of the foreign value", watch.recv()).await.unwrap();
+    let error = event.error().unwrap_or_else(|| panic!("expected an error event, got {event:?}"));
+    assert!(error.to_string().contains("does not hold a COSI resource"), "{error}");
+    assert!(within("the end of the watch", watch.recv()).await.is_none(), "the watch should end after the error");
+
+    // An encoded spec that is not ours to decode still comes back byte for byte.
+    let spec = cosi::resource::EncodedSpec { proto: vec![0, 159, 146, 150], yaml: None };
+    let resource =
+        DynamicResource::new(Metadata::new("default", "Blobs.test.cosi.dev", "b"), Spec::encoded(spec.clone()));
+    state.create(resource, CreateOptions::default()).await.unwrap();
+    let got = state.get(&Pointer::new("default", "Blobs.test.cosi.dev", "b")).await.unwrap();
+    assert_eq!(got.spec.as_encoded(), Some(&spec));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_passes_on_when_resigned_or_dropped_and_loss_is_reported() {
+    let Some((a, b)) = two_clients("election").await else { return };
+    let options = ElectionOptions { ttl: Duration::from_secs(2) };
+    let (first, second) = (a.election("controllers", "a", options.clone()), b.election("controllers", "b", options));
+
+    let leadership = within("a's campaign", first.campaign()).await.unwrap();
+    assert!(leadership.is_held());
+    assert_eq!(second.leader().await.unwrap().as_deref(), Some("a"));
+    let waiting = tokio::spawn(async move { second.campaign().await.map(|leadership| (second, leadership)) });
+    // b waits while a leads: the campaign cannot finish before a resigns.
+    assert_eq!(first.leader().await.unwrap().as_deref(), Some("a"));
+    assert!(!waiting.is_finished(), "b should not lead while a does");
+
+    within("a's resignation", leadership.resign()).await.unwrap();
+    let (second, leadership) = within("b's campaign", waiting).await.unwrap().unwrap();
+    assert_eq!(second.leader().await.unwrap().as_deref(), Some("b"));
+
+    // a campaigns again and waits; b's leadership is dropped (as when its task ends): a takes over.
+    let waiting = tokio::spawn(async move { first.campaign().await.map(|leadership| (first, leadership)) });
+    drop(leadership);
+    let (first, leadership) = within("a's second campaign", waiting).await.unwrap().unwrap();
+    assert_eq!(first.leader().await.unwrap().as_deref(), Some("a"));
+
+    // Someone deletes the leader's lease behind its back: the holder is told.
+    let mut client = a.client().clone();
+    client.lease_revoke(leadership.lease()).await.unwrap();
+    within("the report of the lost leadership", leadership.lost()).await;
+    assert!(!leadership.is_held());
+}
+
+/// Set in the child process of [`leadership_fails_over_when_the_holder_is_killed`].
+const CONTENDER_ENV: &str = "COSI_ETCD_TEST_CONTENDER";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_fails_over_when_the_holder_is_killed() {
+    if let Ok(config) = std::env::var(CONTENDER_ENV) {
+        return contender(&config).await;
+    }
+    let Some(server) = EtcdServer::shared() else { return };
+    let prefix = unique_prefix("failover");
+    let state = connect(&server.endpoint(), &prefix).await;
+    let options = ElectionOptions { ttl: Duration::from_secs(2) };
+    let election = state.election("controllers", "parent", options);
+
+    // The first holder is another process: this test binary, running only this test, as the contender.
+    let mut child = Killed(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["leadership_fails_over_when_the_holder_is_killed", "--exact", "--nocapture", "--test-threads", "1"])
+            .env(CONTENDER_ENV, format!("{} {prefix}", server.endpoint()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let (leading_tx, leading) = tokio::sync::oneshot::channel();
+    // A thread of its own: a runtime would wait for it at shutdown, and it ends only with the child.
+    std::thread::spawn(move || {
+        // libtest prints the test's name before its output, on the same line.
+        let led = BufReader::new(stdout).lines().any(|line| line.is_ok_and(|line| line.ends_with("LEADING")));
+        let _ = leading_tx.send(led);
+    });
+    assert!(within("the child's leadership", leading).await.unwrap(), "the child never led");
+    assert_eq!(election.leader().await.unwrap().as_deref(), Some("child"));
+    // What the child wrote as leader.
+    let written = Counter::pointer("written-by-leader");
+    let created = WatchCondition::new().event_types([EventType::Created]);
+    within("the leader's write", state.watch_for(&written, created)).await.unwrap();
+
+    let waiting = {
+        let election = election.clone();
+        tokio::spawn(async move { election.campaign().await })
+    };
+    assert_eq!(election.leader().await.unwrap().as_deref(), Some("child"));
+    assert!(!waiting.is_finished(), "the parent should not lead while the child does");
+
+    // Killed: no resignation, the lease has to expire (time to live 2 s).
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    let leadership = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the parent should take over within a few seconds of the holder's death")
+        .unwrap()
+        .unwrap();
+    assert!(leadership.is_held());
+    assert_eq!(election.leader().await.unwrap().as_deref(), Some("parent"));
+    let kept = state.get_typed::<Counter>("written-by-leader").await.unwrap();
+    assert_eq!(kept.count, 7, "what the dead leader wrote is still there");
+    leadership.resign().await.unwrap();
+}
+
+/// Kills the child process when the test ends, however it ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The child's side: lead, write, say so, and wait to be killed.
+async fn contender(config: &str) {
+    let (endpoint, prefix) = config.split_once(' ').expect("endpoint and prefix");
+    let state = connect(endpoint, prefix).await;
+    let election = state.election("controllers", "child", ElectionOptions { ttl: Duration::from_secs(2) });
+    let leadership = election.campaign().await.unwrap();
+    state.create_typed(Typed::new("written-by-leader", Counter { count: 7 }), CreateOptions::default()).await.unwrap();
+    println!("LEADING");
+    leadership.lost().await;
+    panic!("the child lost its leadership before it was killed");
+}
