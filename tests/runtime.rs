@@ -347,3 +347,24 @@ fn reconciles_and_failures_are_counted_through_the_metrics_facade() {
     assert!(matches!(find("cosi_controller_errors_total"), Some(DebugValue::Counter(0))));
     assert!(matches!(find("cosi_controller_busy_seconds"), Some(DebugValue::Histogram(values)) if !values.is_empty()));
 }
+
+#[test]
+fn a_controller_registered_from_another_thread_after_the_start_runs() {
+    block_on(async {
+        let state = cosi::state::memory();
+        let runtime = Runtime::new(state.clone());
+        runtime.start().await.expect("start");
+        let handle = runtime.clone();
+        std::thread::spawn(move || handle.register(copier {}))
+            .join()
+            .expect("the registering thread")
+            .expect("register");
+        let config = Typed::new("late", Config { value: "late".to_owned() });
+        state.create_typed(config, CreateOptions::default()).await.expect("create");
+        eventually("the late controller's output", || async {
+            state.get_typed::<Status>("late").await.map_err(|error| error.to_string())
+        })
+        .await;
+        runtime.shutdown().await;
+    });
+}

@@ -43,6 +43,9 @@ pub(crate) struct Engine {
     /// The kinds watched, each with whether its watch is established.
     watches: Mutex<HashMap<Kind, watch::Receiver<bool>>>,
     run: Mutex<Run>,
+    /// The tokio runtime `start` ran on: every task goes there, so a
+    /// controller registered later from any thread starts on it too.
+    handle: Mutex<Option<tokio::runtime::Handle>>,
     cancel: CancellationToken,
     tasks: TaskTracker,
 }
@@ -67,6 +70,7 @@ impl Engine {
             routes: RwLock::default(),
             watches: Mutex::default(),
             run: Mutex::new(Run::Idle { pending: Vec::new() }),
+            handle: Mutex::new(None),
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
         })
@@ -112,6 +116,7 @@ impl Engine {
     }
 
     pub(crate) fn start(self: &Arc<Self>) -> Result<(), RuntimeError> {
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| RuntimeError::NoTokioRuntime)?;
         let pending = {
             let mut run = self.run.lock();
             match std::mem::replace(&mut *run, Run::Running) {
@@ -123,6 +128,7 @@ impl Engine {
                 }
             }
         };
+        *self.handle.lock() = Some(handle);
         let kinds: Vec<Kind> = self.routes.read().keys().cloned().collect();
         for kind in kinds {
             self.ensure_watch(&kind);
@@ -132,9 +138,16 @@ impl Engine {
         }
         if let Some(namespace) = self.options.status_namespace.clone() {
             let engine = Arc::clone(self);
-            self.tasks.spawn(async move { engine.publish_statuses(namespace).await });
+            self.spawn(async move { engine.publish_statuses(namespace).await });
         }
         Ok(())
+    }
+
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        match &*self.handle.lock() {
+            Some(handle) => drop(self.tasks.spawn_on(task, handle)),
+            None => drop(self.tasks.spawn(task)),
+        }
     }
 
     pub(crate) async fn shutdown(&self) {
@@ -192,7 +205,7 @@ impl Engine {
         let engine = Arc::clone(self);
         let core = Arc::clone(core);
         let kinds: Vec<Kind> = inputs.iter().map(|input| input.kind.clone()).collect();
-        self.tasks.spawn(async move {
+        self.spawn(async move {
             tokio::select! {
                 () = engine.cancel.cancelled() => (),
                 () = wait_ready(ready) => match core.queue {
@@ -217,7 +230,7 @@ impl Engine {
         watches.insert(kind.clone(), receiver.clone());
         let engine = Arc::clone(self);
         let kind = kind.clone();
-        self.tasks.spawn(async move { engine.watch_kind(kind, sender).await });
+        self.spawn(async move { engine.watch_kind(kind, sender).await });
         receiver
     }
 
@@ -228,12 +241,12 @@ impl Engine {
             Body::Reconcile(build) => {
                 let controller = build(Arc::clone(&core));
                 let engine = Arc::clone(self);
-                self.tasks.spawn(async move { engine.run_reconciler(core, controller, ready).await });
+                self.spawn(async move { engine.run_reconciler(core, controller, ready).await });
             }
             Body::Queue(build) => {
                 let controller = build(Arc::clone(&core));
                 let engine = Arc::clone(self);
-                self.tasks.spawn(async move { engine.run_queue(core, controller, ready).await });
+                self.spawn(async move { engine.run_queue(core, controller, ready).await });
             }
         }
     }
@@ -464,7 +477,7 @@ impl Engine {
         for _ in 0..core.declaration.concurrency.unwrap_or(1).max(1) {
             let engine = Arc::clone(&self);
             let (core, controller, backoffs) = (Arc::clone(&core), Arc::clone(&controller), Arc::clone(&backoffs));
-            self.tasks.spawn(async move { engine.run_worker(core, controller, backoffs).await });
+            self.spawn(async move { engine.run_worker(core, controller, backoffs).await });
         }
         let kinds: Vec<Kind> = core.inputs().iter().map(|input| input.kind.clone()).collect();
         for kind in kinds {

@@ -133,6 +133,9 @@ pub enum RuntimeError {
     /// The runtime was shut down; it cannot be started or given controllers again.
     #[error("the runtime has been shut down")]
     ShutDown,
+    /// `start` ran outside a tokio runtime.
+    #[error("the runtime must be started from within a tokio runtime")]
+    NoTokioRuntime,
 }
 
 impl Runtime {
@@ -190,7 +193,11 @@ impl Runtime {
     }
 
     /// Starts the watches and every controller in the background, on the
-    /// current tokio runtime. Controllers registered later start at once.
+    /// current tokio runtime. Controllers registered later start at once, on
+    /// the same tokio runtime.
+    ///
+    /// Dropping the `Runtime` (a handle) does not stop it: call
+    /// [`shutdown`](Runtime::shutdown), or use [`run_until`](Runtime::run_until).
     pub async fn start(&self) -> Result<(), RuntimeError> {
         self.engine.start()
     }

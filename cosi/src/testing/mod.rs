@@ -229,12 +229,44 @@ macro_rules! __state_conformance_module {
 /// cosi::runtime_conformance_tests!(memory, || async { cosi::state::MemoryState::default() });
 /// # fn main() {}
 /// ```
+///
+/// With `optional` as the third argument, the factory returns a future of
+/// `Option<S>`, and each case passes without running when it is `None`
+/// ([`run_optional_case`]), as for [`state_conformance_tests!`].
 #[macro_export]
 macro_rules! runtime_conformance_tests {
+    ($name:ident, $factory:expr, optional $(,)?) => {
+        $crate::__runtime_conformance_module!($name, $factory, run_optional_case);
+    };
     ($name:ident, $factory:expr $(,)?) => {
+        $crate::__runtime_conformance_module!($name, $factory, run_case);
+    };
+}
+
+/// The body of [`runtime_conformance_tests!`]; the list of cases lives here, once.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __runtime_conformance_module {
+    (@cases $name:ident, $factory:expr, $runner:ident, [$($case:ident),* $(,)?]) => {
+        mod $name {
+            // The factory is written in the calling module.
+            #[allow(unused_imports)]
+            use super::*;
+
+            $(
+                #[test]
+                fn $case() {
+                    $crate::testing::$runner($factory, $crate::testing::runtime::$case);
+                }
+            )*
+        }
+    };
+    ($name:ident, $factory:expr, $runner:ident) => {
         $crate::__runtime_conformance_module!(
+            @cases
             $name,
             $factory,
+            $runner,
             [
                 no_controllers,
                 int_to_str,
@@ -252,25 +284,5 @@ macro_rules! runtime_conformance_tests {
                 queue_sleeping,
             ]
         );
-    };
-}
-
-/// The body of [`runtime_conformance_tests!`].
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __runtime_conformance_module {
-    ($name:ident, $factory:expr, [$($case:ident),* $(,)?]) => {
-        mod $name {
-            // The factory is written in the calling module.
-            #[allow(unused_imports)]
-            use super::*;
-
-            $(
-                #[test]
-                fn $case() {
-                    $crate::testing::run_case($factory, $crate::testing::runtime::$case);
-                }
-            )*
-        }
     };
 }
