@@ -10,10 +10,17 @@
 //! takes over then. A holder learns that it lost leadership through
 //! [`Leadership::lost`]: its lease could not be renewed in time, or its key
 //! was deleted.
+//!
+//! [`LeaderElection::run`] builds on that to run a controller runtime only
+//! while leading. Invariant: at most one runtime of the loop exists at a time,
+//! and it is shut down (its controllers stopped) before leadership is resigned
+//! or campaigned for again, so a graceful handover never overlaps.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cosi::runtime::{Runtime, RuntimeError};
 use etcd_client::{Client, EventType, LeaderKey, ResignOptions, WatchOptions};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -51,6 +58,14 @@ pub enum ElectionError {
     NoLeaderKey {
         /// The election.
         name: String,
+    },
+    /// The runtime [`LeaderElection::run`] was given could not be built or started.
+    #[error("leader election {name:?}: the runtime did not start: {source}")]
+    Runtime {
+        /// The election.
+        name: String,
+        /// Why the runtime refused.
+        source: RuntimeError,
     },
 }
 
@@ -134,6 +149,121 @@ impl LeaderElection {
         })
     }
 
+    /// Runs a controller runtime only while this candidate leads, until
+    /// `shutdown` completes.
+    ///
+    /// In a loop: campaign; once leading, `build` a fresh [`Runtime`] (one
+    /// runtime runs only once) and start it; when leadership is
+    /// [lost](Leadership::lost), shut the runtime down and campaign again.
+    /// When `shutdown` completes, the runtime is shut down first and
+    /// leadership resigned after, so the next candidate takes over at once
+    /// and never runs beside this one; then `run` returns `Ok(())`.
+    ///
+    /// Replicas of one control plane each call `run` with the same election
+    /// name and the same controllers: one runs them, the others wait, and
+    /// when the holder dies the next takes over once its lease expires
+    /// ([`ElectionOptions::ttl`]). What the controllers wrote is in etcd, so
+    /// the new holder carries on from there.
+    ///
+    /// A holder cut off from etcd stops its runtime no later than etcd
+    /// expires its lease, but a reconcile in progress stops only at its next
+    /// await: in that case the old and the new holder may overlap for that
+    /// long. Controllers that must never overlap fence their writes with
+    /// [`Leadership::lease`] instead.
+    ///
+    /// A campaign that fails (etcd unreachable, say) is retried with a
+    /// backoff that grows to the time to live, and logged as a warning: a
+    /// replica cut off from etcd stays a candidate and leads again once etcd
+    /// is back.
+    ///
+    /// # Errors
+    ///
+    /// A runtime that `build` or `start` refused ([`ElectionError::Runtime`]),
+    /// after leadership was given up; or an etcd failure while resigning at
+    /// the end (the lease then expires after its time to live).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use cosi::prelude::*;
+    /// use cosi_etcd::{ElectionOptions, EtcdState, Options};
+    ///
+    /// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    /// # #[resource(type = "Things.example.org", namespace = "default")]
+    /// # struct Thing {}
+    /// # #[controller(outputs = [Exclusive<Thing>], inventory = false)]
+    /// # async fn my_controller(_ctx: &mut Ctx) -> cosi::Result<()> { Ok(()) }
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// let state = EtcdState::connect(&["http://127.0.0.1:2379"], Options::prefix("/my-control-plane")).await?;
+    /// let identity = std::env::var("HOSTNAME").unwrap_or_else(|_| "replica".into());
+    /// let election = state.election("controllers", identity, ElectionOptions { ttl: Duration::from_secs(5) });
+    /// let build = || {
+    ///     let runtime = Runtime::new(state.clone());
+    ///     runtime.register(my_controller {})?;
+    ///     Ok(runtime)
+    /// };
+    /// // Runs the controllers whenever this replica leads, until Ctrl-C.
+    /// election.run(build, async { tokio::signal::ctrl_c().await.ok(); }).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn run<B, S>(&self, mut build: B, shutdown: S) -> Result<(), ElectionError>
+    where
+        B: FnMut() -> Result<Runtime, RuntimeError>,
+        S: Future,
+    {
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut retry = CAMPAIGN_RETRY;
+        loop {
+            let campaign = tokio::select! {
+                biased;
+                _ = &mut shutdown => return Ok(()),
+                campaign = self.campaign() => campaign,
+            };
+            let leadership = match campaign {
+                Ok(leadership) => leadership,
+                Err(error) => {
+                    tracing::warn!(election = %self.name, identity = %self.identity, %error, "campaign failed: retrying in {retry:?}");
+                    tokio::select! {
+                        biased;
+                        _ = &mut shutdown => return Ok(()),
+                        () = tokio::time::sleep(retry) => (),
+                    }
+                    retry = (retry * 2).min(self.options.ttl.max(CAMPAIGN_RETRY));
+                    continue;
+                }
+            };
+            retry = CAMPAIGN_RETRY;
+            tracing::info!(election = %self.name, identity = %self.identity, "leading: starting the runtime");
+            let runtime = match build() {
+                Ok(runtime) => runtime,
+                Err(source) => return self.give_up(leadership, source).await,
+            };
+            if let Err(source) = runtime.start().await {
+                runtime.shutdown().await;
+                return self.give_up(leadership, source).await;
+            }
+            tokio::select! {
+                biased;
+                _ = &mut shutdown => {
+                    runtime.shutdown().await;
+                    return leadership.resign().await;
+                }
+                () = leadership.lost() => {
+                    tracing::warn!(election = %self.name, identity = %self.identity, "leadership lost: stopping the runtime");
+                    runtime.shutdown().await;
+                }
+            }
+        }
+    }
+
+    /// Resigns after the runtime refused, and reports the refusal.
+    async fn give_up(&self, leadership: Leadership, source: RuntimeError) -> Result<(), ElectionError> {
+        // The refusal is the error worth reporting; the lease expires anyway if resigning fails.
+        let _ = leadership.resign().await;
+        Err(ElectionError::Runtime { name: self.name.clone(), source })
+    }
+
     /// The identity of the current leader, if any.
     pub async fn leader(&self) -> Result<Option<String>, ElectionError> {
         match self.client.election_client().leader(self.key.clone()).await {
@@ -144,6 +274,9 @@ impl LeaderElection {
         }
     }
 }
+
+/// The first wait before a failed campaign of [`LeaderElection::run`] is retried.
+const CAMPAIGN_RETRY: Duration = Duration::from_millis(100);
 
 /// Leadership, held until it is lost, resigned or dropped (which resigns).
 pub struct Leadership {

@@ -66,6 +66,20 @@
 //! [`EtcdState::election`] gives a [`LeaderElection`]; its
 //! [`campaign`](LeaderElection::campaign) resolves with a [`Leadership`] once
 //! this process leads, and [`Leadership::lost`] resolves if it stops leading.
+//! [`LeaderElection::run`] runs a controller runtime only while this process
+//! leads: replicas of a control plane share one etcd, one of them runs the
+//! controllers, and when it dies another takes over within the lease's time
+//! to live, carrying on from what is in etcd.
+//!
+//! # Controllers in several processes
+//!
+//! Runtimes in different processes on one etcd prefix cooperate through the
+//! state as runtimes in one process do: each watches the kinds its
+//! controllers read, so one process's outputs are another's inputs, and
+//! finalizers hold a resource across processes. The runtime does not check
+//! declarations across processes: two processes must not run controllers
+//! that write the same outputs, unless only one runs at a time
+//! ([`LeaderElection::run`]).
 //!
 //! # Testing
 //!

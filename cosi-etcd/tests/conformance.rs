@@ -1,10 +1,11 @@
-//! The state conformance suite against `EtcdState` on a real etcd server.
+//! The state and runtime conformance suites against `EtcdState` on a real
+//! etcd server.
 //!
 //! One etcd serves every case of this test binary (started on first use,
-//! stopped when the binary exits); each case gets a key prefix of its own, and
-//! the suite's random namespaces keep cases apart within it. Without an etcd
-//! binary every case passes without running and says how to install etcd;
-//! under `CI=true` a missing etcd fails instead.
+//! stopped when the binary exits); each case gets a key prefix of its own, so
+//! the runtime cases, which use fixed namespaces, never see each other's
+//! resources. Without an etcd binary every case passes without running and
+//! says how to install etcd; under `CI=true` a missing etcd fails instead.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -19,3 +20,5 @@ async fn etcd() -> Option<EtcdState> {
 }
 
 cosi::state_conformance_tests!(etcd, etcd, optional);
+
+cosi::runtime_conformance_tests!(etcd_runtime, etcd, optional);

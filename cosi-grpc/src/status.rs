@@ -21,6 +21,8 @@
 //! malformed request), so a Rust server also sends the error itself in the
 //! `cosi-error-bin` trailer, which Go peers ignore. A Rust client rebuilds the
 //! exact error from it, and falls back to Go's reading of the code without it.
+//! One Go error has no code at all: a phase conflict of a racing Teardown, which
+//! Go's server sends as `UNKNOWN`; the client recognises it by its message.
 
 use cosi::resource::{Finalizers, Kind, Phase, Pointer, Version};
 use cosi::state::Error;
@@ -221,8 +223,26 @@ pub(crate) fn from_status(status: &Status, context: &CallContext<'_>) -> Error {
         }
         (Code::FailedPrecondition, Rpc::Watch) => Error::InvalidBookmark { kind: pointer.kind(), reason: message },
         (Code::FailedPrecondition, _) => Error::PendingFinalizers { pointer, finalizers: Finalizers::default() },
+        (Code::Unknown, Rpc::Teardown | Rpc::TeardownAndDestroy) => match go_phase_conflict(&message) {
+            Some(expected) => Error::PhaseConflict { pointer, expected },
+            None => Error::backend(RemoteError::Status { code: Code::Unknown, message }),
+        },
         (code, _) => Error::backend(RemoteError::Status { code, message }),
     }
+}
+
+/// The expected phase of a Go phase conflict that reached us without a status code.
+///
+/// Go COSI's server maps a Teardown error to a code only when it is a "conflict"
+/// in Go's sense, which needs the error to name its resource. The phase conflict
+/// of Go's `UpdateWithConflicts` (hit when two teardowns race: both read the
+/// resource running, one wins, the other re-reads it tearing down) names none,
+/// so it arrives as `UNKNOWN` with the bare message
+/// `resource TYPE(NAMESPACE/ID@VERSION) is not in phase PHASE`.
+fn go_phase_conflict(message: &str) -> Option<Phase> {
+    let (subject, phase) = message.rsplit_once(" is not in phase ")?;
+    subject.starts_with("resource ").then_some(())?;
+    phase.parse().ok()
 }
 
 fn from_detail(detail: ErrorDetail) -> Option<Error> {
@@ -327,6 +347,37 @@ mod tests {
         assert!(read(Code::FailedPrecondition, Rpc::Watch).is_invalid_bookmark());
         assert!(matches!(read(Code::Unavailable, Rpc::Get), Error::Backend(_)));
         assert!(matches!(read(Code::PermissionDenied, Rpc::Get), Error::Backend(_)));
+    }
+
+    #[test]
+    fn go_teardown_phase_conflicts_without_a_code_are_phase_conflicts() {
+        let pointer = pointer();
+        let read =
+            |code: Code, rpc: Rpc, message: &str| from_status(&Status::new(code, message), &context_for(rpc, &pointer));
+        // The message Go COSI's `UpdateWithConflicts` returns, verbatim but for the names.
+        let go = "resource Things.test.cosi.dev(ns/a@3) is not in phase running";
+        for rpc in [Rpc::Teardown, Rpc::TeardownAndDestroy] {
+            match read(Code::Unknown, rpc, go) {
+                Error::PhaseConflict { pointer: got, expected: Phase::Running } => assert_eq!(got, pointer),
+                other => panic!("{rpc:?}: expected a phase conflict, got {other:?}"),
+            }
+            let torn = read(Code::Unknown, rpc, "resource T(ns/a@1) is not in phase tearingDown");
+            assert!(matches!(torn, Error::PhaseConflict { expected: Phase::TearingDown, .. }), "{torn:?}");
+            // Anything else unknown stays a backend failure, with Go's message.
+            for other in
+                ["boom", "resource T(ns/a@1) is not in phase sideways", "context canceled: is not in phase running"]
+            {
+                let err = read(Code::Unknown, rpc, other);
+                assert!(matches!(err, Error::Backend(_)) && err.to_string().contains(other), "{other}: {err:?}");
+            }
+        }
+        // Only Teardown's unmapped errors are read this way: other RPCs carry a code for phase conflicts.
+        assert!(matches!(read(Code::Unknown, Rpc::Destroy, go), Error::Backend(_)));
+        assert!(matches!(read(Code::Internal, Rpc::Teardown, go), Error::Backend(_)));
+    }
+
+    fn context_for(rpc: Rpc, pointer: &Pointer) -> CallContext<'_> {
+        CallContext { rpc, pointer, version: Version::UNDEFINED, expected_phase: None }
     }
 
     #[test]

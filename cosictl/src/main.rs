@@ -1,19 +1,21 @@
 //! `cosictl`: a command-line client for COSI states.
 //!
-//! - `cosictl serve`: a standalone in-memory state server, for tests and for
-//!   controllers that run in other processes.
+//! - `cosictl serve`: a standalone state server (in memory, in a redb file or
+//!   on etcd), for tests and for controllers that run in other processes.
 //! - `cosictl get`: reads (and watches) resources, resolving type aliases
 //!   through the resource definitions the state publishes, as `talosctl get` does.
+//! - `cosictl graph`: the live controller graph, from the statuses runtimes publish.
 
 mod get;
+mod graph;
 mod output;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use cosi::state::{MemoryState, Registry};
-use cosi_grpc::{Client, ClientSecurity, ClientTls, Endpoint, Security, Server, ServerTls};
+use clap::{Args, Parser, Subcommand};
+use cosi_grpc::{Client, ClientSecurity, ClientTls, Endpoint};
 
 #[derive(Parser)]
 #[command(name = "cosictl", version, about = "A command-line client for COSI states")]
@@ -28,19 +30,16 @@ enum Command {
     Serve(ServeArgs),
     /// Prints resources of a type, or one resource.
     Get(get::GetArgs),
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum StateKind {
-    /// Everything in memory: gone when the server stops.
-    Memory,
+    /// Prints the live controller graph: what each running controller reads and writes.
+    Graph(graph::GraphArgs),
 }
 
 #[derive(Args)]
 struct ServeArgs {
-    /// The state backend.
-    #[arg(long, value_enum, default_value = "memory")]
-    state: StateKind,
+    /// The state backend: memory, redb:PATH (a durable file, created when
+    /// missing) or etcd:http://HOST:PORT[,http://HOST:PORT...] (keys under /cosi).
+    #[arg(long, default_value = "memory")]
+    state: serve::StateSpec,
     /// Where to listen: unix:PATH (mode 0600) or tcp://IP:PORT (mutual TLS unless --insecure).
     #[arg(long, default_value_t = default_endpoint())]
     listen: Endpoint,
@@ -58,7 +57,7 @@ struct ServeArgs {
     client_ca: Option<PathBuf>,
 }
 
-/// How `get` reaches the server.
+/// How `get` and `graph` reach the server.
 #[derive(Args)]
 struct ConnectArgs {
     /// The server: unix:PATH or tcp://IP:PORT.
@@ -95,6 +94,8 @@ enum CliError {
     Connect(#[from] cosi_grpc::ConnectError),
     #[error("cannot read {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot open the state {state}: {reason}")]
+    Open { state: String, reason: String },
     #[error("{0}")]
     Usage(String),
     #[error("cannot write the output: {0}")]
@@ -112,8 +113,9 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Serve(args) => serve(args).await,
+            Command::Serve(args) => serve::run(args).await,
             Command::Get(args) => get::run(args).await,
+            Command::Graph(args) => graph::run(args).await,
         }
     });
     match result {
@@ -127,48 +129,6 @@ fn main() -> ExitCode {
 
 fn read(path: &PathBuf) -> Result<String, CliError> {
     std::fs::read_to_string(path).map_err(|source| CliError::Read { path: path.clone(), source })
-}
-
-async fn serve(args: ServeArgs) -> Result<(), CliError> {
-    let security = match (&args.tls_cert, &args.tls_key, &args.client_ca) {
-        (Some(cert), Some(key), Some(ca)) => {
-            Security::MutualTls(ServerTls { certificate: read(cert)?, key: read(key)?, client_ca: read(ca)? })
-        }
-        _ => match (&args.listen, args.insecure) {
-            (Endpoint::Unix(_), _) | (Endpoint::Tcp(_), true) => Security::Insecure,
-            (Endpoint::Tcp(_), false) => {
-                return Err(CliError::Usage(
-                    "TCP requires mutual TLS (--tls-cert, --tls-key, --client-ca), or --insecure on a loopback address"
-                        .into(),
-                ));
-            }
-        },
-    };
-    let state = match args.state {
-        StateKind::Memory => MemoryState::default(),
-    };
-    Registry::new(&state).register_defaults().await?;
-    let listening = Server::new(state).bind(&args.listen, security).await?;
-    println!("listening on {}", listening.endpoint());
-    listening.serve_with_shutdown(shutdown_signal()).await?;
-    Ok(())
-}
-
-/// Completes on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut terminate) => {
-            tokio::select! {
-                _ = terminate.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        // Without a SIGTERM handler, at least stop on Ctrl-C.
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }
 
 impl ConnectArgs {

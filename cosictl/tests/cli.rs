@@ -20,8 +20,13 @@ struct Served {
 }
 
 async fn serve() -> Served {
+    serve_state("memory").await
+}
+
+/// `cosictl serve --state STATE` on a free loopback port.
+async fn serve_state(state: &str) -> Served {
     let mut child = tokio::process::Command::new(COSICTL)
-        .args(["serve", "--state", "memory", "--listen", "tcp://127.0.0.1:0", "--insecure"])
+        .args(["serve", "--state", state, "--listen", "tcp://127.0.0.1:0", "--insecure"])
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -138,12 +143,100 @@ async fn get_resolves_aliases_and_prints_every_format() {
     assert_eq!((next["event"].as_str(), next["spec"]["hostname"].as_str()), (Some("+"), Some("next")));
     watcher.kill().await.expect("stop the watcher");
 
-    // SIGTERM stops the server cleanly.
-    let pid = served.child.id().expect("the server runs").to_string();
-    let killed = Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
-    assert!(killed.success());
-    let status = served.child.wait().await.expect("the server exits");
-    assert!(status.success(), "cosictl serve should exit 0 on SIGTERM, got {status}");
+    served.terminate().await;
+}
+
+impl Served {
+    /// Sends SIGTERM and checks that the server exits 0.
+    async fn terminate(&mut self) {
+        let pid = self.child.id().expect("the server runs").to_string();
+        let killed = Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
+        assert!(killed.success());
+        let status = self.child.wait().await.expect("the server exits");
+        assert!(status.success(), "cosictl serve should exit 0 on SIGTERM, got {status}");
+    }
+}
+
+/// The hostname resource, as `cosictl get -o json` prints it.
+fn hostname(endpoint: &str) -> serde_json::Value {
+    let json = stdout(&get(endpoint, &["hostname", "default", "-o", "json"]));
+    serde_json::from_str(json.trim()).expect("one JSON object")
+}
+
+/// `cosictl serve` that must fail, with a message containing `expected` and no panic.
+fn serve_fails(state: &str, expected: &str) {
+    let output = Command::new(COSICTL)
+        .args(["serve", "--state", state, "--listen", "tcp://127.0.0.1:0", "--insecure"])
+        .output()
+        .expect("cosictl runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "serve --state {state} should fail");
+    assert!(stderr.contains(expected), "serve --state {state}: expected {expected:?} in {stderr}");
+    assert!(!stderr.contains("panicked"), "serve --state {state} panicked: {stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_redb_keeps_data_across_restarts_and_closes_the_file() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("state.redb");
+    let state = format!("redb:{}", path.display());
+
+    let mut served = serve_state(&state).await;
+    populate(&served.endpoint).await;
+    assert_eq!(hostname(&served.endpoint)["spec"]["hostname"], "talos");
+    // The file is this server's while it runs.
+    serve_fails(&state, &format!("cannot open the state {state}"));
+    served.terminate().await;
+
+    // Closed on SIGTERM: redb opens it without repair.
+    let mut builder = redb::Builder::new();
+    builder.set_repair_callback(|session| session.abort());
+    drop(builder.open(&path).expect("the file reopens without repair after SIGTERM"));
+
+    let mut served = serve_state(&state).await;
+    let resource = hostname(&served.endpoint);
+    assert_eq!(resource["spec"]["hostname"], "talos", "{resource}");
+    assert_eq!(resource["metadata"]["version"], 1, "{resource}");
+    served.terminate().await;
+
+    let garbage = dir.path().join("garbage");
+    std::fs::write(&garbage, b"this is not a redb file, and it is long enough to have a header").expect("write");
+    serve_fails(&format!("redb:{}", garbage.display()), "cannot open the state redb:");
+    serve_fails(&format!("redb:{}", dir.path().join("missing/state.redb").display()), "cannot open the state redb:");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_etcd_serves_the_cluster_and_survives_a_restart() {
+    let Some(etcd) = cosi_etcd::testing::EtcdServer::start() else {
+        eprintln!("skipping `cosictl serve --state etcd:`: {}", cosi_etcd::testing::INSTALL_HINT);
+        return;
+    };
+    let state = format!("etcd:{}", etcd.endpoint());
+
+    let mut served = serve_state(&state).await;
+    populate(&served.endpoint).await;
+    assert_eq!(hostname(&served.endpoint)["spec"]["hostname"], "talos");
+    served.terminate().await;
+
+    // A second server on the same cluster sees what the first wrote.
+    let mut served = serve_state(&state).await;
+    assert_eq!(hostname(&served.endpoint)["spec"]["hostname"], "talos");
+    served.terminate().await;
+}
+
+#[test]
+fn serve_refuses_malformed_states_and_unreachable_etcd() {
+    for (state, expected) in
+        [("sqlite:x", "unknown state"), ("redb:", "redb:PATH"), ("etcd:127.0.0.1:2379", "not an etcd endpoint")]
+    {
+        serve_fails(state, expected);
+    }
+    // Nothing listens on port 1: connecting fails with a clear error.
+    serve_fails("etcd:http://127.0.0.1:1", "cannot open the state etcd:http://127.0.0.1:1");
+    // A peer that accepts connections but never answers: the bounded wait gives up.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = silent.local_addr().expect("address");
+    serve_fails(&format!("etcd:http://{address}"), "no answer within");
 }
 
 #[test]
