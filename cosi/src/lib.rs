@@ -5,7 +5,13 @@
 //! - [`resource`]: the data. Strict [`Metadata`] plus a spec; `#[derive(Resource)]`
 //!   turns a spec struct into a resource type.
 //! - [`state`]: the broker. The [`State`] trait stores resources and streams
-//!   every change; [`state::memory`] gives an in-memory one.
+//!   every change; [`state::memory`] gives an in-memory one (durable, shared
+//!   and remote ones live in `cosi-redb`, `cosi-etcd` and `cosi-grpc`).
+//! - [`controller`](mod@controller): `#[controller]` declares a controller, its inputs and
+//!   outputs; [`Ctx`] is its typed view of the state, so touching an
+//!   undeclared type does not compile.
+//! - [`runtime`]: the [`Runtime`] wires controllers into a graph over a state,
+//!   validates it, and decides who wakes up when.
 //!
 //! # Example
 //!
