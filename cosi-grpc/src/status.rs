@@ -113,6 +113,7 @@ pub(crate) fn to_status(err: &Error, rpc: Rpc) -> Status {
         Error::InvalidArgument(_) => Code::InvalidArgument,
         Error::BufferOverrun { .. } => Code::ResourceExhausted,
         Error::Backend(_) => Code::Unavailable,
+        Error::AccessDenied(_) => Code::PermissionDenied,
         _ => Code::Unknown,
     };
     let mut status = Status::new(code, err.to_string());
@@ -177,6 +178,12 @@ fn detail(err: &Error) -> Option<ErrorDetail> {
         Error::InvalidArgument(reason) => {
             detail.reason.clone_from(reason);
             "invalid_argument"
+        }
+        // A state that refuses a caller (a controller's context, say) is
+        // read back as a refusal, like the server's own role checks.
+        Error::AccessDenied(reason) => {
+            detail.reason.clone_from(reason);
+            "denied"
         }
         _ => return None,
     };
@@ -326,6 +333,25 @@ mod tests {
             let back = from_status(&status, &context);
             assert_eq!(back.to_string(), err.to_string(), "{err:?} came back as {back:?}");
         }
+    }
+
+    #[test]
+    fn an_access_refusal_crosses_as_permission_denied() {
+        let pointer = pointer();
+        let refusal = Error::AccessDenied("controller `a` cannot read it".into());
+        let status = to_status(&refusal, Rpc::Get);
+        assert_eq!(status.code(), Code::PermissionDenied);
+        let context = CallContext { rpc: Rpc::Get, pointer: &pointer, version: Version::new(1), expected_phase: None };
+        let back = from_status(&status, &context);
+        let source = match &back {
+            Error::Backend(source) => source,
+            other => panic!("expected a refusal, got {other:?}"),
+        };
+        let refused = source.downcast_ref::<RemoteError>();
+        assert!(
+            matches!(refused, Some(RemoteError::PermissionDenied(reason)) if reason.contains("cannot read it")),
+            "{back:?}"
+        );
     }
 
     #[test]
