@@ -11,13 +11,10 @@ mod debug;
 mod resource;
 mod system;
 
-// The naming rules and alias derivation are one file compiled into both
-// crates, so the derive rejects at compile time exactly the types that
-// `cosi::ResourceDefinition::new` rejects at run time, and derives the same
-// aliases. It cannot live here alone: a proc-macro crate exports nothing but
-// macros. Nor in `cosi` alone: `cosi` depends on this crate, not the reverse.
-#[path = "../../cosi/src/resource/naming.rs"]
-mod naming;
+// The naming rules and alias derivation live in `cosi-naming`, which `cosi`
+// uses too, so the macros reject at compile time exactly what
+// `cosi::ResourceDefinition::new` rejects at run time.
+use cosi_naming as naming;
 
 use proc_macro::TokenStream;
 

@@ -7,7 +7,6 @@
 mod definition;
 mod dynamic;
 mod metadata;
-mod naming;
 mod query;
 mod typed;
 
@@ -23,6 +22,7 @@ pub use metadata::{Finalizers, Labels, Metadata, ParseError, Phase, Version};
 pub use query::{IdQuery, LabelOp, LabelQuery, LabelTerm};
 pub use typed::Typed;
 
+pub(crate) use cosi_naming as naming;
 pub(crate) use naming::validate_name;
 
 /// The longest namespace, type or ID a state accepts, in bytes.

@@ -1,23 +1,25 @@
-//! COSI's resource type naming rules and the display type and aliases derived from a type.
+//! COSI's resource type naming rules and the display type and aliases derived
+//! from a type. Not API: use them through `cosi`.
 //!
-//! This file is compiled twice: as `cosi::resource::naming`, which
-//! `ResourceDefinition::new` calls at run time, and, through `#[path]`, inside
-//! `cosi-macros`, which `#[derive(Resource)]` calls at compile time. Both must
-//! accept the same types and derive the same aliases, so it depends on nothing
-//! but `std` and `pluralizer`.
+//! One crate holds them so that both their users apply the same rules: `cosi`,
+//! whose `ResourceDefinition::new` calls them at run time, and `cosi-macros`,
+//! whose `#[derive(Resource)]` and `#[controller]` call them at compile time.
+//! It depends on nothing but `std` and `pluralizer`.
 //!
 //! The rules and their order follow `ResourceDefinitionSpec.Fill` in the Go
 //! runtime, with one difference: an alias is never listed twice.
 
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+
 /// What a valid type yields: the singular display type and the alias lists.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Derived {
+pub struct Derived {
     /// The singular of the name, for example `HostnameStatus`.
-    pub(crate) display_type: String,
+    pub display_type: String,
     /// The explicit aliases, then the derived short ones.
-    pub(crate) aliases: Vec<String>,
+    pub aliases: Vec<String>,
     /// The lowercase name, its dotted prefixes, then `aliases`.
-    pub(crate) all_aliases: Vec<String>,
+    pub all_aliases: Vec<String>,
 }
 
 /// The pattern a type's name (the part before the first `.`) must match.
@@ -29,7 +31,7 @@ const SUFFIX_PATTERN: &str = r"^[a-z][a-z0-9-]+(\.[a-z][a-z0-9-]+)*$";
 /// Validates `type` against COSI's rules and derives display type and aliases;
 /// explicit aliases come first. With `skip_automatic`, both alias lists are
 /// exactly `explicit_aliases` (the display type is still derived).
-pub(crate) fn derive_with(r#type: &str, explicit_aliases: &[&str], skip_automatic: bool) -> Result<Derived, String> {
+pub fn derive_with(r#type: &str, explicit_aliases: &[&str], skip_automatic: bool) -> Result<Derived, String> {
     let (name, suffix) = split(r#type)?;
     let display_type = pluralizer::pluralize(name, 1, false);
 
@@ -113,7 +115,7 @@ fn push_unique(list: &mut Vec<String>, alias: String) {
 }
 
 /// An alias is what users type on a command line: not empty, lowercase, no whitespace.
-pub(crate) fn validate_alias(alias: &str) -> Result<(), String> {
+pub fn validate_alias(alias: &str) -> Result<(), String> {
     if alias.is_empty() {
         return Err("alias is empty".to_owned());
     }
@@ -130,14 +132,14 @@ pub(crate) fn validate_alias(alias: &str) -> Result<(), String> {
 // default namespace with the same function, so what compiles is accepted.
 
 /// The longest namespace, type or ID a state accepts, in bytes.
-pub(crate) const MAX_NAME_LEN: usize = 1024;
+pub const MAX_NAME_LEN: usize = 1024;
 
 /// Checks a namespace, type or ID as a state receives it.
 ///
 /// Types and namespaces allow no whitespace; IDs allow inner spaces but no other
 /// control or whitespace characters. None may be empty or longer than
 /// `MAX_NAME_LEN` bytes.
-pub(crate) fn validate_name(what: &str, value: &str) -> Result<(), String> {
+pub fn validate_name(what: &str, value: &str) -> Result<(), String> {
     if value.is_empty() {
         return Err(format!("{what} is empty"));
     }
