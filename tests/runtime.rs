@@ -154,7 +154,9 @@ fn shutdown_stops_every_controller_task() {
         })
         .await;
         assert!(!dropped.load(Ordering::SeqCst));
+        assert!(runtime.is_running());
         runtime.shutdown().await;
+        assert!(!runtime.is_running());
         assert!(dropped.load(Ordering::SeqCst), "the controller outlived the shutdown");
         assert_eq!(runtime.start().await, Err(RuntimeError::ShutDown));
     });

@@ -157,6 +157,10 @@ impl Engine {
         self.tasks.wait().await;
     }
 
+    pub(crate) fn is_running(&self) -> bool {
+        matches!(*self.run.lock(), Run::Running)
+    }
+
     pub(crate) fn graph(&self) -> Graph {
         let controllers = self.controllers.read();
         let mut graph = Graph {

@@ -182,6 +182,11 @@ impl Runtime {
         self.engine.graph()
     }
 
+    /// Whether the runtime has started and not been shut down.
+    pub fn is_running(&self) -> bool {
+        self.engine.is_running()
+    }
+
     /// The names of the registered controllers, in registration order.
     pub fn controllers(&self) -> Vec<String> {
         self.engine.controller_names()
