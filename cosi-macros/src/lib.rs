@@ -8,6 +8,7 @@
 mod controller;
 mod ctxt;
 mod debug;
+mod parse;
 mod resource;
 mod system;
 

@@ -7,11 +7,11 @@
 //! body read it. Rules across keys and entries live in `check.rs`.
 
 use proc_macro2::{TokenStream, TokenTree};
-use syn::ext::IdentExt;
 use syn::parse::{ParseStream, Parser};
 use syn::{Expr, GenericArgument, Ident, Lit, LitBool, LitInt, LitStr, Path, PathArguments, Token, Type, token};
 
 use crate::ctxt::Ctxt;
+use crate::parse::{Once, closest, entries, quoted, skip_entry, string, unknown_key, value};
 
 /// Every keyword of the grammar.
 pub(crate) mod kw {
@@ -330,105 +330,10 @@ fn list<T>(
     Ok(values)
 }
 
-/// A key that may be given once.
-struct Once<T> {
-    value: Option<T>,
-}
-
-impl<T> Default for Once<T> {
-    fn default() -> Self {
-        Once { value: None }
-    }
-}
-
-impl<T> Once<T> {
-    /// Keeps the first value; a second one is an error on its key.
-    fn set(&mut self, cx: &Ctxt, key: &Ident, value: T) {
-        match self.value {
-            Some(_) => cx.error_spanned_by(key, format_args!("duplicate `{key}` key")),
-            None => self.value = Some(value),
-        }
-    }
-}
-
-/// Parses `key ..., key ...` with `entry` parsing each key's value; the error
-/// of a bad entry is recorded and the rest of that entry skipped.
-fn entries(cx: &Ctxt, input: ParseStream<'_>, mut entry: impl FnMut(&Ident, ParseStream<'_>) -> syn::Result<()>) {
-    while !input.is_empty() {
-        // `Ident::parse_any` accepts the keyword `crate`.
-        let parsed = match input.call(Ident::parse_any) {
-            Ok(key) => entry(&key.unraw(), input),
-            Err(_) => Err(input.error("expected a key")),
-        };
-        match parsed {
-            Ok(()) if input.is_empty() || input.peek(Token![,]) => (),
-            Ok(()) => {
-                cx.syn_error(input.error("expected `,`"));
-                skip_entry(input);
-            }
-            Err(error) => {
-                cx.syn_error(error);
-                skip_entry(input);
-            }
-        }
-        if input.peek(Token![,]) {
-            let _: Token![,] = input.parse().expect("peeked `,`");
-        }
-    }
-}
-
-/// Skips to the next `,` of this list (the ones inside brackets or parentheses are single token trees).
-fn skip_entry(input: ParseStream<'_>) {
-    while !input.is_empty() && !input.peek(Token![,]) {
-        let _: TokenTree = input.parse().expect("input is not empty");
-    }
-}
-
-/// `= <expr>`; without the `=` the error is on `key` and shows `syntax`.
-fn value(input: ParseStream<'_>, key: &Ident, syntax: &str) -> syn::Result<Expr> {
-    if !input.peek(Token![=]) {
-        return Err(syn::Error::new(key.span(), format_args!("expected `{syntax}`")));
-    }
-    let _: Token![=] = input.parse()?;
-    input.parse()
-}
-
-/// `= "..."`.
-fn string(input: ParseStream<'_>, key: &Ident, syntax: &str) -> syn::Result<LitStr> {
-    match value(input, key, syntax)? {
-        Expr::Lit(syn::ExprLit { lit: Lit::Str(string), attrs }) if attrs.is_empty() => Ok(string),
-        expr => Err(syn::Error::new_spanned(expr, format_args!("expected a string literal: `{syntax}`"))),
-    }
-}
-
-/// ``unknown key `input` in `#[controller(...)]`, did you mean `inputs`?``
-fn unknown_key(key: &Ident, known: &[&str], within: impl std::fmt::Display) -> syn::Error {
-    let name = key.to_string();
-    let message = match closest(&name, known) {
-        Some(candidate) => format!("unknown key `{name}` in `{within}`, did you mean `{candidate}`?"),
-        None => format!("unknown key `{name}` in `{within}`, expected one of {}", quoted(known)),
-    };
-    syn::Error::new(key.span(), message)
-}
-
 /// ``unknown input kind `Weeak`, did you mean `Weak`?``
 fn unknown_kind(name: &str, what: &str, known: &[&str]) -> String {
     match closest(name, known) {
         Some(candidate) => format!("unknown {what} kind `{name}`, did you mean `{candidate}`?"),
         None => format!("unknown {what} kind `{name}`, expected one of {}", quoted(known)),
     }
-}
-
-fn quoted(known: &[&str]) -> String {
-    known.iter().map(|candidate| format!("`{candidate}`")).collect::<Vec<_>>().join(", ")
-}
-
-/// The known name `name` is most likely a misspelling of, if any.
-fn closest<'k>(name: &str, known: &[&'k str]) -> Option<&'k str> {
-    known
-        .iter()
-        .map(|candidate| (strsim::jaro_winkler(name, candidate), *candidate))
-        .filter(|(score, _)| *score >= 0.8)
-        .max_by(|(a, _), (b, _)| a.total_cmp(b))
-        .map(|(_, candidate)| candidate)
 }

@@ -6,14 +6,12 @@
 //! Rules about what the values mean (the type naming rules, valid aliases,
 //! required keys) live in `check.rs`.
 
-use std::fmt::Display;
-
 use proc_macro2::TokenTree;
-use syn::ext::IdentExt;
 use syn::parse::ParseStream;
-use syn::{Attribute, Expr, ExprArray, Ident, Lit, LitStr, MacroDelimiter, Meta, Path, Token, parenthesized, token};
+use syn::{Attribute, Expr, ExprArray, Ident, LitStr, MacroDelimiter, Meta, Path, Token, parenthesized, token};
 
 use crate::ctxt::Ctxt;
+use crate::parse::{Once, as_string, closest, entries, string, unknown_key, value};
 
 /// Every keyword of the grammar.
 pub(crate) mod kw {
@@ -152,79 +150,6 @@ impl Builder {
     }
 }
 
-/// A key that may be given once.
-struct Once<T> {
-    value: Option<T>,
-}
-
-impl<T> Default for Once<T> {
-    fn default() -> Self {
-        Once { value: None }
-    }
-}
-
-impl<T> Once<T> {
-    /// Keeps the first value; a second one is an error on its key.
-    fn set(&mut self, cx: &Ctxt, key: &Ident, value: T) {
-        match self.value {
-            Some(_) => cx.error_spanned_by(key, format_args!("duplicate `{key}` key")),
-            None => self.value = Some(value),
-        }
-    }
-}
-
-/// Parses `key ..., key ...` with `entry` parsing each key's value; the error
-/// of a bad entry is recorded and the rest of that entry skipped.
-fn entries(cx: &Ctxt, input: ParseStream<'_>, mut entry: impl FnMut(&Ident, ParseStream<'_>) -> syn::Result<()>) {
-    while !input.is_empty() {
-        // `Ident::parse_any` accepts the keywords `type` and `crate`; `unraw` maps `r#type` to `type`.
-        let parsed = match input.call(Ident::parse_any) {
-            Ok(key) => entry(&key.unraw(), input),
-            Err(_) => Err(input.error("expected a key")),
-        };
-        match parsed {
-            Ok(()) if input.is_empty() || input.peek(Token![,]) => (),
-            Ok(()) => {
-                cx.syn_error(input.error("expected `,`"));
-                // Most likely the `,` alone is missing: go on with the next key, if that is one.
-                if !input.peek(Ident::peek_any) {
-                    skip_entry(input);
-                }
-            }
-            Err(error) => {
-                cx.syn_error(error);
-                skip_entry(input);
-            }
-        }
-        if input.peek(Token![,]) {
-            let _: Token![,] = input.parse().expect("peeked `,`");
-        }
-    }
-}
-
-/// Skips to the next `,` of this list (the ones inside brackets or parentheses are single token trees).
-fn skip_entry(input: ParseStream<'_>) {
-    while !input.is_empty() && !input.peek(Token![,]) {
-        let _: TokenTree = input.parse().expect("input is not empty");
-    }
-}
-
-/// `= <expr>`; without the `=` the error is on `key` and shows `syntax`.
-fn value(input: ParseStream<'_>, key: &Ident, syntax: &str) -> syn::Result<Expr> {
-    if !input.peek(Token![=]) {
-        return Err(syn::Error::new(key.span(), format_args!("expected `{syntax}`")));
-    }
-    let _: Token![=] = input.parse()?;
-    input.parse()
-}
-
-/// `= "..."`.
-fn string(input: ParseStream<'_>, key: &Ident, syntax: &str) -> syn::Result<LitStr> {
-    let expr = value(input, key, syntax)?;
-    as_string(&expr)
-        .ok_or_else(|| syn::Error::new_spanned(&expr, format_args!("expected a string literal: `{syntax}`")))
-}
-
 /// `= ["...", ...]`; a non-string element is an error on that element only.
 fn string_list(cx: &Ctxt, input: ParseStream<'_>, key: &Ident, syntax: &str) -> syn::Result<Vec<LitStr>> {
     let expr = value(input, key, syntax)?;
@@ -298,37 +223,4 @@ fn print_column(cx: &Ctxt, input: ParseStream<'_>, key: &Ident) -> syn::Result<O
         }
     }
     Ok(name.value.zip(json_path.value).map(|(name, json_path)| PrintColumn { name, json_path }))
-}
-
-fn as_string(expr: &Expr) -> Option<LitStr> {
-    match expr {
-        Expr::Lit(expr) if expr.attrs.is_empty() => match &expr.lit {
-            Lit::Str(string) => Some(string.clone()),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-/// ``unknown key `alias` in `#[resource(...)]`, did you mean `aliases`?``
-fn unknown_key(key: &Ident, known: &[&'static str], within: impl Display) -> syn::Error {
-    let name = key.to_string();
-    let message = match closest(&name, known) {
-        Some(candidate) => format!("unknown key `{name}` in `{within}`, did you mean `{candidate}`?"),
-        None => {
-            let known: Vec<String> = known.iter().map(|candidate| format!("`{candidate}`")).collect();
-            format!("unknown key `{name}` in `{within}`, expected one of {}", known.join(", "))
-        }
-    };
-    syn::Error::new(key.span(), message)
-}
-
-/// The known key `name` is most likely a misspelling of, if any.
-fn closest(name: &str, known: &[&'static str]) -> Option<&'static str> {
-    known
-        .iter()
-        .map(|candidate| (strsim::jaro_winkler(name, candidate), *candidate))
-        .filter(|(score, _)| *score >= 0.8)
-        .max_by(|(a, _), (b, _)| a.total_cmp(b))
-        .map(|(_, candidate)| candidate)
 }
