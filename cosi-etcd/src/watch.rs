@@ -466,26 +466,11 @@ pub(crate) fn event_type(event: &etcd_client::Event) -> Result<EventType> {
 struct UnknownEvent(i32);
 
 impl Filter {
-    /// The event as this watcher sees it, if at all. A kind watch with queries
-    /// sees an update that makes a resource match as `Created` and one that
-    /// makes it stop matching as `Destroyed`.
+    /// The event as this watcher sees it, if at all (see `WatchKindOptions::filter`).
     fn apply(&self, event: &Event) -> Option<Event> {
         match self {
             Filter::Id(id) => event.resource().is_some_and(|resource| resource.id() == id).then(|| event.clone()),
-            Filter::Kind(options) if options.labels.is_empty() && options.id.is_none() => Some(event.clone()),
-            Filter::Kind(options) => match event {
-                Event::Updated { resource, old, bookmark } => match (options.matches(old), options.matches(resource)) {
-                    (true, true) => Some(event.clone()),
-                    (true, false) => {
-                        Some(Event::Destroyed { resource: Arc::clone(resource), bookmark: bookmark.clone() })
-                    }
-                    (false, true) => {
-                        Some(Event::Created { resource: Arc::clone(resource), bookmark: bookmark.clone() })
-                    }
-                    (false, false) => None,
-                },
-                _ => event.resource().is_some_and(|resource| options.matches(resource)).then(|| event.clone()),
-            },
+            Filter::Kind(options) => options.filter(event),
         }
     }
 }

@@ -1,8 +1,10 @@
 //! Options of state operations. Each is a plain struct with a `Default` and
 //! builder methods, so `ListOptions::default().label(query)` reads as it does.
 
+use std::sync::Arc;
+
 use crate::resource::{IdQuery, LabelQuery, Phase};
-use crate::state::{Bookmark, Error, Result};
+use crate::state::{Bookmark, Error, Event, Result};
 
 /// Filters of a list.
 #[derive(Clone, Debug, Default)]
@@ -216,6 +218,25 @@ impl WatchKindOptions {
     /// Whether the watch's queries select `resource`; for state implementations.
     pub fn matches(&self, resource: &crate::resource::DynamicResource) -> bool {
         crate::resource::matches_queries(&self.labels, self.id.as_ref(), resource)
+    }
+
+    /// The event as a watcher with these queries sees it, if at all; for state
+    /// implementations. An update that makes a resource match is seen as
+    /// `Created`, one that makes it stop matching as `Destroyed`, one that
+    /// leaves it unmatched not at all.
+    pub fn filter(&self, event: &Event) -> Option<Event> {
+        if self.labels.is_empty() && self.id.is_none() {
+            return Some(event.clone());
+        }
+        match event {
+            Event::Updated { resource, old, bookmark } => match (self.matches(old), self.matches(resource)) {
+                (true, true) => Some(event.clone()),
+                (true, false) => Some(Event::Destroyed { resource: Arc::clone(resource), bookmark: bookmark.clone() }),
+                (false, true) => Some(Event::Created { resource: Arc::clone(resource), bookmark: bookmark.clone() }),
+                (false, false) => None,
+            },
+            _ => event.resource().is_some_and(|resource| self.matches(resource)).then(|| event.clone()),
+        }
     }
 }
 
