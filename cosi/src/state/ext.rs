@@ -67,30 +67,14 @@ pub trait StateExt: State {
         &self,
         pointer: &Pointer,
         options: UpdateOptions,
-        mut edit: F,
+        edit: F,
     ) -> impl Future<Output = Result<Typed<T>, E>> + Send
     where
         T: Resource,
         E: From<Error> + Send,
         F: FnMut(&mut Typed<T>) -> Result<(), E> + Send,
     {
-        async move {
-            let stored = update_with(self, pointer, options, |resource| -> Result<(), E> {
-                let mut typed = Typed::<T>::try_from(&*resource)?;
-                let before = typed.clone();
-                edit(&mut typed)?;
-                match typed.spec() == before.spec() {
-                    // Keep the stored spec as it is: a spec that arrived encoded (from a
-                    // remote or durable state) never equals its typed reading, so
-                    // replacing it would turn a no-op edit into a write.
-                    true => resource.metadata = typed.metadata().clone(),
-                    false => *resource = typed.into(),
-                }
-                Ok(())
-            })
-            .await?;
-            Ok(Typed::try_from(stored)?)
-        }
+        update_typed_with(self, pointer, options, None, edit)
     }
 
     /// Creates the resource from `T::default()` with `edit` applied when it does
@@ -147,7 +131,10 @@ pub trait StateExt: State {
         async move {
             loop {
                 match self.get(pointer).await {
-                    Ok(_) => return self.update_with_conflicts(pointer, options.clone(), &mut edit).await,
+                    // The resource just read is the update's first read, not read again.
+                    Ok(current) => {
+                        return update_typed_with(self, pointer, options.clone(), Some(current), &mut edit).await;
+                    }
                     Err(Error::NotFound(_)) => {}
                     Err(err) => return Err(err.into()),
                 }
@@ -267,11 +254,58 @@ impl std::fmt::Debug for WatchCondition {
 #[error("the watch of {0} ended")]
 struct WatchEnded(Pointer);
 
+/// [`update_with`] through a typed edit, from `first` (a fresh read) when given.
+async fn update_typed_with<S, T, E, F>(
+    state: &S,
+    pointer: &Pointer,
+    options: UpdateOptions,
+    first: Option<Arc<DynamicResource>>,
+    mut edit: F,
+) -> Result<Typed<T>, E>
+where
+    S: State + ?Sized,
+    T: Resource,
+    E: From<Error>,
+    F: FnMut(&mut Typed<T>) -> Result<(), E>,
+{
+    let stored = update_from(state, pointer, options, first, |resource| -> Result<(), E> {
+        let mut typed = Typed::<T>::try_from(&*resource)?;
+        let before = Arc::clone(typed.spec_arc());
+        edit(&mut typed)?;
+        match Arc::ptr_eq(typed.spec_arc(), &before) || *typed.spec() == *before {
+            // Keep the stored spec as it is: a spec that arrived encoded (from a
+            // remote or durable state) never equals its typed reading, so
+            // replacing it would turn a no-op edit into a write.
+            true => resource.metadata = typed.metadata().clone(),
+            false => *resource = typed.into(),
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(Typed::try_from(stored)?)
+}
+
 /// Read, edit, write back; retry on version conflicts; skip the write when nothing changed.
 pub(crate) async fn update_with<S, E, F>(
     state: &S,
     pointer: &Pointer,
     options: UpdateOptions,
+    edit: F,
+) -> Result<Arc<DynamicResource>, E>
+where
+    S: State + ?Sized,
+    E: From<Error>,
+    F: FnMut(&mut DynamicResource) -> Result<(), E>,
+{
+    update_from(state, pointer, options, None, edit).await
+}
+
+/// [`update_with`], starting from `first` when the caller has just read the resource.
+async fn update_from<S, E, F>(
+    state: &S,
+    pointer: &Pointer,
+    options: UpdateOptions,
+    mut first: Option<Arc<DynamicResource>>,
     mut edit: F,
 ) -> Result<Arc<DynamicResource>, E>
 where
@@ -280,7 +314,10 @@ where
     F: FnMut(&mut DynamicResource) -> Result<(), E>,
 {
     loop {
-        let current = state.get(pointer).await?;
+        let current = match first.take() {
+            Some(current) => current,
+            None => state.get(pointer).await?,
+        };
         let phase = current.metadata.phase();
         if !phase_matches(options.expected_phase, phase) {
             let expected = options.expected_phase.unwrap_or(phase);
@@ -300,22 +337,11 @@ where
     }
 }
 
-/// Whether an edit left the resource as it was.
-///
-/// A remote or durable backend hands out specs in encoded form, and an edit
-/// through `Typed` turns the spec into a typed value: an unchanged typed spec
-/// is recognised by its YAML rendering, the text such backends store.
+/// Whether an edit left the resource as it was. A typed edit that changed no
+/// field keeps the stored spec itself ([`update_typed_with`]), so a spec that
+/// a remote or durable backend handed out encoded compares equal too.
 fn unchanged(next: &DynamicResource, current: &DynamicResource) -> bool {
-    if next.metadata != current.metadata {
-        return false;
-    }
-    if next.spec == current.spec {
-        return true;
-    }
-    match (next.spec.as_serialize(), current.spec.as_encoded().and_then(|encoded| encoded.yaml.as_deref())) {
-        (Some(typed), Some(text)) => serde_yaml_ng::to_string(typed).is_ok_and(|rendered| rendered == text),
-        _ => false,
-    }
+    next.metadata == current.metadata && next.spec == current.spec
 }
 
 pub(crate) async fn teardown<S: State + ?Sized>(
