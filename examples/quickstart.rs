@@ -69,26 +69,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     runtime.start().await?;
 
     println!("create number 42");
-    state.create_typed(Typed::new("answer", Number { value: 42 }), CreateOptions::default()).await?;
+    state.create(Typed::new("answer", Number { value: 42 }), CreateOptions::default()).await?;
     let word = wait_for_word(&state, "answer", "four two").await?;
     println!("word {:?} is owned by {:?}", word.text, word.metadata().owner().unwrap_or_default());
 
     println!("update number 42 -> 7");
-    let pointer = Number::pointer("answer");
-    state.modify(&pointer, UpdateOptions::default(), |number: &mut Typed<Number>| number.value = 7).await?;
+    state.modify::<Number>("answer", UpdateOptions::default(), |number| number.value = 7).await?;
     wait_for_word(&state, "answer", "seven").await?;
 
     // Only the controller may write words: the state refuses anyone else.
-    let mut word = state.get_typed::<Word>("answer").await?;
+    let mut word = state.get::<Word>("answer").await?;
     word.text = "hijacked".into();
-    println!("a foreign write fails: {}", state.update_typed(word, UpdateOptions::default()).await.unwrap_err());
+    println!("a foreign write fails: {}", state.update(word, UpdateOptions::default()).await.unwrap_err());
 
     println!("tear down number 7");
-    let ready = state.teardown(&pointer, TeardownOptions::default()).await?;
+    let ready = state.teardown::<Number>("answer", TeardownOptions::default()).await?;
     println!("ready to destroy at once: {ready} (the controller holds a finalizer)");
-    state.watch_for(&pointer, WatchCondition::new().finalizers_empty()).await?;
-    state.destroy(&pointer, DestroyOptions::default()).await?;
-    println!("destroyed; words left: {}", state.list_typed::<Word>(&ListOptions::default()).await?.len());
+    state.watch_for::<Number>("answer", WatchCondition::new().finalizers_empty()).await?;
+    state.destroy::<Number>("answer", DestroyOptions::default()).await?;
+    println!("destroyed; words left: {}", state.list::<Word>(&ListOptions::default()).await?.len());
 
     let stats = runtime.stats("int_to_str").unwrap_or_default();
     println!("int_to_str reconciled {} times, {} errors", stats.reconciles, stats.errors);
@@ -98,12 +97,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 async fn wait_for_word(state: &std::sync::Arc<dyn State>, id: &str, text: &str) -> cosi::Result<Typed<Word>> {
     let expected = text.to_owned();
-    let condition = WatchCondition::new()
-        .resource(move |resource| Typed::<Word>::try_from(resource).is_ok_and(|word| word.text == expected));
-    let event = tokio::time::timeout(Duration::from_secs(10), state.watch_for(&Word::pointer(id), condition))
+    let condition = WatchCondition::new().resource(move |word: &Typed<Word>| word.text == expected);
+    let event = tokio::time::timeout(Duration::from_secs(10), state.watch_for(id, condition))
         .await
         .map_err(|_| cosi::Error::invalid_argument(format!("no word {text:?} for {id} within 10 s")))??;
-    let word = Typed::<Word>::try_from(&**event.resource().expect("a watch_for event carries a resource"))?;
+    let word = event.resource().cloned().ok_or_else(|| cosi::Error::invalid_argument("the word is gone"))?;
     println!("  word {id} is now {:?}", word.text);
     Ok(word)
 }

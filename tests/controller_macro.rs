@@ -198,7 +198,7 @@ async fn system_runtime_registers_every_controller() -> Result<(), cosi::Runtime
 #[tokio::test]
 async fn the_function_runs_as_a_controller() -> Result<(), Box<dyn std::error::Error>> {
     let state = cosi::state::memory();
-    state.create_typed(Typed::new("host", HostnameSpec { hostname: "talos".into() }), CreateOptions::default()).await?;
+    state.create(Typed::new("host", HostnameSpec { hostname: "talos".into() }), CreateOptions::default()).await?;
     let runtime = Runtime::new(state.clone());
     // `hostname` alone is the function; the controller is the struct of the same name.
     runtime.register(hostname {})?;
@@ -213,7 +213,7 @@ async fn the_function_runs_as_a_controller() -> Result<(), Box<dyn std::error::E
 /// Waits (without a deadline: the test harness has one) until the resource exists.
 async fn wait_for<T: Resource>(state: &impl State, id: &str) -> cosi::Result<Typed<T>> {
     loop {
-        match state.get_typed::<T>(id).await {
+        match state.get::<T>(id).await {
             Ok(resource) => return Ok(resource),
             Err(error) if error.is_not_found() => tokio::task::yield_now().await,
             Err(error) => return Err(error),

@@ -22,11 +22,11 @@ async fn defaults_publish_the_meta_namespace_and_its_types() {
     let state = cosi::state::memory();
     Registry::new(&*state).register_defaults().await.unwrap();
 
-    let meta = state.get_typed::<Namespace>(META_NAMESPACE).await.unwrap();
+    let meta = state.get::<Namespace>(META_NAMESPACE).await.unwrap();
     assert_eq!(meta.metadata().owner(), Some(META_OWNER));
     assert!(!meta.description.is_empty());
 
-    let definitions = state.list_typed::<ResourceDefinition>(&ListOptions::default()).await.unwrap();
+    let definitions = state.list::<ResourceDefinition>(&ListOptions::default()).await.unwrap();
     let ids: Vec<&str> = definitions.iter().map(|definition| definition.id()).collect();
     assert_eq!(ids, ["namespaces.meta.cosi.dev", "resourcedefinitions.meta.cosi.dev"]);
 
@@ -44,7 +44,7 @@ async fn registering_a_type_publishes_its_derived_definition() {
     let registry = Registry::new(&*state);
     registry.register::<MachineConfig>().await.unwrap();
 
-    let stored = state.get_typed::<ResourceDefinition>("machineconfigs.config.example.org").await.unwrap();
+    let stored = state.get::<ResourceDefinition>("machineconfigs.config.example.org").await.unwrap();
     assert_eq!(*stored.spec(), MachineConfig::definition());
     assert_eq!(stored.display_type, "MachineConfig");
     assert_eq!(stored.default_namespace, "config");
@@ -59,12 +59,12 @@ async fn registering_again_writes_nothing_and_a_changed_definition_is_updated() 
     registry.register::<MachineConfig>().await.unwrap();
     registry.register::<MachineConfig>().await.unwrap();
     let id = "machineconfigs.config.example.org";
-    assert_eq!(state.get_typed::<ResourceDefinition>(id).await.unwrap().metadata().version(), Version::new(1));
+    assert_eq!(state.get::<ResourceDefinition>(id).await.unwrap().metadata().version(), Version::new(1));
 
     let mut changed = MachineConfig::definition();
     changed.print_columns.clear();
     registry.register_definition(changed.clone()).await.unwrap();
-    let stored = state.get_typed::<ResourceDefinition>(id).await.unwrap();
+    let stored = state.get::<ResourceDefinition>(id).await.unwrap();
     assert_eq!(stored.metadata().version(), Version::new(2));
     assert_eq!(*stored.spec(), changed);
 }
@@ -74,7 +74,7 @@ async fn namespaces_are_published_and_bad_names_are_rejected() {
     let state = cosi::state::memory();
     let registry = Registry::new(&*state);
     registry.register_namespace("network", "Network configuration").await.unwrap();
-    let network = state.get_typed::<Namespace>("network").await.unwrap();
+    let network = state.get::<Namespace>("network").await.unwrap();
     assert_eq!(network.description, "Network configuration");
 
     for bad in ["", "two words", "tab\there"] {

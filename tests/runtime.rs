@@ -122,10 +122,10 @@ fn a_burst_of_changes_wakes_a_controller_a_few_times_and_never_misses_the_last()
         runtime.start().await.expect("start");
         for i in 0..10_000 {
             let config = Typed::new_in("burst", format!("c{i:05}"), Config { value: format!("{i:05}") });
-            state.create_typed(config, CreateOptions::default()).await.expect("create");
+            state.create(config, CreateOptions::default()).await.expect("create");
         }
         let status = eventually("the last change", || async {
-            let status = state.get_typed::<Status>("burst").await.map_err(|error| error.to_string())?;
+            let status = state.get::<Status>("burst").await.map_err(|error| error.to_string())?;
             match status.value == "09999" {
                 true => Ok(status),
                 false => Err(format!("{:?}", status.value)),
@@ -202,10 +202,10 @@ fn transform_follows_its_inputs_and_releases_their_finalizers() {
         runtime.register(transform).expect("register");
         runtime.start().await.expect("start");
         for (id, value) in [("a", 1), ("b", 2), ("negative", -1)] {
-            state.create_typed(Typed::new(id, IntResource { value }), CreateOptions::default()).await.expect("create");
+            state.create(Typed::new(id, IntResource { value }), CreateOptions::default()).await.expect("create");
         }
         let strs = || async {
-            let all = state.list_typed::<StrResource>(&ListOptions::default()).await.map_err(|e| e.to_string())?;
+            let all = state.list::<StrResource>(&ListOptions::default()).await.map_err(|e| e.to_string())?;
             Ok::<_, String>(all.iter().map(|str| (str.id().to_owned(), str.value.clone())).collect::<Vec<_>>())
         };
         eventually("outputs", || async {
@@ -216,9 +216,11 @@ fn transform_follows_its_inputs_and_releases_their_finalizers() {
             }
         })
         .await;
-        let a = IntResource::pointer("a");
-        assert!(!state.teardown(&a, TeardownOptions::default()).await.expect("teardown"), "no finalizer");
-        state.watch_for(&a, WatchCondition::new().finalizers_empty()).await.expect("released");
+        assert!(
+            !state.teardown::<IntResource>("a", TeardownOptions::default()).await.expect("teardown"),
+            "no finalizer"
+        );
+        state.watch_for::<IntResource>("a", WatchCondition::new().finalizers_empty()).await.expect("released");
         eventually("the output gone", || async {
             let strs = strs().await?;
             match strs.len() {
@@ -245,22 +247,21 @@ fn queue_transform_follows_its_inputs() {
         runtime.start().await.expect("start");
         for i in 0..20 {
             state
-                .create_typed(Typed::new(format!("i{i:02}"), IntResource { value: i }), CreateOptions::default())
+                .create(Typed::new(format!("i{i:02}"), IntResource { value: i }), CreateOptions::default())
                 .await
                 .expect("create");
         }
         eventually("outputs", || async {
-            let all = state.list_typed::<StrResource>(&ListOptions::default()).await.map_err(|e| e.to_string())?;
+            let all = state.list::<StrResource>(&ListOptions::default()).await.map_err(|e| e.to_string())?;
             match all.len() == 20 && all[7].value == "#7" {
                 true => Ok(()),
                 false => Err(format!("{} outputs", all.len())),
             }
         })
         .await;
-        let pointer = IntResource::pointer("i07");
-        assert!(!state.teardown(&pointer, TeardownOptions::default()).await.expect("teardown"));
-        state.watch_for(&pointer, WatchCondition::new().finalizers_empty()).await.expect("released");
-        assert!(state.get(&StrResource::pointer("i07")).await.err().is_some_and(|error| error.is_not_found()));
+        assert!(!state.teardown::<IntResource>("i07", TeardownOptions::default()).await.expect("teardown"));
+        state.watch_for::<IntResource>("i07", WatchCondition::new().finalizers_empty()).await.expect("released");
+        assert!(state.get::<StrResource>("i07").await.err().is_some_and(|error| error.is_not_found()));
         runtime.shutdown().await;
     });
 }
@@ -285,14 +286,14 @@ fn merge_applies_layers_from_lowest_to_highest() {
             [("0/hostname", "default"), ("20/hostname", "dhcp"), ("10/hostname", "config"), ("0/mtu", "1500")]
         {
             let config = Typed::new_in("layers", id, Config { value: value.to_owned() });
-            state.create_typed(config, CreateOptions::default()).await.expect("create");
+            state.create(config, CreateOptions::default()).await.expect("create");
         }
         let merged = |id: &'static str, expected: &'static str| {
             let state = state.clone();
             async move {
                 eventually(&format!("merged {id}"), || async {
                     let pointer = Pointer::new("merged", Config::TYPE, id);
-                    let config = state.get_typed_at::<Config>(&pointer).await.map_err(|e| e.to_string())?;
+                    let config = state.get::<Config>(&pointer).await.map_err(|e| e.to_string())?;
                     match config.value == expected {
                         true => Ok(()),
                         false => Err(config.value.clone()),
@@ -304,7 +305,7 @@ fn merge_applies_layers_from_lowest_to_highest() {
         merged("hostname", "dhcp").await;
         merged("mtu", "1500").await;
         state
-            .destroy(&Pointer::new("layers", Config::TYPE, "20/hostname"), DestroyOptions::default())
+            .destroy_dynamic(&Pointer::new("layers", Config::TYPE, "20/hostname"), DestroyOptions::default())
             .await
             .expect("destroy");
         merged("hostname", "config").await;
@@ -362,9 +363,9 @@ fn a_controller_registered_from_another_thread_after_the_start_runs() {
             .expect("the registering thread")
             .expect("register");
         let config = Typed::new("late", Config { value: "late".to_owned() });
-        state.create_typed(config, CreateOptions::default()).await.expect("create");
+        state.create(config, CreateOptions::default()).await.expect("create");
         eventually("the late controller's output", || async {
-            state.get_typed::<Status>("late").await.map_err(|error| error.to_string())
+            state.get::<Status>("late").await.map_err(|error| error.to_string())
         })
         .await;
         runtime.shutdown().await;

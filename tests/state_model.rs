@@ -176,11 +176,11 @@ async fn run(state: &MemoryState, op: &Op) -> Outcome {
     match *op {
         Op::Create { id, owner } => {
             let resource = Typed::new(IDS[id], ModelSpec::default());
-            outcome(&state.create(resource.into(), CreateOptions { owner: owner_of(owner) }).await)
+            outcome(&state.create_dynamic(resource.into(), CreateOptions { owner: owner_of(owner) }).await)
         }
         Op::Update { id, owner, version_offset, expected_phase, value } => {
             // Base the update on what is stored (when anything is), at a version off by `version_offset`.
-            let mut resource: DynamicResource = match state.get(&pointer(id)).await {
+            let mut resource: DynamicResource = match state.get_dynamic(&pointer(id)).await {
                 Ok(stored) => (*stored).clone(),
                 Err(_) => Typed::new(IDS[id], ModelSpec::default()).into(),
             };
@@ -188,25 +188,25 @@ async fn run(state: &MemoryState, op: &Op) -> Outcome {
             resource.metadata.set_version(Version::new(version.saturating_add_signed(version_offset.into())));
             resource.spec = cosi::Spec::typed(ModelSpec { value });
             let options = UpdateOptions { owner: owner_of(owner), expected_phase };
-            outcome(&state.update(resource, options).await)
+            outcome(&state.update_dynamic(resource, options).await)
         }
         Op::Destroy { id, owner } => {
-            outcome(&state.destroy(&pointer(id), DestroyOptions { owner: owner_of(owner) }).await)
+            outcome(&state.destroy_dynamic(&pointer(id), DestroyOptions { owner: owner_of(owner) }).await)
         }
         Op::Teardown { id, owner } => {
-            outcome(&state.teardown(&pointer(id), TeardownOptions { owner: owner_of(owner) }).await)
+            outcome(&state.teardown_dynamic(&pointer(id), TeardownOptions { owner: owner_of(owner) }).await)
         }
         Op::AddFinalizer { id, finalizer } => {
-            outcome(&state.add_finalizers(&pointer(id), &[FINALIZERS[finalizer]]).await)
+            outcome(&state.add_finalizers_dynamic(&pointer(id), &[FINALIZERS[finalizer]]).await)
         }
         Op::RemoveFinalizer { id, finalizer } => {
-            outcome(&state.remove_finalizers(&pointer(id), &[FINALIZERS[finalizer]]).await)
+            outcome(&state.remove_finalizers_dynamic(&pointer(id), &[FINALIZERS[finalizer]]).await)
         }
     }
 }
 
 async fn stored(state: &MemoryState) -> BTreeMap<String, Model> {
-    let listed = state.list(&ModelSpec::kind(), &ListOptions::default()).await.expect("list");
+    let listed = state.list_dynamic(&ModelSpec::kind(), &ListOptions::default()).await.expect("list");
     listed.iter().map(|resource| (resource.id().to_owned(), Model::of(resource))).collect()
 }
 
@@ -218,7 +218,7 @@ proptest! {
         let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a tokio runtime");
         runtime.block_on(async {
             let state = MemoryState::default();
-            let mut watch = state.watch_kind(&ModelSpec::kind(), WatchKindOptions::bootstrap()).await.expect("watch");
+            let mut watch = state.watch_kind_dynamic(&ModelSpec::kind(), WatchKindOptions::bootstrap()).await.expect("watch");
             let mut model = BTreeMap::new();
 
             for (step, op) in ops.iter().enumerate() {
@@ -235,7 +235,7 @@ proptest! {
             let mut last_version: BTreeMap<String, u64> = BTreeMap::new();
             let final_state = stored(&state).await;
             let sentinel = Typed::new("zz-end", ModelSpec::default());
-            state.create(sentinel.into(), CreateOptions::default()).await.expect("create the sentinel");
+            state.create_dynamic(sentinel.into(), CreateOptions::default()).await.expect("create the sentinel");
             while let Some(event) = watch.recv().await {
                 match &event {
                     Event::Created { resource, .. } | Event::Updated { resource, .. } => {

@@ -27,29 +27,29 @@ fn hostname(name: &str) -> HostnameSpec {
 async fn get_and_list_of_10_000_share_the_stored_specs() {
     let state = MemoryState::default();
     for i in 0..10_000 {
-        state.create_typed(Typed::new(format!("h{i:05}"), hostname("x")), CreateOptions::default()).await.unwrap();
+        state.create(Typed::new(format!("h{i:05}"), hostname("x")), CreateOptions::default()).await.unwrap();
     }
-    let first = state.list_typed::<HostnameSpec>(&ListOptions::default()).await.unwrap();
-    let second = state.list_typed::<HostnameSpec>(&ListOptions::default()).await.unwrap();
+    let first = state.list::<HostnameSpec>(&ListOptions::default()).await.unwrap();
+    let second = state.list::<HostnameSpec>(&ListOptions::default()).await.unwrap();
     assert_eq!(first.len(), 10_000);
     assert!(first.iter().zip(&second).all(|(a, b)| Arc::ptr_eq(a.spec_arc(), b.spec_arc())), "a list copied a spec");
 
-    let got = state.get_typed::<HostnameSpec>("h04242").await.unwrap();
+    let got = state.get::<HostnameSpec>("h04242").await.unwrap();
     assert!(Arc::ptr_eq(got.spec_arc(), first[4242].spec_arc()), "a get copied a spec");
-    let dynamic = state.get(&HostnameSpec::pointer("h04242")).await.unwrap();
+    let dynamic = state.get_dynamic(&HostnameSpec::pointer("h04242")).await.unwrap();
     assert!(Arc::ptr_eq(&dynamic.spec.downcast::<HostnameSpec>().unwrap(), got.spec_arc()));
 }
 
 #[tokio::test]
 async fn editing_a_read_resource_copies_its_spec_and_leaves_the_stored_one_alone() {
     let state = MemoryState::default();
-    state.create_typed(Typed::new("default", hostname("before")), CreateOptions::default()).await.unwrap();
+    state.create(Typed::new("default", hostname("before")), CreateOptions::default()).await.unwrap();
 
-    let mut edited = state.get_typed::<HostnameSpec>("default").await.unwrap();
+    let mut edited = state.get::<HostnameSpec>("default").await.unwrap();
     edited.hostname = "after".to_owned();
-    assert_eq!(state.get_typed::<HostnameSpec>("default").await.unwrap().hostname, "before");
+    assert_eq!(state.get::<HostnameSpec>("default").await.unwrap().hostname, "before");
 
-    let stored = state.update_typed(edited, UpdateOptions::default()).await.unwrap();
+    let stored = state.update(edited, UpdateOptions::default()).await.unwrap();
     assert_eq!(stored.hostname, "after");
     assert_eq!(stored.metadata().version(), Version::new(2));
 }

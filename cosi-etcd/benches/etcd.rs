@@ -38,23 +38,22 @@ fn etcd(c: &mut Criterion) {
     group.bench_function("create", |b| {
         b.to_async(&runtime).iter(|| async {
             let id = format!("c{}", next.fetch_add(1, Ordering::Relaxed));
-            state.create_typed(Typed::new(id, spec(1)), CreateOptions::default()).await.unwrap();
+            state.create(Typed::new(id, spec(1)), CreateOptions::default()).await.unwrap();
         });
     });
 
-    let stored =
-        runtime.block_on(state.create_typed(Typed::new("updated", spec(0)), CreateOptions::default())).unwrap();
+    let stored = runtime.block_on(state.create(Typed::new("updated", spec(0)), CreateOptions::default())).unwrap();
     let current = std::sync::Mutex::new(DynamicResource::from(stored));
     group.bench_function("update", |b| {
         b.to_async(&runtime).iter(|| async {
             let resource = current.lock().unwrap().clone();
-            let stored = state.update(resource, UpdateOptions::default()).await.unwrap();
+            let stored = state.update_dynamic(resource, UpdateOptions::default()).await.unwrap();
             *current.lock().unwrap() = DynamicResource::clone(&stored);
         });
     });
     group.bench_function("get", |b| {
         b.to_async(&runtime).iter(|| async {
-            state.get_typed::<BenchSpec>("updated").await.unwrap();
+            state.get::<BenchSpec>("updated").await.unwrap();
         });
     });
 
@@ -62,10 +61,10 @@ fn etcd(c: &mut Criterion) {
     group.throughput(Throughput::Elements(WATCH_BATCH));
     group.bench_function("watch live, 100 creates until delivered", |b| {
         b.to_async(&runtime).iter(|| async {
-            let mut watch = state.watch_kind(&BenchSpec::kind(), WatchKindOptions::default()).await.unwrap();
+            let mut watch = state.watch_kind_dynamic(&BenchSpec::kind(), WatchKindOptions::default()).await.unwrap();
             for _ in 0..WATCH_BATCH {
                 let id = format!("w{}", next.fetch_add(1, Ordering::Relaxed));
-                state.create_typed(Typed::new(id, spec(2)), CreateOptions::default()).await.unwrap();
+                state.create(Typed::new(id, spec(2)), CreateOptions::default()).await.unwrap();
             }
             let mut seen = 0;
             while seen < WATCH_BATCH {
@@ -77,11 +76,12 @@ fn etcd(c: &mut Criterion) {
     // Replay: a watch resumed from a bookmark reads REPLAY events of etcd's history.
     let kind = Kind::new("replay", BenchSpec::TYPE);
     let bookmark = runtime.block_on(async {
-        let mut watch = state.watch_kind(&kind, WatchKindOptions::default().with_bootstrap_bookmark()).await.unwrap();
+        let mut watch =
+            state.watch_kind_dynamic(&kind, WatchKindOptions::default().with_bootstrap_bookmark()).await.unwrap();
         let bookmark: Bookmark = watch.recv().await.unwrap().bookmark().unwrap().clone();
         for index in 0..REPLAY {
             let resource = Typed::new_in("replay", format!("r{index}"), spec(index));
-            state.create_typed(resource, CreateOptions::default()).await.unwrap();
+            state.create(resource, CreateOptions::default()).await.unwrap();
         }
         bookmark
     });
@@ -89,7 +89,7 @@ fn etcd(c: &mut Criterion) {
     group.bench_function("watch replay, 1000 events from a bookmark", |b| {
         b.to_async(&runtime).iter(|| async {
             let options = WatchKindOptions::from_bookmark(bookmark.clone());
-            let mut watch = state.watch_kind(&kind, options).await.unwrap();
+            let mut watch = state.watch_kind_dynamic(&kind, options).await.unwrap();
             let mut seen = 0;
             while seen < REPLAY {
                 seen += watch.recv_batch().await.unwrap().len() as u64;

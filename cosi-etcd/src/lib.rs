@@ -7,7 +7,7 @@
 //!
 //! # async fn example() -> cosi::Result<()> {
 //! let state = EtcdState::connect(&["http://127.0.0.1:2379"], Options::prefix("/my-control-plane")).await?;
-//! let resources = state.list(&Kind::new("default", "Things.example.org"), &ListOptions::default()).await?;
+//! let resources = state.list_dynamic(&Kind::new("default", "Things.example.org"), &ListOptions::default()).await?;
 //! # Ok(())
 //! # }
 //! ```
@@ -38,7 +38,7 @@
 //!   (optional), `4: spec YAML text` (optional). An encoded spec keeps its proto
 //!   bytes and YAML exactly; a typed spec is stored as its `serde_yaml_ng`
 //!   rendering and reads back as an encoded spec with that YAML, which typed
-//!   reads (`get_typed`, `Typed::try_from`) decode. A value that is not in this
+//!   reads (`get::<T>`, `Typed::try_from`) decode. A value that is not in this
 //!   format, or names another resource than its key, is an
 //!   [`Error::Backend`](cosi::Error::Backend) that says which key holds it; nothing panics.
 //! - `create` and `update` return the resource as written (a typed spec stays

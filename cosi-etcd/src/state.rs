@@ -205,7 +205,7 @@ fn check_owner(pointer: &Pointer, stored: &Metadata, owner: Option<&str>) -> Res
 
 #[async_trait]
 impl State for EtcdState {
-    async fn get(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+    async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
         pointer.validate().map_err(Error::InvalidArgument)?;
         let key = self.keys.resource(pointer);
         match self.read(&key).await? {
@@ -217,7 +217,7 @@ impl State for EtcdState {
         }
     }
 
-    async fn list(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
         kind.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;
         let prefix = self.keys.kind_prefix(kind);
@@ -241,7 +241,11 @@ impl State for EtcdState {
         Ok(listed)
     }
 
-    async fn create(&self, mut resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
+    async fn create_dynamic(
+        &self,
+        mut resource: DynamicResource,
+        options: CreateOptions,
+    ) -> Result<Arc<DynamicResource>> {
         let pointer = resource.metadata.pointer().clone();
         pointer.validate().map_err(Error::InvalidArgument)?;
         match (resource.metadata.owner(), options.owner.as_deref()) {
@@ -268,7 +272,7 @@ impl State for EtcdState {
         }
     }
 
-    async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
         let pointer = resource.metadata.pointer().clone();
         pointer.validate().map_err(Error::InvalidArgument)?;
         let key = self.keys.resource(&pointer);
@@ -308,7 +312,7 @@ impl State for EtcdState {
         }
     }
 
-    async fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
+    async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
         pointer.validate().map_err(Error::InvalidArgument)?;
         let key = self.keys.resource(pointer);
         let kind_key = self.keys.kind_prefix(&pointer.kind());
@@ -342,13 +346,13 @@ impl State for EtcdState {
         }
     }
 
-    async fn watch(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
+    async fn watch_dynamic(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
         pointer.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;
         watch::start(self, WatchSpec::single(pointer, options)).await
     }
 
-    async fn watch_kind(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
+    async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
         kind.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;
         watch::start(self, WatchSpec::kind(kind, options)).await

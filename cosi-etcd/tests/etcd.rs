@@ -50,7 +50,7 @@ async fn two_clients(test: &str) -> Option<(EtcdState, EtcdState)> {
 async fn racing_clients_lose_no_update_and_create_once() {
     let Some((a, b)) = two_clients("racing").await else { return };
     let pointer = Counter::pointer("shared");
-    a.create_typed(Typed::new("shared", Counter::default()), CreateOptions::default()).await.unwrap();
+    a.create(Typed::new("shared", Counter::default()), CreateOptions::default()).await.unwrap();
 
     let mut tasks = Vec::new();
     for state in [&a, &b] {
@@ -58,7 +58,7 @@ async fn racing_clients_lose_no_update_and_create_once() {
             let (state, pointer) = (state.clone(), pointer.clone());
             tasks.push(tokio::spawn(async move {
                 state
-                    .update_with_conflicts::<Counter, cosi::Error, _>(&pointer, UpdateOptions::default(), |counter| {
+                    .update_with_conflicts::<Counter, cosi::Error>(&pointer, UpdateOptions::default(), |counter| {
                         counter.count += 1;
                         Ok(())
                     })
@@ -69,7 +69,7 @@ async fn racing_clients_lose_no_update_and_create_once() {
     for task in tasks {
         within("an increment", task).await.unwrap().unwrap();
     }
-    let stored = b.get_typed::<Counter>("shared").await.unwrap();
+    let stored = b.get::<Counter>("shared").await.unwrap();
     assert_eq!(stored.count, 20, "every increment of both clients should land");
     assert_eq!(stored.metadata().version(), Version::new(21));
 
@@ -77,8 +77,8 @@ async fn racing_clients_lose_no_update_and_create_once() {
     for round in 0..10 {
         let id = format!("created-{round}");
         let (first, second) = tokio::join!(
-            a.create_typed(Typed::new(&id, Counter { count: 1 }), CreateOptions::owner("a")),
-            b.create_typed(Typed::new(&id, Counter { count: 2 }), CreateOptions::owner("b")),
+            a.create(Typed::new(&id, Counter { count: 1 }), CreateOptions::owner("a")),
+            b.create(Typed::new(&id, Counter { count: 2 }), CreateOptions::owner("b")),
         );
         let winner = match (first, second) {
             (Ok(_), Err(err)) => {
@@ -91,7 +91,7 @@ async fn racing_clients_lose_no_update_and_create_once() {
             }
             other => panic!("exactly one create of {id} should succeed, got {other:?}"),
         };
-        let stored = a.get_typed::<Counter>(&id).await.unwrap();
+        let stored = a.get::<Counter>(&id).await.unwrap();
         assert_eq!(stored.metadata().owner(), Some(winner), "the stored resource should be the winner's");
     }
 }
@@ -100,34 +100,35 @@ async fn racing_clients_lose_no_update_and_create_once() {
 async fn ownership_and_versions_hold_across_clients() {
     let Some((a, b)) = two_clients("ownership").await else { return };
     let pointer = Counter::pointer("owned");
-    let created = a.create_typed(Typed::new("owned", Counter::default()), CreateOptions::owner("a")).await.unwrap();
+    let created = a.create(Typed::new("owned", Counter::default()), CreateOptions::owner("a")).await.unwrap();
 
     for owner in [None, Some("b")] {
-        let err = b.update(created.clone().into(), UpdateOptions::default().with_owner(owner)).await.unwrap_err();
+        let err =
+            b.update_dynamic(created.clone().into(), UpdateOptions::default().with_owner(owner)).await.unwrap_err();
         assert!(err.is_owner_conflict(), "update as {owner:?}: {err:?}");
-        let err = b.destroy(&pointer, DestroyOptions { owner: owner.map(Into::into) }).await.unwrap_err();
+        let err = b.destroy_dynamic(&pointer, DestroyOptions { owner: owner.map(Into::into) }).await.unwrap_err();
         assert!(err.is_owner_conflict(), "destroy as {owner:?}: {err:?}");
     }
 
     // `a` remembers version 1; `b` writes version 2 behind its back. Neither a
     // stale memory nor a stale caller gets through, and a current caller does.
-    let updated = b.update(created.clone().into(), UpdateOptions::owner("a")).await.unwrap();
+    let updated = b.update_dynamic(created.clone().into(), UpdateOptions::owner("a")).await.unwrap();
     assert_eq!(updated.metadata.version(), Version::new(2));
-    let err = a.update(created.clone().into(), UpdateOptions::owner("a")).await.unwrap_err();
+    let err = a.update_dynamic(created.clone().into(), UpdateOptions::owner("a")).await.unwrap_err();
     assert!(matches!(err, cosi::Error::VersionConflict { .. }), "{err:?}");
-    let again = a.update(DynamicResource::clone(&updated), UpdateOptions::owner("a")).await.unwrap();
+    let again = a.update_dynamic(DynamicResource::clone(&updated), UpdateOptions::owner("a")).await.unwrap();
     assert_eq!(again.metadata.version(), Version::new(3));
 
     // `b` destroys and recreates it under another owner: `a` must see the new owner.
-    b.destroy(&pointer, DestroyOptions::owner("a")).await.unwrap();
-    b.create_typed(Typed::new("owned", Counter::default()), CreateOptions::owner("b")).await.unwrap();
-    let err = a.update(DynamicResource::clone(&again), UpdateOptions::owner("a")).await.unwrap_err();
+    b.destroy_dynamic(&pointer, DestroyOptions::owner("a")).await.unwrap();
+    b.create(Typed::new("owned", Counter::default()), CreateOptions::owner("b")).await.unwrap();
+    let err = a.update_dynamic(DynamicResource::clone(&again), UpdateOptions::owner("a")).await.unwrap_err();
     assert!(err.is_owner_conflict(), "{err:?}");
-    let err = a.destroy(&pointer, DestroyOptions::owner("a")).await.unwrap_err();
+    let err = a.destroy_dynamic(&pointer, DestroyOptions::owner("a")).await.unwrap_err();
     assert!(err.is_owner_conflict(), "{err:?}");
     // Finalizers may be edited by anyone, across clients too.
-    a.add_finalizers(&pointer, &["from-a"]).await.unwrap();
-    let err = b.destroy(&pointer, DestroyOptions::owner("b")).await.unwrap_err();
+    a.add_finalizers_dynamic(&pointer, &["from-a"]).await.unwrap();
+    let err = b.destroy_dynamic(&pointer, DestroyOptions::owner("b")).await.unwrap_err();
     assert!(matches!(err, cosi::Error::PendingFinalizers { .. }), "{err:?}");
 }
 
@@ -137,12 +138,12 @@ async fn watches_resume_by_revision_after_etcd_restarts() {
     let prefix = unique_prefix("restart");
     let state = connect(&server.endpoint(), &prefix).await;
     let kind = Counter::kind();
-    let mut watch = state.watch_kind(&kind, WatchKindOptions::default()).await.unwrap();
-    let mut single = state.watch(&Counter::pointer("second"), WatchOptions::default()).await.unwrap();
+    let mut watch = state.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.unwrap();
+    let mut single = state.watch_dynamic(&Counter::pointer("second"), WatchOptions::default()).await.unwrap();
     let event = within("the initial event", single.recv()).await.unwrap();
     assert_eq!(event.event_type(), EventType::Destroyed);
 
-    state.create_typed(Typed::new("first", Counter::default()), CreateOptions::default()).await.unwrap();
+    state.create(Typed::new("first", Counter::default()), CreateOptions::default()).await.unwrap();
     let event = within("the first create", watch.recv()).await.unwrap();
     assert_eq!(event.resource().map(|r| r.id()), Some("first"));
 
@@ -151,8 +152,8 @@ async fn watches_resume_by_revision_after_etcd_restarts() {
     // Another client writes as soon as etcd is back, likely before the watches
     // reconnect: they must pick these events up from etcd's history.
     let writer = connect(&server.endpoint(), &prefix).await;
-    writer.create_typed(Typed::new("second", Counter { count: 2 }), CreateOptions::default()).await.unwrap();
-    writer.create_typed(Typed::new("third", Counter { count: 3 }), CreateOptions::default()).await.unwrap();
+    writer.create(Typed::new("second", Counter { count: 2 }), CreateOptions::default()).await.unwrap();
+    writer.create(Typed::new("third", Counter { count: 3 }), CreateOptions::default()).await.unwrap();
 
     for id in ["second", "third"] {
         let event = within("an event after the restart", watch.recv()).await.unwrap();
@@ -165,7 +166,7 @@ async fn watches_resume_by_revision_after_etcd_restarts() {
 
     // The old client works again too, and its watches stay live.
     let pointer = Counter::pointer("first");
-    state.destroy(&pointer, DestroyOptions::default()).await.unwrap();
+    state.destroy_dynamic(&pointer, DestroyOptions::default()).await.unwrap();
     let event = within("the destroy", watch.recv()).await.unwrap();
     assert_eq!(event.event_type(), EventType::Destroyed);
     assert_eq!(event.resource().map(|r| r.id()), Some("first"));
@@ -177,32 +178,32 @@ async fn bookmarks_of_compacted_revisions_are_invalid() {
     let Some(server) = EtcdServer::start() else { return };
     let state = connect(&server.endpoint(), &unique_prefix("compaction")).await;
     let kind = Counter::kind();
-    let mut watch = state.watch_kind(&kind, WatchKindOptions::default()).await.unwrap();
-    let created = state.create_typed(Typed::new("c", Counter::default()), CreateOptions::default()).await.unwrap();
-    state.update_typed(created, UpdateOptions::default()).await.unwrap();
+    let mut watch = state.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.unwrap();
+    let created = state.create(Typed::new("c", Counter::default()), CreateOptions::default()).await.unwrap();
+    state.update(created, UpdateOptions::default()).await.unwrap();
     let first = within("the create", watch.recv()).await.unwrap();
     let second = within("the update", watch.recv()).await.unwrap();
     let (old, recent) = (first.bookmark().unwrap().clone(), second.bookmark().unwrap().clone());
 
     // Resumable before the compaction.
-    let mut resumed = state.watch_kind(&kind, WatchKindOptions::from_bookmark(old.clone())).await.unwrap();
+    let mut resumed = state.watch_kind_dynamic(&kind, WatchKindOptions::from_bookmark(old.clone())).await.unwrap();
     let event = within("the resumed update", resumed.recv()).await.unwrap();
     assert_eq!(event.event_type(), EventType::Updated);
 
     let mut client = state.client().clone();
-    let revision = client.get("x", None).await.unwrap().header().unwrap().revision();
+    let revision = client.get_dynamic("x", None).await.unwrap().header().unwrap().revision();
     client.compact(revision, None).await.unwrap();
 
-    let err = state.watch_kind(&kind, WatchKindOptions::from_bookmark(old.clone())).await.unwrap_err();
+    let err = state.watch_kind_dynamic(&kind, WatchKindOptions::from_bookmark(old.clone())).await.unwrap_err();
     assert!(err.is_invalid_bookmark(), "{err:?}");
-    let err = state.watch(&Counter::pointer("c"), WatchOptions::from_bookmark(old)).await.unwrap_err();
+    let err = state.watch_dynamic(&Counter::pointer("c"), WatchOptions::from_bookmark(old)).await.unwrap_err();
     assert!(err.is_invalid_bookmark(), "{err:?}");
     // The compaction revision itself is kept, so its bookmark still resumes.
-    let mut resumed = state.watch_kind(&kind, WatchKindOptions::from_bookmark(recent)).await.unwrap();
+    let mut resumed = state.watch_kind_dynamic(&kind, WatchKindOptions::from_bookmark(recent)).await.unwrap();
 
     // Tail events cope with the lost history: they replay what is left, then go live.
-    let mut tail = state.watch_kind(&kind, WatchKindOptions::tail(10)).await.unwrap();
-    state.destroy(&Counter::pointer("c"), DestroyOptions::default()).await.unwrap();
+    let mut tail = state.watch_kind_dynamic(&kind, WatchKindOptions::tail(10)).await.unwrap();
+    state.destroy_dynamic(&Counter::pointer("c"), DestroyOptions::default()).await.unwrap();
     let event = within("the destroy after the bookmark", resumed.recv()).await.unwrap();
     assert_eq!(event.event_type(), EventType::Destroyed);
     let mut seen = Vec::new();
@@ -219,18 +220,18 @@ async fn foreign_values_are_clear_errors() {
     let prefix = unique_prefix("foreign");
     let state = connect(&server.endpoint(), &prefix).await;
     let kind = Counter::kind();
-    let mut watch = state.watch_kind(&kind, WatchKindOptions::default()).await.unwrap();
+    let mut watch = state.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.unwrap();
 
     let key = format!("{prefix}/default/Counters.test.cosi.dev/garbage");
     let mut client = state.client().clone();
     client.put(key.clone(), b"not a resource".to_vec(), None).await.unwrap();
 
-    let err = state.get(&Counter::pointer("garbage")).await.unwrap_err();
+    let err = state.get_dynamic(&Counter::pointer("garbage")).await.unwrap_err();
     assert!(matches!(err, cosi::Error::Backend(_)), "{err:?}");
     assert!(err.to_string().contains("garbage") && err.to_string().contains("does not hold a COSI resource"), "{err}");
-    let err = state.list(&kind, &ListOptions::default()).await.unwrap_err();
+    let err = state.list_dynamic(&kind, &ListOptions::default()).await.unwrap_err();
     assert!(err.to_string().contains("does not hold a COSI resource"), "{err}");
-    let err = state.watch_kind(&kind, WatchKindOptions::bootstrap()).await.unwrap_err();
+    let err = state.watch_kind_dynamic(&kind, WatchKindOptions::bootstrap()).await.unwrap_err();
     assert!(err.to_string().contains("does not hold a COSI resource"), "{err}");
 
     let event = within("the event of the foreign value", watch.recv()).await.unwrap();
@@ -242,8 +243,8 @@ async fn foreign_values_are_clear_errors() {
     let spec = cosi::resource::EncodedSpec { proto: vec![0, 159, 146, 150], yaml: None };
     let resource =
         DynamicResource::new(Metadata::new("default", "Blobs.test.cosi.dev", "b"), Spec::encoded(spec.clone()));
-    state.create(resource, CreateOptions::default()).await.unwrap();
-    let got = state.get(&Pointer::new("default", "Blobs.test.cosi.dev", "b")).await.unwrap();
+    state.create_dynamic(resource, CreateOptions::default()).await.unwrap();
+    let got = state.get_dynamic(&Pointer::new("default", "Blobs.test.cosi.dev", "b")).await.unwrap();
     assert_eq!(got.spec.as_encoded(), Some(&spec));
 }
 
@@ -334,7 +335,7 @@ async fn leadership_fails_over_when_the_holder_is_killed() {
         .unwrap();
     assert!(leadership.is_held());
     assert_eq!(election.leader().await.unwrap().as_deref(), Some("parent"));
-    let kept = state.get_typed::<Counter>("written-by-leader").await.unwrap();
+    let kept = state.get::<Counter>("written-by-leader").await.unwrap();
     assert_eq!(kept.count, 7, "what the dead leader wrote is still there");
     leadership.resign().await.unwrap();
 }
@@ -355,7 +356,7 @@ async fn contender(config: &str) {
     let state = connect(endpoint, prefix).await;
     let election = state.election("controllers", "child", ElectionOptions { ttl: Duration::from_secs(2) });
     let leadership = election.campaign().await.unwrap();
-    state.create_typed(Typed::new("written-by-leader", Counter { count: 7 }), CreateOptions::default()).await.unwrap();
+    state.create(Typed::new("written-by-leader", Counter { count: 7 }), CreateOptions::default()).await.unwrap();
     println!("LEADING");
     leadership.lost().await;
     panic!("the child lost its leadership before it was killed");

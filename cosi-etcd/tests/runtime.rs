@@ -69,12 +69,12 @@ async fn controllers_in_two_processes_cooperate_through_etcd() {
     expect_values::<SentenceResource>(&state, "sentences", &[("one", "11 sentence"), ("two", "2 sentence")]).await;
 
     // Each process writes its own outputs and holds its inputs with its finalizer.
-    let int = state.get(&int_pointer("one")).await.unwrap();
+    let int = state.get_dynamic(&int_pointer("one")).await.unwrap();
     assert!(int.metadata().finalizers().has("IntToStr"), "{int:?}");
-    let string = state.get(&Pointer::new("strings", StrResource::TYPE, "one")).await.unwrap();
+    let string = state.get_dynamic(&Pointer::new("strings", StrResource::TYPE, "one")).await.unwrap();
     assert_eq!(string.metadata().owner(), Some("IntToStr"));
     assert!(string.metadata().finalizers().has("StrToSentence"), "{string:?}");
-    let sentence = state.get(&Pointer::new("sentences", SentenceResource::TYPE, "one")).await.unwrap();
+    let sentence = state.get_dynamic(&Pointer::new("sentences", SentenceResource::TYPE, "one")).await.unwrap();
     assert_eq!(sentence.metadata().owner(), Some("StrToSentence"));
     for controller in ["IntToStr", "StrToSentence"] {
         let status = Pointer::new(RUNTIME_NAMESPACE, ControllerStatus::TYPE, controller);
@@ -86,12 +86,12 @@ async fn controllers_in_two_processes_cooperate_through_etcd() {
     // down, B destroys the sentence and releases the string, A destroys the
     // string and releases the integer.
     let one = int_pointer("one");
-    assert!(!state.teardown(&one, Default::default()).await.unwrap(), "the integer should be held");
+    assert!(!state.teardown_dynamic(&one, Default::default()).await.unwrap(), "the integer should be held");
     let released = WatchCondition::new().finalizers_empty();
     within("the integer's release", state.watch_for(&one, released)).await.unwrap();
     expect_values::<SentenceResource>(&state, "sentences", &[("two", "2 sentence")]).await;
     expect_values::<StrResource>(&state, "strings", &[("two", "2")]).await;
-    state.destroy(&one, DestroyOptions::default()).await.unwrap();
+    state.destroy_dynamic(&one, DestroyOptions::default()).await.unwrap();
 
     for process in [ints_to_strings, strings_to_sentences] {
         let status = process.stop().await;
@@ -159,7 +159,7 @@ async fn replicas_fail_over_through_leader_election_and_lose_nothing() {
     // Written while nobody leads.
     create_int(&state, "d0", 10).await;
     set_int(&state, "b0", 100).await;
-    state.destroy(&int_pointer("b1"), DestroyOptions::default()).await.unwrap();
+    state.destroy_dynamic(&int_pointer("b1"), DestroyOptions::default()).await.unwrap();
 
     let leader = tokio::time::timeout(TAKEOVER, async {
         loop {
@@ -340,7 +340,7 @@ impl Writes {
     /// Starts recording, from now on.
     async fn record(state: &EtcdState) -> Writes {
         let kind = Kind::new("strings", StrResource::TYPE);
-        let mut watch = state.watch_kind(&kind, WatchKindOptions::default()).await.unwrap();
+        let mut watch = state.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.unwrap();
         let log = Arc::new(Mutex::new(Vec::new()));
         let written = Arc::clone(&log);
         let task = tokio::spawn(async move {
@@ -514,7 +514,7 @@ fn int_pointer(id: &str) -> Pointer {
 }
 
 async fn create_int(state: &EtcdState, id: &str, value: i64) {
-    state.create_typed(Typed::new_in("ints", id, IntResource { value }), CreateOptions::default()).await.unwrap();
+    state.create(Typed::new_in("ints", id, IntResource { value }), CreateOptions::default()).await.unwrap();
 }
 
 async fn set_int(state: &EtcdState, id: &str, value: i64) {
@@ -550,7 +550,7 @@ async fn expect_values<T: Value>(state: &EtcdState, namespace: &str, expected: &
     let mut last = Vec::new();
     let deadline = Instant::now() + LIMIT;
     loop {
-        if let Ok(all) = state.list_typed_in::<T>(namespace, &ListOptions::default()).await {
+        if let Ok(all) = state.list_in::<T>(namespace, &ListOptions::default()).await {
             last = all.iter().map(|resource| (resource.id().to_owned(), resource.value().to_owned())).collect();
             if last.iter().map(|(id, value)| (id.as_str(), value.as_str())).eq(expected.iter().copied()) {
                 return;

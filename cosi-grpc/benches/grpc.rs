@@ -62,7 +62,7 @@ fn rpc(c: &mut Criterion) {
                 for _ in 0..iters {
                     next += 1;
                     let resource = Typed::new(format!("c{next}"), spec(next));
-                    black_box(client.create_typed(resource, CreateOptions::default()).await.expect("create"));
+                    black_box(client.create(resource, CreateOptions::default()).await.expect("create"));
                 }
                 start.elapsed()
             })
@@ -81,7 +81,7 @@ fn rpc(c: &mut Criterion) {
                     next += 1;
                     let metadata = Metadata::new("bench", BenchSpec::TYPE, format!("e{next}"));
                     let resource = DynamicResource::new(metadata, encoded.clone());
-                    black_box(client.create(resource, CreateOptions::default()).await.expect("create"));
+                    black_box(client.create_dynamic(resource, CreateOptions::default()).await.expect("create"));
                 }
                 start.elapsed()
             })
@@ -89,7 +89,7 @@ fn rpc(c: &mut Criterion) {
     });
 
     rt.block_on(async {
-        client.create_typed(Typed::new("target", spec(1)), CreateOptions::default()).await.expect("create");
+        client.create(Typed::new("target", spec(1)), CreateOptions::default()).await.expect("create");
     });
     let pointer = BenchSpec::pointer("target");
     group.bench_function("get", |b| {
@@ -97,7 +97,7 @@ fn rpc(c: &mut Criterion) {
             rt.block_on(async {
                 let start = Instant::now();
                 for _ in 0..iters {
-                    black_box(client.get(&pointer).await.expect("get"));
+                    black_box(client.get_dynamic(&pointer).await.expect("get"));
                 }
                 start.elapsed()
             })
@@ -108,7 +108,7 @@ fn rpc(c: &mut Criterion) {
             rt.block_on(async {
                 let start = Instant::now();
                 for _ in 0..iters {
-                    black_box(client.get_typed::<BenchSpec>("target").await.expect("get"));
+                    black_box(client.get::<BenchSpec>("target").await.expect("get"));
                 }
                 start.elapsed()
             })
@@ -137,7 +137,8 @@ fn watch(c: &mut Criterion) {
                         let kind = Kind::new(format!("watch-{watchers}-{round}"), BenchSpec::TYPE);
                         let mut tasks = Vec::new();
                         for _ in 0..watchers {
-                            let mut watch = client.watch_kind(&kind, WatchKindOptions::default()).await.expect("watch");
+                            let mut watch =
+                                client.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.expect("watch");
                             tasks.push(tokio::spawn(async move {
                                 let mut seen = 0;
                                 while seen < WRITES {
@@ -150,7 +151,7 @@ fn watch(c: &mut Criterion) {
                         let writer = Arc::new(client.clone());
                         for i in 0..WRITES {
                             let resource = Typed::new_in(kind.namespace(), format!("r{i}"), spec(i));
-                            writer.create_typed(resource, CreateOptions::default()).await.expect("create");
+                            writer.create(resource, CreateOptions::default()).await.expect("create");
                         }
                         for task in tasks {
                             task.await.expect("watcher");

@@ -176,32 +176,32 @@ struct Primitives(Client);
 
 #[async_trait]
 impl State for Primitives {
-    async fn get(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
-        self.0.get(pointer).await
+    async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+        self.0.get_dynamic(pointer).await
     }
-    async fn list(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
-        self.0.list(kind, options).await
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+        self.0.list_dynamic(kind, options).await
     }
-    async fn create(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
-        self.0.create(resource, options).await
+    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
+        self.0.create_dynamic(resource, options).await
     }
-    async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
-        self.0.update(resource, options).await
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
+        self.0.update_dynamic(resource, options).await
     }
-    async fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
-        self.0.destroy(pointer, options).await
+    async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
+        self.0.destroy_dynamic(pointer, options).await
     }
-    async fn watch(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
-        self.0.watch(pointer, options).await
+    async fn watch_dynamic(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
+        self.0.watch_dynamic(pointer, options).await
     }
-    async fn watch_kind(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
-        self.0.watch_kind(kind, options).await
+    async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
+        self.0.watch_kind_dynamic(kind, options).await
     }
 }
 
 #[async_trait]
 impl State for Client {
-    async fn get(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+    async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
         let request = proto::GetRequest {
             namespace: pointer.namespace().to_owned(),
             r#type: pointer.r#type().to_owned(),
@@ -213,7 +213,7 @@ impl State for Client {
         decode(response.into_inner().resource)
     }
 
-    async fn list(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
         let request = proto::ListRequest {
             namespace: kind.namespace().to_owned(),
             r#type: kind.r#type().to_owned(),
@@ -232,7 +232,7 @@ impl State for Client {
         Ok(items)
     }
 
-    async fn create(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
+    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
         let pointer = resource.metadata.pointer().clone();
         let request = proto::CreateRequest {
             resource: Some(convert::resource_to_proto(&resource)?),
@@ -246,7 +246,7 @@ impl State for Client {
         decode(response.into_inner().resource)
     }
 
-    async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
         let pointer = resource.metadata.pointer().clone();
         let version = resource.metadata.version();
         let request = proto::UpdateRequest {
@@ -262,7 +262,7 @@ impl State for Client {
         decode(response.into_inner().resource)
     }
 
-    async fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
+    async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
         let request = proto::DestroyRequest {
             namespace: pointer.namespace().to_owned(),
             r#type: pointer.r#type().to_owned(),
@@ -273,7 +273,7 @@ impl State for Client {
         Ok(())
     }
 
-    async fn watch(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
+    async fn watch_dynamic(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
         let request = proto::WatchRequest {
             namespace: pointer.namespace().to_owned(),
             r#type: pointer.r#type().to_owned(),
@@ -288,7 +288,7 @@ impl State for Client {
         self.start_watch(request, pointer).await
     }
 
-    async fn watch_kind(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
+    async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
         let request = proto::WatchRequest {
             namespace: kind.namespace().to_owned(),
             r#type: kind.r#type().to_owned(),
@@ -307,9 +307,9 @@ impl State for Client {
         self.start_watch(request, &kind.pointer("")).await
     }
 
-    async fn teardown(&self, pointer: &Pointer, options: TeardownOptions) -> Result<bool> {
+    async fn teardown_dynamic(&self, pointer: &Pointer, options: TeardownOptions) -> Result<bool> {
         if self.no_teardown_rpc.load(Ordering::Relaxed) {
-            return Primitives(self.clone()).teardown(pointer, options).await;
+            return Primitives(self.clone()).teardown_dynamic(pointer, options).await;
         }
         let request = proto::TeardownRequest {
             namespace: pointer.namespace().to_owned(),
@@ -321,15 +321,15 @@ impl State for Client {
             Ok(response) => Ok(response.into_inner().destroy_ready),
             Err(status) if status.code() == Code::Unimplemented => {
                 self.no_teardown_rpc.store(true, Ordering::Relaxed);
-                Primitives(self.clone()).teardown(pointer, options).await
+                Primitives(self.clone()).teardown_dynamic(pointer, options).await
             }
             Err(status) => Err(from_status(&status, &context(Rpc::Teardown, pointer))),
         }
     }
 
-    async fn teardown_and_destroy(&self, pointer: &Pointer, options: TeardownOptions) -> Result<()> {
+    async fn teardown_and_destroy_dynamic(&self, pointer: &Pointer, options: TeardownOptions) -> Result<()> {
         if self.no_teardown_rpc.load(Ordering::Relaxed) {
-            return Primitives(self.clone()).teardown_and_destroy(pointer, options).await;
+            return Primitives(self.clone()).teardown_and_destroy_dynamic(pointer, options).await;
         }
         let request = proto::TeardownAndDestroyRequest {
             namespace: pointer.namespace().to_owned(),
@@ -341,7 +341,7 @@ impl State for Client {
             Ok(_) => Ok(()),
             Err(status) if status.code() == Code::Unimplemented => {
                 self.no_teardown_rpc.store(true, Ordering::Relaxed);
-                Primitives(self.clone()).teardown_and_destroy(pointer, options).await
+                Primitives(self.clone()).teardown_and_destroy_dynamic(pointer, options).await
             }
             Err(status) => Err(from_status(&status, &context(Rpc::TeardownAndDestroy, pointer))),
         }

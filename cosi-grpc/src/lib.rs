@@ -17,7 +17,7 @@
 //! tokio::spawn(listening.serve());
 //!
 //! let state = Client::connect(&endpoint, ClientSecurity::Insecure).await?;
-//! let namespaces = state.list(&Kind::new("meta", "Namespaces.meta.cosi.dev"), &ListOptions::default()).await?;
+//! let namespaces = state.list_dynamic(&Kind::new("meta", "Namespaces.meta.cosi.dev"), &ListOptions::default()).await?;
 //! # Ok(())
 //! # }
 //! ```

@@ -85,7 +85,7 @@ impl StateService {
             return Ok(());
         }
         let pointer = Pointer::new(META_NAMESPACE, ResourceDefinition::TYPE, r#type.to_lowercase());
-        let sensitive = match self.state.get(&pointer).await {
+        let sensitive = match self.state.get_dynamic(&pointer).await {
             Ok(definition) => convert::definition_from_spec(&definition.spec)
                 .is_some_and(|definition| definition.sensitivity == Sensitivity::Sensitive),
             Err(Error::NotFound(_)) => false,
@@ -123,7 +123,7 @@ impl proto::state_server::State for StateService {
         let request = request.into_inner();
         self.check_read(role, &request.r#type).await?;
         let pointer = Pointer::new(&request.namespace, &request.r#type, &request.id);
-        let resource = self.state.get(&pointer).await.map_err(|err| to_status(&err, Rpc::Get))?;
+        let resource = self.state.get_dynamic(&pointer).await.map_err(|err| to_status(&err, Rpc::Get))?;
         let resource = convert::resource_to_proto(&resource).map_err(|err| encode_status(&err))?;
         Ok(Response::new(proto::GetResponse { resource: Some(resource) }))
     }
@@ -140,7 +140,7 @@ impl proto::state_server::State for StateService {
             id: convert::id_query_from_proto(wire.id_query).map_err(query_status)?,
         };
         let kind = Kind::new(&request.namespace, &request.r#type);
-        let items = self.state.list(&kind, &options).await.map_err(|err| to_status(&err, Rpc::List))?;
+        let items = self.state.list_dynamic(&kind, &options).await.map_err(|err| to_status(&err, Rpc::List))?;
         let responses = items.into_iter().map(|resource| {
             convert::resource_to_proto(&resource)
                 .map(|resource| proto::ListResponse { resource: Some(resource) })
@@ -155,7 +155,7 @@ impl proto::state_server::State for StateService {
         let resource =
             convert::resource_from_proto(request.resource, "resource").map_err(|err| to_status(&err, Rpc::Create))?;
         let options = CreateOptions { owner: owner(request.options.unwrap_or_default().owner) };
-        let stored = self.state.create(resource, options).await.map_err(|err| to_status(&err, Rpc::Create))?;
+        let stored = self.state.create_dynamic(resource, options).await.map_err(|err| to_status(&err, Rpc::Create))?;
         let resource = convert::resource_to_proto(&stored).map_err(|err| encode_status(&err))?;
         Ok(Response::new(proto::CreateResponse { resource: Some(resource) }))
     }
@@ -171,7 +171,7 @@ impl proto::state_server::State for StateService {
             Some(phase) => Some(convert::parse_phase(&phase).map_err(|err| to_status(&err, Rpc::Update))?),
         };
         let options = UpdateOptions { owner: owner(wire.owner), expected_phase };
-        let stored = self.state.update(resource, options).await.map_err(|err| to_status(&err, Rpc::Update))?;
+        let stored = self.state.update_dynamic(resource, options).await.map_err(|err| to_status(&err, Rpc::Update))?;
         let resource = convert::resource_to_proto(&stored).map_err(|err| encode_status(&err))?;
         Ok(Response::new(proto::UpdateResponse { resource: Some(resource) }))
     }
@@ -184,7 +184,7 @@ impl proto::state_server::State for StateService {
         let request = request.into_inner();
         let pointer = Pointer::new(&request.namespace, &request.r#type, &request.id);
         let options = DestroyOptions { owner: owner(request.options.unwrap_or_default().owner) };
-        self.state.destroy(&pointer, options).await.map_err(|err| to_status(&err, Rpc::Destroy))?;
+        self.state.destroy_dynamic(&pointer, options).await.map_err(|err| to_status(&err, Rpc::Destroy))?;
         Ok(Response::new(proto::DestroyResponse {}))
     }
 
@@ -208,7 +208,7 @@ impl proto::state_server::State for StateService {
                     labels: convert::label_queries_from_proto(wire.label_query).map_err(query_status)?,
                     id: convert::id_query_from_proto(wire.id_query).map_err(query_status)?,
                 };
-                self.state.watch_kind(&kind, options).await
+                self.state.watch_kind_dynamic(&kind, options).await
             }
             Some(id) => {
                 if wire.bootstrap_contents {
@@ -218,7 +218,7 @@ impl proto::state_server::State for StateService {
                     return Err(Status::unimplemented("label query is not implemented for resource watch"));
                 }
                 let pointer = Pointer::new(&request.namespace, &request.r#type, id);
-                self.state.watch(&pointer, WatchOptions { tail_events, start_from }).await
+                self.state.watch_dynamic(&pointer, WatchOptions { tail_events, start_from }).await
             }
         }
         .map_err(|err| to_status(&err, Rpc::Watch))?;
@@ -263,7 +263,7 @@ impl proto::state_server::State for StateService {
         let pointer = Pointer::new(&request.namespace, &request.r#type, &request.id);
         let options = TeardownOptions { owner: owner(request.options.unwrap_or_default().owner) };
         let destroy_ready =
-            self.state.teardown(&pointer, options).await.map_err(|err| to_status(&err, Rpc::Teardown))?;
+            self.state.teardown_dynamic(&pointer, options).await.map_err(|err| to_status(&err, Rpc::Teardown))?;
         Ok(Response::new(proto::TeardownResponse { destroy_ready }))
     }
 
@@ -276,7 +276,7 @@ impl proto::state_server::State for StateService {
         let pointer = Pointer::new(&request.namespace, &request.r#type, &request.id);
         let options = TeardownOptions { owner: owner(request.options.unwrap_or_default().owner) };
         self.state
-            .teardown_and_destroy(&pointer, options)
+            .teardown_and_destroy_dynamic(&pointer, options)
             .await
             .map_err(|err| to_status(&err, Rpc::TeardownAndDestroy))?;
         Ok(Response::new(proto::TeardownAndDestroyResponse {}))

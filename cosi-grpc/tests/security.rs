@@ -66,7 +66,10 @@ impl Fixture {
             let options = DefinitionOptions { sensitivity, ..DefinitionOptions::default() };
             let definition = ResourceDefinition::new(r#type, NAMESPACE, options).expect("a valid definition");
             registry.register_definition(definition).await.expect("register a definition");
-            state.create(resource(r#type, "existing"), CreateOptions::default()).await.expect("create a resource");
+            state
+                .create_dynamic(resource(r#type, "existing"), CreateOptions::default())
+                .await
+                .expect("create a resource");
         }
 
         let pki = Pki::new("cosi test CA");
@@ -109,11 +112,13 @@ async fn admin_reads_and_writes_everything() {
     let fixture = Fixture::start().await;
     let admin = fixture.client(&[ADMIN_ROLE]).await.expect("the admin connects");
     for r#type in [PUBLIC_TYPE, SENSITIVE_TYPE] {
-        let created = admin.create(resource(r#type, "new"), CreateOptions::default()).await.expect("admin creates");
-        admin.update(DynamicResource::clone(&created), UpdateOptions::default()).await.expect("admin updates");
-        let listed = admin.list(&Kind::new(NAMESPACE, r#type), &ListOptions::default()).await.expect("admin lists");
+        let created =
+            admin.create_dynamic(resource(r#type, "new"), CreateOptions::default()).await.expect("admin creates");
+        admin.update_dynamic(DynamicResource::clone(&created), UpdateOptions::default()).await.expect("admin updates");
+        let listed =
+            admin.list_dynamic(&Kind::new(NAMESPACE, r#type), &ListOptions::default()).await.expect("admin lists");
         assert_eq!(listed.len(), 2, "{type}: the admin should see both resources");
-        admin.destroy(created.metadata.pointer(), DestroyOptions::default()).await.expect("admin destroys");
+        admin.destroy_dynamic(created.metadata.pointer(), DestroyOptions::default()).await.expect("admin destroys");
     }
 }
 
@@ -123,16 +128,16 @@ async fn reader_cannot_write_and_sees_no_sensitive_resource() {
     let reader = fixture.client(&[READER_ROLE]).await.expect("the reader connects");
 
     let public = Kind::new(NAMESPACE, PUBLIC_TYPE);
-    let existing = reader.get(&public.pointer("existing")).await.expect("a reader reads a public resource");
-    assert_eq!(reader.list(&public, &ListOptions::default()).await.expect("a reader lists").len(), 1);
-    let mut watch = reader.watch_kind(&public, WatchKindOptions::bootstrap()).await.expect("a reader watches");
+    let existing = reader.get_dynamic(&public.pointer("existing")).await.expect("a reader reads a public resource");
+    assert_eq!(reader.list_dynamic(&public, &ListOptions::default()).await.expect("a reader lists").len(), 1);
+    let mut watch = reader.watch_kind_dynamic(&public, WatchKindOptions::bootstrap()).await.expect("a reader watches");
     assert!(watch.recv().await.is_some_and(|event| event.resource().is_some_and(|r| r.id() == "existing")));
 
     let writes: [(&str, Result<(), Error>); 4] = [
-        ("create", reader.create(resource(PUBLIC_TYPE, "new"), CreateOptions::default()).await.map(drop)),
-        ("update", reader.update(DynamicResource::clone(&existing), UpdateOptions::default()).await.map(drop)),
-        ("destroy", reader.destroy(existing.metadata.pointer(), DestroyOptions::default()).await),
-        ("teardown", reader.teardown(existing.metadata.pointer(), Default::default()).await.map(drop)),
+        ("create", reader.create_dynamic(resource(PUBLIC_TYPE, "new"), CreateOptions::default()).await.map(drop)),
+        ("update", reader.update_dynamic(DynamicResource::clone(&existing), UpdateOptions::default()).await.map(drop)),
+        ("destroy", reader.destroy_dynamic(existing.metadata.pointer(), DestroyOptions::default()).await),
+        ("teardown", reader.teardown_dynamic(existing.metadata.pointer(), Default::default()).await.map(drop)),
     ];
     for (what, result) in writes {
         let err = result.expect_err(&format!("a reader's {what} should be refused"));
@@ -141,15 +146,17 @@ async fn reader_cannot_write_and_sees_no_sensitive_resource() {
     }
 
     let sensitive = Kind::new(NAMESPACE, SENSITIVE_TYPE);
-    let err = reader.get(&sensitive.pointer("existing")).await.expect_err("a sensitive get is refused");
+    let err = reader.get_dynamic(&sensitive.pointer("existing")).await.expect_err("a sensitive get is refused");
     assert!(is_denied(&err), "get: expected permission denied, got {err:?}");
-    let err = reader.list(&sensitive, &ListOptions::default()).await.expect_err("a sensitive list is refused");
+    let err = reader.list_dynamic(&sensitive, &ListOptions::default()).await.expect_err("a sensitive list is refused");
     assert!(is_denied(&err), "list: expected permission denied, got {err:?}");
-    let err =
-        reader.watch_kind(&sensitive, WatchKindOptions::bootstrap()).await.expect_err("a sensitive watch is refused");
+    let err = reader
+        .watch_kind_dynamic(&sensitive, WatchKindOptions::bootstrap())
+        .await
+        .expect_err("a sensitive watch is refused");
     assert!(is_denied(&err), "watch: expected permission denied, got {err:?}");
     assert_eq!(
-        reader.get(&public.pointer("existing")).await.expect("the reader's connection still works").id(),
+        reader.get_dynamic(&public.pointer("existing")).await.expect("the reader's connection still works").id(),
         "existing"
     );
 }
@@ -158,7 +165,7 @@ async fn reader_cannot_write_and_sees_no_sensitive_resource() {
 async fn certificate_without_role_is_refused() {
     let fixture = Fixture::start().await;
     let nobody = fixture.client(&["example:other"]).await.expect("the TLS handshake succeeds");
-    let err = nobody.get(&Kind::new(NAMESPACE, PUBLIC_TYPE).pointer("existing")).await.expect_err("refused");
+    let err = nobody.get_dynamic(&Kind::new(NAMESPACE, PUBLIC_TYPE).pointer("existing")).await.expect_err("refused");
     assert!(is_denied(&err), "expected permission denied, got {err:?}");
 }
 
@@ -174,7 +181,7 @@ async fn client_without_certificate_is_refused() {
             tonic::transport::Endpoint::from_shared(format!("https://{address}"))?.tls_config(tls)?.connect().await?;
         let client = Client::from_channel(channel);
         client
-            .get(&Kind::new(NAMESPACE, PUBLIC_TYPE).pointer("existing"))
+            .get_dynamic(&Kind::new(NAMESPACE, PUBLIC_TYPE).pointer("existing"))
             .await
             .map_err(Box::<dyn std::error::Error>::from)?;
         Ok::<_, Box<dyn std::error::Error>>(())
@@ -186,7 +193,7 @@ async fn client_without_certificate_is_refused() {
     let (certificate, key) = other.issue(&["client"], &[ADMIN_ROLE]);
     let tls = ClientTls { server_ca: fixture.pki.ca_pem.clone(), certificate, key, server_name: "localhost".into() };
     let result = match Client::connect(&fixture.endpoint, ClientSecurity::MutualTls(tls)).await {
-        Ok(client) => client.get(&Kind::new(NAMESPACE, PUBLIC_TYPE).pointer("existing")).await.map(drop),
+        Ok(client) => client.get_dynamic(&Kind::new(NAMESPACE, PUBLIC_TYPE).pointer("existing")).await.map(drop),
         Err(err) => Err(Error::backend(err)),
     };
     assert!(result.is_err(), "a certificate from an unknown CA must not get through");
@@ -217,7 +224,7 @@ async fn unix_socket_is_private_and_removed_on_shutdown() {
     }));
     let client = Client::connect(&Endpoint::Unix(path.clone()), ClientSecurity::Insecure).await.expect("connect");
     let kind = Kind::new(NAMESPACE, PUBLIC_TYPE);
-    assert!(client.list(&kind, &ListOptions::default()).await.expect("list").is_empty());
+    assert!(client.list_dynamic(&kind, &ListOptions::default()).await.expect("list").is_empty());
     let _ = stop.send(());
     server.await.expect("the server task").expect("the server stops cleanly");
     assert!(!path.exists(), "the socket should be removed when the server stops");

@@ -98,11 +98,10 @@ async fn typed_specs_travel_as_yaml_and_round_trip() {
     let state = support::loopback_memory().await;
     let spec = PathResource { value: "with: colon\nand a newline".into() };
     let typed = Typed::new_in(NS, "typed", spec.clone());
-    state.create_typed(typed, CreateOptions::default()).await.expect("create");
-    let read =
-        state.get_typed_at::<PathResource>(&Kind::new(NS, PathResource::TYPE).pointer("typed")).await.expect("get");
+    state.create(typed, CreateOptions::default()).await.expect("create");
+    let read = state.get::<PathResource>(&Kind::new(NS, PathResource::TYPE).pointer("typed")).await.expect("get");
     assert_eq!(*read.spec(), spec, "a typed spec should round-trip");
-    let stored = state.get(&Kind::new(NS, PathResource::TYPE).pointer("typed")).await.expect("get");
+    let stored = state.get_dynamic(&Kind::new(NS, PathResource::TYPE).pointer("typed")).await.expect("get");
     let encoded = stored.spec.as_encoded().expect("a remote spec arrives encoded");
     assert!(encoded.proto.is_empty(), "typed Rust specs have no protobuf form");
     assert_eq!(encoded.yaml.as_deref(), Some(serde_yaml_ng::to_string(&spec).expect("yaml").as_str()));
@@ -295,9 +294,9 @@ async fn dropped_watch_resumes_from_its_last_bookmark() {
     let (stop, task) = serve_until_stopped(Arc::clone(&state), &endpoint).await;
     let client = Client::connect(&endpoint, ClientSecurity::Insecure).await.expect("connect").with_retry(fast_retry());
     let kind = Kind::new(NS, PathResource::TYPE);
-    let mut watch = client.watch_kind(&kind, WatchKindOptions::default()).await.expect("watch");
+    let mut watch = client.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.expect("watch");
     client
-        .create_typed(Typed::new_in(NS, "before", PathResource::default()), CreateOptions::default())
+        .create(Typed::new_in(NS, "before", PathResource::default()), CreateOptions::default())
         .await
         .expect("create");
     assert!(matches!(next(&mut watch).await, Some(Event::Created { ref resource, .. }) if resource.id() == "before"));
@@ -306,7 +305,7 @@ async fn dropped_watch_resumes_from_its_last_bookmark() {
     stop.send(()).expect("stop");
     task.await.expect("the server stops cleanly");
     state
-        .create(Typed::new_in(NS, "while-down", PathResource::default()).into(), CreateOptions::default())
+        .create_dynamic(Typed::new_in(NS, "while-down", PathResource::default()).into(), CreateOptions::default())
         .await
         .expect("create");
     let (_stop, _task) = serve_until_stopped(Arc::clone(&state), &endpoint).await;
@@ -316,10 +315,7 @@ async fn dropped_watch_resumes_from_its_last_bookmark() {
         matches!(event, Some(Event::Created { ref resource, .. }) if resource.id() == "while-down"),
         "the watch should resume right after its last event, got {event:?}"
     );
-    client
-        .create_typed(Typed::new_in(NS, "after", PathResource::default()), CreateOptions::default())
-        .await
-        .expect("create");
+    client.create(Typed::new_in(NS, "after", PathResource::default()), CreateOptions::default()).await.expect("create");
     assert!(matches!(next(&mut watch).await, Some(Event::Created { ref resource, .. }) if resource.id() == "after"));
 }
 
@@ -329,9 +325,9 @@ async fn watch_that_cannot_resume_gets_one_error() {
     let (stop, task) = serve_until_stopped(Arc::new(MemoryState::default()), &endpoint).await;
     let client = Client::connect(&endpoint, ClientSecurity::Insecure).await.expect("connect").with_retry(fast_retry());
     let kind = Kind::new(NS, PathResource::TYPE);
-    let mut watch = client.watch_kind(&kind, WatchKindOptions::default()).await.expect("watch");
+    let mut watch = client.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.expect("watch");
     client
-        .create_typed(Typed::new_in(NS, "before", PathResource::default()), CreateOptions::default())
+        .create(Typed::new_in(NS, "before", PathResource::default()), CreateOptions::default())
         .await
         .expect("create");
     assert!(next(&mut watch).await.is_some_and(|event| event.bookmark().is_some()));
@@ -354,8 +350,10 @@ async fn watch_without_bookmark_fails_at_once_when_the_server_goes() {
     let endpoint = Endpoint::Unix(support::socket_path());
     let (stop, task) = serve_until_stopped(Arc::new(MemoryState::default()), &endpoint).await;
     let client = Client::connect(&endpoint, ClientSecurity::Insecure).await.expect("connect").with_retry(fast_retry());
-    let mut watch =
-        client.watch_kind(&Kind::new(NS, PathResource::TYPE), WatchKindOptions::default()).await.expect("watch");
+    let mut watch = client
+        .watch_kind_dynamic(&Kind::new(NS, PathResource::TYPE), WatchKindOptions::default())
+        .await
+        .expect("watch");
     stop.send(()).expect("stop");
     task.await.expect("the server stops cleanly");
     let event = next(&mut watch).await;
@@ -368,7 +366,7 @@ async fn encoded_spec_round_trips_through_our_client() {
     let state = support::loopback_memory().await;
     let spec = EncodedSpec { proto: vec![8, 1], yaml: Some("value: 1\n".into()) };
     let resource = DynamicResource::new(Metadata::new(NS, TYPE, "enc"), Spec::encoded(spec.clone()));
-    state.create(resource, CreateOptions::default()).await.expect("create");
-    let got = state.get(&Kind::new(NS, TYPE).pointer("enc")).await.expect("get");
+    state.create_dynamic(resource, CreateOptions::default()).await.expect("create");
+    let got = state.get_dynamic(&Kind::new(NS, TYPE).pointer("enc")).await.expect("get");
     assert_eq!(got.spec.as_encoded(), Some(&spec));
 }

@@ -41,7 +41,7 @@ async fn create(state: &Arc<RedbState>, run: u64, total: u64, writers: u64, spre
                 let namespace = if spread { format!("bench-{w}") } else { "bench".to_owned() };
                 for i in (w..total).step_by(writers as usize) {
                     let resource = Typed::new_in(&namespace, format!("r{run}-{i}"), spec(i));
-                    black_box(state.create_typed(resource, CreateOptions::default()).await.unwrap());
+                    black_box(state.create(resource, CreateOptions::default()).await.unwrap());
                 }
             })
         })

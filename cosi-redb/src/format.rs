@@ -19,7 +19,7 @@
 //! m bytes of YAML`, so `Spec::Encoded { proto, yaml }` comes back byte for
 //! byte. A typed spec's body is `u32 LE m, m bytes of YAML`: it comes back as
 //! an encoded spec with that YAML and no proto bytes, which typed reads decode
-//! (`Typed::try_from`, `get_typed`). Every part has its length, so a cut
+//! (`Typed::try_from`, `get::<T>`). Every part has its length, so a cut
 //! record never reads as a shorter one.
 //!
 //! Decoding never trusts the bytes: every length is checked, and a record

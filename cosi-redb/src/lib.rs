@@ -7,7 +7,7 @@
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! let state = RedbState::open("/var/lib/example/state.redb", Options::default())?;
 //! // Use it like any other state: `Arc<dyn State>`, a `NamespacedState` route...
-//! let nodes = state.list(&Kind::new("config", "Nodes.example.org"), &ListOptions::default()).await?;
+//! let nodes = state.list_dynamic(&Kind::new("config", "Nodes.example.org"), &ListOptions::default()).await?;
 //! # Ok(())
 //! # }
 //! ```
@@ -73,7 +73,7 @@
 //! metadata as JSON followed by the spec: an encoded spec
 //! (`Spec::Encoded { proto, yaml }`) byte for byte, a typed spec as its YAML.
 //! After a reopen a typed spec is an encoded one holding that YAML, which
-//! typed reads ([`StateExt::get_typed`](cosi::StateExt::get_typed), `Typed::try_from`)
+//! typed reads ([`StateExt::get`](cosi::StateExt::get), `Typed::try_from`)
 //! decode, each time, until the resource is written again (then its spec is
 //! the written Rust value, shared by reads as in memory). With encryption, a
 //! spec is stored as `0x01 || 12-byte nonce || ciphertext` (Go COSI's

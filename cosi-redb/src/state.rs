@@ -131,33 +131,41 @@ impl std::fmt::Debug for RedbState {
 
 #[async_trait]
 impl State for RedbState {
-    async fn get(&self, pointer: &Pointer) -> cosi::Result<Arc<DynamicResource>> {
-        self.memory.get(pointer).await
+    async fn get_dynamic(&self, pointer: &Pointer) -> cosi::Result<Arc<DynamicResource>> {
+        self.memory.get_dynamic(pointer).await
     }
 
-    async fn list(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<Arc<DynamicResource>>> {
-        self.memory.list(kind, options).await
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<Arc<DynamicResource>>> {
+        self.memory.list_dynamic(kind, options).await
     }
 
-    async fn create(&self, resource: DynamicResource, options: CreateOptions) -> cosi::Result<Arc<DynamicResource>> {
-        self.write(move |memory| async move { memory.create(resource, options).await }).await
+    async fn create_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: CreateOptions,
+    ) -> cosi::Result<Arc<DynamicResource>> {
+        self.write(move |memory| async move { memory.create_dynamic(resource, options).await }).await
     }
 
-    async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> cosi::Result<Arc<DynamicResource>> {
-        self.write(move |memory| async move { memory.update(resource, options).await }).await
+    async fn update_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: UpdateOptions,
+    ) -> cosi::Result<Arc<DynamicResource>> {
+        self.write(move |memory| async move { memory.update_dynamic(resource, options).await }).await
     }
 
-    async fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> cosi::Result<()> {
+    async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> cosi::Result<()> {
         let pointer = pointer.clone();
-        self.write(move |memory| async move { memory.destroy(&pointer, options).await }).await
+        self.write(move |memory| async move { memory.destroy_dynamic(&pointer, options).await }).await
     }
 
-    async fn watch(&self, pointer: &Pointer, options: WatchOptions) -> cosi::Result<Watch> {
-        self.memory.watch(pointer, options).await
+    async fn watch_dynamic(&self, pointer: &Pointer, options: WatchOptions) -> cosi::Result<Watch> {
+        self.memory.watch_dynamic(pointer, options).await
     }
 
-    async fn watch_kind(&self, kind: &Kind, options: WatchKindOptions) -> cosi::Result<Watch> {
-        self.memory.watch_kind(kind, options).await
+    async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> cosi::Result<Watch> {
+        self.memory.watch_kind_dynamic(kind, options).await
     }
 }
 
@@ -289,25 +297,26 @@ mod tests {
         let db = redb::Builder::new().create_with_backend(backend).expect("database");
         let state = RedbState::start(db, PathBuf::from("failing"), Options::default()).expect("state");
 
-        let first = state.create_typed(Typed::new("first", PathResource::default()), CreateOptions::default()).await;
+        let first = state.create(Typed::new("first", PathResource::default()), CreateOptions::default()).await;
         let first = first.expect("a write before the failure");
-        let mut watch = state.watch_kind(&PathResource::kind(), WatchKindOptions::default()).await.expect("watch");
+        let mut watch =
+            state.watch_kind_dynamic(&PathResource::kind(), WatchKindOptions::default()).await.expect("watch");
 
         fail.store(true, Ordering::SeqCst);
         let err = state
-            .create_typed(Typed::new("second", PathResource::default()), CreateOptions::default())
+            .create(Typed::new("second", PathResource::default()), CreateOptions::default())
             .await
             .expect_err("a write whose commit fails");
         assert!(matches!(err, cosi::Error::Backend(_)), "{err:?}");
         assert!(err.to_string().contains("injected I/O failure"), "{err}");
-        let missing = state.get(&PathResource::pointer("second")).await.expect_err("not in memory");
+        let missing = state.get_dynamic(&PathResource::pointer("second")).await.expect_err("not in memory");
         assert!(missing.is_not_found(), "{missing:?}");
 
         // The store stays closed to writes, even once the disk works again.
         fail.store(false, Ordering::SeqCst);
-        let err = state.update_typed(first, UpdateOptions::default()).await.expect_err("a write after the failure");
+        let err = state.update(first, UpdateOptions::default()).await.expect_err("a write after the failure");
         assert!(err.to_string().contains("reopen"), "{err}");
-        let stored = state.get(&PathResource::pointer("first")).await.expect("first");
+        let stored = state.get_dynamic(&PathResource::pointer("first")).await.expect("first");
         assert_eq!(stored.metadata.version(), Version::new(1));
 
         let nothing = tokio::time::timeout(std::time::Duration::from_millis(50), watch.recv()).await;

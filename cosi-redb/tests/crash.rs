@@ -61,7 +61,7 @@ fn writer(path: &Path) {
                     let id = format!("w{w}-{run}-{n:07}");
                     print_line(&format!("try {w} {id}"));
                     let resource = Typed::new_in(namespace(w), &id, PathResource { value: id.clone() });
-                    state.create_typed(resource, CreateOptions::default()).await.expect("a create failed");
+                    state.create(resource, CreateOptions::default()).await.expect("a create failed");
                     print_line(&format!("ack {w} {id}"));
                 }
             })
@@ -153,7 +153,7 @@ fn check(path: &Path, run: u32, attempted: &[BTreeSet<String>], acked: &[BTreeSe
         let state = RedbState::open(path, Options::default()).expect("the store does not open after the kill");
         for w in 0..WRITERS {
             let kind = Kind::new(namespace(w), <PathResource as Resource>::TYPE);
-            let stored = state.list(&kind, &ListOptions::default()).await.expect("list");
+            let stored = state.list_dynamic(&kind, &ListOptions::default()).await.expect("list");
             let mut ids = BTreeSet::new();
             let mine = format!("w{w}-");
             for resource in stored.into_iter().filter(|resource| resource.id().starts_with(&mine)) {

@@ -36,26 +36,32 @@ async fn write_everything(state: &RedbState) {
     let mut first = path("first", "one");
     first.metadata_mut().labels_mut().set("tier", "gold");
     first.metadata_mut().annotations_mut().set("note", "");
-    let first = state.create_typed(first, CreateOptions::owner("ctrl")).await.expect("create first");
+    let first = state.create(first, CreateOptions::owner("ctrl")).await.expect("create first");
     let mut second = first.clone();
     second.value = "one, edited".into();
-    state.update_typed(second, UpdateOptions::owner("ctrl")).await.expect("update first");
-    state.add_finalizers(&PathResource::pointer_in(NS, "first"), &["keep", "also"]).await.expect("finalizers");
-    state.teardown(&PathResource::pointer_in(NS, "first"), TeardownOptions::owner("ctrl")).await.expect("teardown");
+    state.update(second, UpdateOptions::owner("ctrl")).await.expect("update first");
+    state.add_finalizers_dynamic(&PathResource::pointer_in(NS, "first"), &["keep", "also"]).await.expect("finalizers");
+    state
+        .teardown_dynamic(&PathResource::pointer_in(NS, "first"), TeardownOptions::owner("ctrl"))
+        .await
+        .expect("teardown");
 
-    state.create_typed(path("gone", "soon"), CreateOptions::default()).await.expect("create gone");
-    state.destroy(&PathResource::pointer_in(NS, "gone"), DestroyOptions::default()).await.expect("destroy gone");
+    state.create(path("gone", "soon"), CreateOptions::default()).await.expect("create gone");
+    state
+        .destroy_dynamic(&PathResource::pointer_in(NS, "gone"), DestroyOptions::default())
+        .await
+        .expect("destroy gone");
 
     let blob = EncodedSpec { proto: vec![0, 1, 2, 0xff, 0x80], yaml: Some("a: b\n".into()) };
-    state.create(encoded("blob", blob), CreateOptions::default()).await.expect("create blob");
+    state.create_dynamic(encoded("blob", blob), CreateOptions::default()).await.expect("create blob");
     state
-        .create(encoded("bare", EncodedSpec { proto: vec![9], yaml: None }), CreateOptions::default())
+        .create_dynamic(encoded("bare", EncodedSpec { proto: vec![9], yaml: None }), CreateOptions::default())
         .await
         .expect("create bare");
 }
 
 async fn check_everything(state: &RedbState) {
-    let first = state.get_typed_at::<PathResource>(&PathResource::pointer_in(NS, "first")).await.expect("first");
+    let first = state.get::<PathResource>(&PathResource::pointer_in(NS, "first")).await.expect("first");
     assert_eq!(first.value, "one, edited");
     let metadata = first.metadata();
     // create, update, add finalizers, teardown.
@@ -67,14 +73,14 @@ async fn check_everything(state: &RedbState) {
     assert_eq!(metadata.finalizers().iter().collect::<Vec<_>>(), ["keep", "also"]);
     assert!(metadata.created() <= metadata.updated());
 
-    let gone = state.get(&PathResource::pointer_in(NS, "gone")).await.expect_err("destroyed");
+    let gone = state.get_dynamic(&PathResource::pointer_in(NS, "gone")).await.expect_err("destroyed");
     assert!(gone.is_not_found(), "{gone:?}");
 
-    let blob = state.get(&Pointer::new(NS, "Blobs.test.cosi.dev", "blob")).await.expect("blob");
+    let blob = state.get_dynamic(&Pointer::new(NS, "Blobs.test.cosi.dev", "blob")).await.expect("blob");
     let spec = blob.spec.as_encoded().expect("an encoded spec");
     assert_eq!(spec.proto, [0, 1, 2, 0xff, 0x80]);
     assert_eq!(spec.yaml.as_deref(), Some("a: b\n"));
-    let bare = state.get(&Pointer::new(NS, "Blobs.test.cosi.dev", "bare")).await.expect("bare");
+    let bare = state.get_dynamic(&Pointer::new(NS, "Blobs.test.cosi.dev", "bare")).await.expect("bare");
     assert_eq!(bare.spec.as_encoded(), Some(&EncodedSpec { proto: vec![9], yaml: None }));
 }
 
@@ -100,16 +106,14 @@ async fn everything_survives_a_reopen() {
         let state = open(&file(dir.path()), options.clone());
         check_everything(&state).await;
         // And it goes on from there: the next update is version 5.
-        let first = state.get_typed_at::<PathResource>(&PathResource::pointer_in(NS, "first")).await.expect("first");
-        let updated = state
-            .update_typed(first, UpdateOptions::owner("ctrl").expected_phase(None))
-            .await
-            .expect("update after reopen");
+        let first = state.get::<PathResource>(&PathResource::pointer_in(NS, "first")).await.expect("first");
+        let updated =
+            state.update(first, UpdateOptions::owner("ctrl").expected_phase(None)).await.expect("update after reopen");
         assert_eq!(updated.metadata().version(), Version::new(5));
         drop(state);
 
         let state = open(&file(dir.path()), options);
-        let first = state.get(&PathResource::pointer_in(NS, "first")).await.expect("first");
+        let first = state.get_dynamic(&PathResource::pointer_in(NS, "first")).await.expect("first");
         assert_eq!(first.metadata.version(), Version::new(5));
     }
 }
@@ -119,35 +123,39 @@ async fn watches_work_after_a_reopen_and_old_bookmarks_are_rejected() {
     let dir = dir();
     let state = open(&file(dir.path()), Options::default());
     let kind = PathResource::kind_in(NS);
-    let mut watch = state.watch_kind(&kind, WatchKindOptions::default()).await.expect("watch");
-    state.create_typed(path("a", "1"), CreateOptions::default()).await.expect("create");
+    let mut watch = state.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.expect("watch");
+    state.create(path("a", "1"), CreateOptions::default()).await.expect("create");
     let event = watch.recv().await.expect("an event");
     let kind_bookmark = event.bookmark().cloned().expect("a bookmark");
-    let mut single = state.watch(&PathResource::pointer_in(NS, "a"), WatchOptions::tail(1)).await.expect("watch");
+    let mut single =
+        state.watch_dynamic(&PathResource::pointer_in(NS, "a"), WatchOptions::tail(1)).await.expect("watch");
     let single_bookmark = single.recv().await.and_then(|event| event.bookmark().cloned()).expect("a bookmark");
     drop((watch, single));
     drop(state);
 
     let state = open(&file(dir.path()), Options::default());
-    let err = state.watch_kind(&kind, WatchKindOptions::from_bookmark(kind_bookmark)).await.expect_err("old bookmark");
+    let err = state
+        .watch_kind_dynamic(&kind, WatchKindOptions::from_bookmark(kind_bookmark))
+        .await
+        .expect_err("old bookmark");
     assert!(err.is_invalid_bookmark(), "{err:?}");
     let err = state
-        .watch(&PathResource::pointer_in(NS, "a"), WatchOptions::from_bookmark(single_bookmark))
+        .watch_dynamic(&PathResource::pointer_in(NS, "a"), WatchOptions::from_bookmark(single_bookmark))
         .await
         .expect_err("old bookmark");
     assert!(err.is_invalid_bookmark(), "{err:?}");
 
     // A bootstrap shows what was loaded; live events follow with fresh bookmarks.
-    let mut watch = state.watch_kind(&kind, WatchKindOptions::bootstrap()).await.expect("watch");
+    let mut watch = state.watch_kind_dynamic(&kind, WatchKindOptions::bootstrap()).await.expect("watch");
     let created = watch.recv().await.expect("bootstrap");
     assert_eq!(created.event_type(), EventType::Created);
     assert_eq!(created.resource().map(|r| r.id()), Some("a"));
     assert_eq!(watch.recv().await.map(|e| e.event_type()), Some(EventType::Bootstrapped));
-    state.create_typed(path("b", "2"), CreateOptions::default()).await.expect("create");
+    state.create(path("b", "2"), CreateOptions::default()).await.expect("create");
     let live = watch.recv().await.expect("live event");
     assert_eq!(live.resource().map(|r| r.id()), Some("b"));
     let bookmark = live.bookmark().cloned().expect("a bookmark");
-    state.watch_kind(&kind, WatchKindOptions::from_bookmark(bookmark)).await.expect("a fresh bookmark resumes");
+    state.watch_kind_dynamic(&kind, WatchKindOptions::from_bookmark(bookmark)).await.expect("a fresh bookmark resumes");
 }
 
 trait KindIn {
@@ -177,19 +185,20 @@ impl serde::Serialize for Unwritable {
 async fn a_write_that_cannot_be_stored_changes_nothing() {
     let dir = dir();
     let state = open(&file(dir.path()), Options::default());
-    let mut watch = state.watch_kind(&Unwritable::kind(), WatchKindOptions::default()).await.expect("watch");
+    let mut watch = state.watch_kind_dynamic(&Unwritable::kind(), WatchKindOptions::default()).await.expect("watch");
     let err = state
-        .create_typed(Typed::new("x", Unwritable { value: 1 }), CreateOptions::default())
+        .create(Typed::new("x", Unwritable { value: 1 }), CreateOptions::default())
         .await
         .expect_err("an unwritable spec");
     assert!(matches!(err, StateError::Backend(_)), "{err:?}");
     assert!(err.to_string().contains("refuses to be written"), "{err}");
-    let missing = state.get(&Unwritable::pointer("x")).await.expect_err("nothing stored");
+    let missing = state.get_dynamic(&Unwritable::pointer("x")).await.expect_err("nothing stored");
     assert!(missing.is_not_found());
 
     // The store goes on: the next write works, and it is the first event.
-    state.create_typed(path("ok", "fine"), CreateOptions::default()).await.expect("create");
-    let mut other = state.watch_kind(&PathResource::kind_in(NS), WatchKindOptions::tail(10)).await.expect("watch");
+    state.create(path("ok", "fine"), CreateOptions::default()).await.expect("create");
+    let mut other =
+        state.watch_kind_dynamic(&PathResource::kind_in(NS), WatchKindOptions::tail(10)).await.expect("watch");
     assert_eq!(other.recv().await.and_then(|e| e.resource().map(|r| r.id().to_owned())).as_deref(), Some("ok"));
     let nothing = tokio::time::timeout(std::time::Duration::from_millis(50), watch.recv()).await;
     assert!(nothing.is_err(), "a refused write published {nothing:?}");
@@ -204,7 +213,7 @@ async fn concurrent_creates(kinds: usize) -> u64 {
         let state = Arc::clone(&state);
         tokio::spawn(async move {
             let resource = Typed::new_in(format!("ns{}", i % kinds), format!("r{i}"), PathResource::default());
-            state.create_typed(resource, CreateOptions::default()).await
+            state.create(resource, CreateOptions::default()).await
         })
     });
     for result in join_all(writes).await {
@@ -216,8 +225,11 @@ async fn concurrent_creates(kinds: usize) -> u64 {
     let state = open(&file(dir.path()), Options::default());
     let mut total = 0;
     for n in 0..kinds {
-        total +=
-            state.list(&PathResource::kind_in(&format!("ns{n}")), &ListOptions::default()).await.expect("list").len();
+        total += state
+            .list_dynamic(&PathResource::kind_in(&format!("ns{n}")), &ListOptions::default())
+            .await
+            .expect("list")
+            .len();
     }
     assert_eq!(total, 64, "not every write is stored");
     commits
@@ -257,11 +269,11 @@ impl serde::Serialize for Fussy {
 async fn a_refused_write_fails_alone_in_its_batch() {
     let dir = dir();
     let state = Arc::new(open(&file(dir.path()), Options::default()));
-    let mut watch = state.watch_kind(&Fussy::kind(), WatchKindOptions::default()).await.expect("watch");
+    let mut watch = state.watch_kind_dynamic(&Fussy::kind(), WatchKindOptions::default()).await.expect("watch");
     let writes = (0..32u32).map(|value| {
         let state = Arc::clone(&state);
         tokio::spawn(async move {
-            state.create_typed(Typed::new(format!("f{value:02}"), Fussy { value }), CreateOptions::default()).await
+            state.create(Typed::new(format!("f{value:02}"), Fussy { value }), CreateOptions::default()).await
         })
     });
     let results: Vec<_> = join_all(writes).await.into_iter().map(|r| r.expect("the writer panicked")).collect();
@@ -287,7 +299,7 @@ async fn a_refused_write_fails_alone_in_its_batch() {
     let state = Arc::into_inner(state).expect("no other handle");
     drop(state);
     let state = open(&file(dir.path()), Options::default());
-    let stored = state.list(&Fussy::kind(), &ListOptions::default()).await.expect("list");
+    let stored = state.list_dynamic(&Fussy::kind(), &ListOptions::default()).await.expect("list");
     assert_eq!(stored.len(), 31);
 }
 
@@ -298,13 +310,14 @@ async fn the_router_keeps_some_namespaces_durable() {
         let durable: Arc<dyn State> = Arc::new(open(&file(dir.path()), Options::default()));
         let state =
             NamespacedState::new(|_| Arc::new(MemoryState::default()) as Arc<dyn State>).with_namespace(NS, durable);
-        let config = state.list(&PathResource::kind_in(NS), &ListOptions::default()).await.expect("list");
-        let runtime = state.list(&PathResource::kind_in("runtime"), &ListOptions::default()).await.expect("list");
+        let config = state.list_dynamic(&PathResource::kind_in(NS), &ListOptions::default()).await.expect("list");
+        let runtime =
+            state.list_dynamic(&PathResource::kind_in("runtime"), &ListOptions::default()).await.expect("list");
         if round == 0 {
             assert!(config.is_empty() && runtime.is_empty());
-            state.create_typed(path("kept", "yes"), CreateOptions::default()).await.expect("create durable");
+            state.create(path("kept", "yes"), CreateOptions::default()).await.expect("create durable");
             state
-                .create_typed(Typed::new_in("runtime", "lost", PathResource::default()), CreateOptions::default())
+                .create(Typed::new_in("runtime", "lost", PathResource::default()), CreateOptions::default())
                 .await
                 .expect("create in memory");
         } else {
@@ -319,9 +332,9 @@ async fn encryption_keys_are_checked_and_specs_are_not_in_the_clear() {
     let dir = dir();
     let file = file(dir.path());
     let state = open(&file, encrypted());
-    state.create_typed(path("secret", "hunter2-hunter2"), CreateOptions::default()).await.expect("create");
+    state.create(path("secret", "hunter2-hunter2"), CreateOptions::default()).await.expect("create");
     let blob = EncodedSpec { proto: b"proto-secret-bytes".to_vec(), yaml: Some("yaml-secret-text".into()) };
-    state.create(encoded("blob", blob), CreateOptions::default()).await.expect("create");
+    state.create_dynamic(encoded("blob", blob), CreateOptions::default()).await.expect("create");
     drop(state);
 
     let bytes = std::fs::read(&file).expect("read the file");
@@ -341,7 +354,7 @@ async fn encryption_keys_are_checked_and_specs_are_not_in_the_clear() {
     assert!(matches!(missing, Error::KeyRequired), "{missing:?}");
 
     let state = open(&file, Options::default().encryption_key(EncryptionKey::new(KEY)));
-    let secret = state.get_typed_at::<PathResource>(&PathResource::pointer_in(NS, "secret")).await.expect("secret");
+    let secret = state.get::<PathResource>(&PathResource::pointer_in(NS, "secret")).await.expect("secret");
     assert_eq!(secret.value, "hunter2-hunter2");
     drop(state);
 
@@ -387,7 +400,7 @@ async fn damaged_stores_never_panic() {
     let good = file(dir.path());
     let state = open(&good, Options::default());
     for i in 0..20 {
-        state.create_typed(path(&format!("r{i}"), "some value"), CreateOptions::default()).await.expect("create");
+        state.create(path(&format!("r{i}"), "some value"), CreateOptions::default()).await.expect("create");
     }
     drop(state);
     let bytes = std::fs::read(&good).expect("read");

@@ -202,10 +202,10 @@ async fn chain_latency(links: usize, samples: usize) -> Vec<Duration> {
     }
     let head = Pointer::new("c0", Num::TYPE, "x");
     let tail = Pointer::new(format!("c{links}"), Num::TYPE, "x");
-    state.create_typed(Typed::new("x", Num { value: 0 }), CreateOptions::default()).await.expect("create");
+    state.create(Typed::new("x", Num { value: 0 }), CreateOptions::default()).await.expect("create");
     runtime.start().await.expect("start");
 
-    let mut watch = state.watch(&tail, WatchOptions::default()).await.expect("watch");
+    let mut watch = state.watch_dynamic(&tail, WatchOptions::default()).await.expect("watch");
     let mut wait_for = async |value: i64| {
         while let Some(event) = watch.recv().await {
             match event {
@@ -227,7 +227,7 @@ async fn chain_latency(links: usize, samples: usize) -> Vec<Duration> {
     let mut times = Vec::with_capacity(samples);
     for value in 1..=(warm_up + samples) as i64 {
         let start = Instant::now();
-        state.modify::<Num, _>(&head, UpdateOptions::default(), |num| num.value = value).await.expect("update");
+        state.modify::<Num>(&head, UpdateOptions::default(), |num| num.value = value).await.expect("update");
         wait_for(value).await;
         if value > warm_up as i64 {
             times.push(start.elapsed());
@@ -266,7 +266,7 @@ async fn transform_throughput(kind: Transform, live: bool, resources: usize) -> 
     let write_inputs = async || {
         for index in 0..resources {
             let num = Typed::new_in(TRANSFORM_IN, format!("n{index:06}"), Num { value: index as i64 });
-            state.create_typed(num, CreateOptions::default()).await.expect("create");
+            state.create(num, CreateOptions::default()).await.expect("create");
         }
     };
 
@@ -291,15 +291,15 @@ async fn transform_throughput(kind: Transform, live: bool, resources: usize) -> 
     // until all are there. Polled every millisecond: a watch would fall more
     // than the history's capacity behind the writer and fail.
     let last = Pointer::new(TRANSFORM_OUT, Text::TYPE, format!("n{:06}", resources - 1));
-    while state.get(&last).await.is_err() {
+    while state.get_dynamic(&last).await.is_err() {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let kind = Kind::new(TRANSFORM_OUT, Text::TYPE);
-    while state.list(&kind, &ListOptions::default()).await.expect("list").len() < resources {
+    while state.list_dynamic(&kind, &ListOptions::default()).await.expect("list").len() < resources {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let done = Instant::now();
-    let output = state.get_typed_at::<Text>(&last).await.expect("the last output");
+    let output = state.get::<Text>(&last).await.expect("the last output");
     assert_eq!(output.value, (resources - 1).to_string(), "the transform wrote a wrong output");
     runtime.shutdown().await;
     (done - start, done - last_write)

@@ -32,7 +32,7 @@ fn state_with(n: u64, rt: &tokio::runtime::Runtime) -> Arc<dyn State> {
     let state: Arc<dyn State> = Arc::new(MemoryState::default());
     rt.block_on(async {
         for i in 0..n {
-            state.create_typed(Typed::new(format!("r{i:06}"), spec(i)), CreateOptions::default()).await.unwrap();
+            state.create(Typed::new(format!("r{i:06}"), spec(i)), CreateOptions::default()).await.unwrap();
         }
     });
     state
@@ -50,7 +50,7 @@ fn single_ops(c: &mut Criterion) {
                 let start = Instant::now();
                 for i in 0..iters {
                     let resource = Typed::new(format!("r{i}"), spec(i));
-                    black_box(state.create_typed(resource, CreateOptions::default()).await.unwrap());
+                    black_box(state.create(resource, CreateOptions::default()).await.unwrap());
                 }
                 start.elapsed()
             })
@@ -64,7 +64,7 @@ fn single_ops(c: &mut Criterion) {
                 let start = Instant::now();
                 for i in 0..iters {
                     let id = format!("r{:06}", i % 10_000);
-                    black_box(state.get_typed::<BenchSpec>(&id).await.unwrap());
+                    black_box(state.get::<BenchSpec>(&id).await.unwrap());
                 }
                 start.elapsed()
             })
@@ -77,9 +77,9 @@ fn single_ops(c: &mut Criterion) {
                 let pointer = BenchSpec::pointer("r000000");
                 let start = Instant::now();
                 for i in 0..iters {
-                    let mut current = state.get_typed_at::<BenchSpec>(&pointer).await.unwrap();
+                    let mut current = state.get::<BenchSpec>(&pointer).await.unwrap();
                     current.value = i;
-                    black_box(state.update_typed(current, UpdateOptions::default()).await.unwrap());
+                    black_box(state.update(current, UpdateOptions::default()).await.unwrap());
                 }
                 start.elapsed()
             })
@@ -94,7 +94,7 @@ fn single_ops(c: &mut Criterion) {
             rt.block_on(async {
                 let start = Instant::now();
                 for _ in 0..iters {
-                    black_box(state.list_typed::<BenchSpec>(&ListOptions::default()).await.unwrap());
+                    black_box(state.list::<BenchSpec>(&ListOptions::default()).await.unwrap());
                 }
                 start.elapsed()
             })
@@ -106,7 +106,7 @@ fn single_ops(c: &mut Criterion) {
             rt.block_on(async {
                 let start = Instant::now();
                 for _ in 0..iters {
-                    black_box(state.list(&kind, &ListOptions::default()).await.unwrap());
+                    black_box(state.list_dynamic(&kind, &ListOptions::default()).await.unwrap());
                 }
                 start.elapsed()
             })
@@ -133,7 +133,7 @@ fn watch_fan_out(c: &mut Criterion) {
                     let mut readers = Vec::with_capacity(WATCHERS);
                     for _ in 0..WATCHERS {
                         let mut watch =
-                            state.watch_kind(&BenchSpec::kind(), WatchKindOptions::default()).await.unwrap();
+                            state.watch_kind_dynamic(&BenchSpec::kind(), WatchKindOptions::default()).await.unwrap();
                         readers.push(tokio::spawn(async move {
                             let mut seen = 0;
                             while seen < WRITES {
@@ -145,7 +145,7 @@ fn watch_fan_out(c: &mut Criterion) {
                     let start = Instant::now();
                     for i in 0..WRITES {
                         let resource = Typed::new(format!("r{iter}-{i}"), spec(i));
-                        state.create_typed(resource, CreateOptions::default()).await.unwrap();
+                        state.create(resource, CreateOptions::default()).await.unwrap();
                     }
                     for reader in readers {
                         reader.await.unwrap();

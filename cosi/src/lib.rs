@@ -28,9 +28,9 @@
 //! # async fn main() -> cosi::Result<()> {
 //! let state = cosi::state::memory();
 //! let spec = Typed::new("default", HostnameSpec { hostname: "talos".into() });
-//! state.create_typed(spec, CreateOptions::default()).await?;
+//! state.create(spec, CreateOptions::default()).await?;
 //!
-//! let spec = state.get_typed::<HostnameSpec>("default").await?;
+//! let spec = state.get::<HostnameSpec>("default").await?;
 //! assert_eq!(spec.hostname, "talos");
 //! assert_eq!(spec.metadata().version(), Version::new(1));
 //! # Ok(())
@@ -75,7 +75,7 @@ pub mod prelude {
         DynamicResource, IdQuery, Kind, LabelQuery, Labels, Metadata, Phase, Pointer, Resource, Typed, Version,
     };
     pub use crate::state::{
-        CreateOptions, DestroyOptions, Event, ListOptions, State, StateExt, TeardownOptions, UpdateOptions,
-        WatchKindOptions, WatchOptions,
+        CreateOptions, DestroyOptions, Event, ListOptions, State, StateExt, TeardownOptions, TypedEvent, UpdateOptions,
+        WatchCondition, WatchKindOptions, WatchOptions,
     };
 }

@@ -50,8 +50,8 @@ pub async fn run(args: GetArgs) -> Result<(), CliError> {
 
     if !args.watch {
         let resources = match &args.id {
-            Some(id) => vec![client.get(&kind.pointer(id)).await?],
-            None => client.list(&kind, &ListOptions::default()).await?,
+            Some(id) => vec![client.get_dynamic(&kind.pointer(id)).await?],
+            None => client.list_dynamic(&kind, &ListOptions::default()).await?,
         };
         for resource in &resources {
             printer.row(&mut out, Row { event: None, resource })?;
@@ -60,8 +60,8 @@ pub async fn run(args: GetArgs) -> Result<(), CliError> {
     }
 
     let mut watch = match &args.id {
-        Some(id) => client.watch(&kind.pointer(id), WatchOptions::default()).await?,
-        None => client.watch_kind(&kind, WatchKindOptions::bootstrap()).await?,
+        Some(id) => client.watch_dynamic(&kind.pointer(id), WatchOptions::default()).await?,
+        None => client.watch_kind_dynamic(&kind, WatchKindOptions::bootstrap()).await?,
     };
     while let Some(event) = watch.recv().await {
         let label = match &event {
@@ -88,7 +88,7 @@ pub async fn run(args: GetArgs) -> Result<(), CliError> {
 pub async fn resolve(client: &Client, name: &str) -> Result<ResourceDefinition, CliError> {
     let kind = Kind::new(META_NAMESPACE, ResourceDefinition::TYPE);
     let definitions: Vec<ResourceDefinition> = client
-        .list(&kind, &ListOptions::default())
+        .list_dynamic(&kind, &ListOptions::default())
         .await?
         .iter()
         .filter_map(|resource| cosi_grpc::definition_from_spec(&resource.spec))

@@ -49,7 +49,7 @@ struct Unhealthy {
 
 pub async fn run(args: GraphArgs) -> Result<(), CliError> {
     let client = args.connect.connect().await?;
-    let statuses = client.list_typed_in::<ControllerStatus>(&args.namespace, &ListOptions::default()).await?;
+    let statuses = client.list_in::<ControllerStatus>(&args.namespace, &ListOptions::default()).await?;
     if statuses.is_empty() {
         eprintln!(
             "cosictl: no controller statuses in namespace {:?}: no runtime runs against this state, or it publishes elsewhere (-n)",

@@ -65,7 +65,7 @@ async fn populate(endpoint: &str) -> Client {
     registry.register_definition(definition("Links.net.example.org", &[], &[])).await.expect("register");
     registry.register_definition(definition("Links.other.example.org", &[], &[])).await.expect("register");
     client
-        .create(resource("Hostnames.net.example.org", "default", "hostname: talos\n"), CreateOptions::default())
+        .create_dynamic(resource("Hostnames.net.example.org", "default", "hostname: talos\n"), CreateOptions::default())
         .await
         .expect("create");
     client
@@ -135,7 +135,7 @@ async fn get_resolves_aliases_and_prints_every_format() {
         serde_json::from_str(&lines.next_line().await.expect("read").expect("a line")).expect("json");
     assert_eq!((first["event"].as_str(), first["metadata"]["id"].as_str()), (Some("+"), Some("default")));
     client
-        .create(resource("Hostnames.net.example.org", "other", "hostname: next\n"), CreateOptions::default())
+        .create_dynamic(resource("Hostnames.net.example.org", "other", "hostname: next\n"), CreateOptions::default())
         .await
         .expect("create");
     let next: serde_json::Value =

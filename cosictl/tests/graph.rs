@@ -74,7 +74,7 @@ async fn graph_draws_the_controllers_a_remote_runtime_publishes() {
     let published = async {
         loop {
             let statuses = client
-                .list_typed_in::<ControllerStatus>(RUNTIME_NAMESPACE, &ListOptions::default())
+                .list_in::<ControllerStatus>(RUNTIME_NAMESPACE, &ListOptions::default())
                 .await
                 .unwrap_or_default();
             let healthy = |name: &str| statuses.iter().find(|status| status.id() == name).map(|status| status.healthy);

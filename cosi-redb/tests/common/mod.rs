@@ -45,31 +45,39 @@ impl TempState {
 
 #[async_trait]
 impl State for TempState {
-    async fn get(&self, pointer: &Pointer) -> cosi::Result<Arc<DynamicResource>> {
-        self.state.get(pointer).await
+    async fn get_dynamic(&self, pointer: &Pointer) -> cosi::Result<Arc<DynamicResource>> {
+        self.state.get_dynamic(pointer).await
     }
 
-    async fn list(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<Arc<DynamicResource>>> {
-        self.state.list(kind, options).await
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<Arc<DynamicResource>>> {
+        self.state.list_dynamic(kind, options).await
     }
 
-    async fn create(&self, resource: DynamicResource, options: CreateOptions) -> cosi::Result<Arc<DynamicResource>> {
-        self.state.create(resource, options).await
+    async fn create_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: CreateOptions,
+    ) -> cosi::Result<Arc<DynamicResource>> {
+        self.state.create_dynamic(resource, options).await
     }
 
-    async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> cosi::Result<Arc<DynamicResource>> {
-        self.state.update(resource, options).await
+    async fn update_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: UpdateOptions,
+    ) -> cosi::Result<Arc<DynamicResource>> {
+        self.state.update_dynamic(resource, options).await
     }
 
-    async fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> cosi::Result<()> {
-        self.state.destroy(pointer, options).await
+    async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> cosi::Result<()> {
+        self.state.destroy_dynamic(pointer, options).await
     }
 
-    async fn watch(&self, pointer: &Pointer, options: WatchOptions) -> cosi::Result<Watch> {
-        self.state.watch(pointer, options).await
+    async fn watch_dynamic(&self, pointer: &Pointer, options: WatchOptions) -> cosi::Result<Watch> {
+        self.state.watch_dynamic(pointer, options).await
     }
 
-    async fn watch_kind(&self, kind: &Kind, options: WatchKindOptions) -> cosi::Result<Watch> {
-        self.state.watch_kind(kind, options).await
+    async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> cosi::Result<Watch> {
+        self.state.watch_kind_dynamic(kind, options).await
     }
 }

@@ -17,7 +17,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use crate::controller::{Finalizes, Input, InputKind, Reads, Writes};
-use crate::resource::{DynamicResource, Kind, Phase, Pointer, Resource, Typed};
+use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
 use crate::runtime::Core;
 use crate::state::{
     CreateOptions, DestroyOptions, Error, Event, ListOptions, Result, State, StateExt, TeardownOptions, UpdateOptions,
@@ -42,43 +42,6 @@ pub type CtxFuture<'a, T, E = Error> = std::pin::Pin<Box<dyn Future<Output = Res
 /// Resolves once a resource is tearing down or gone: [`Ctx::until_teardown`].
 pub type TeardownSignal = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
-/// Where a resource of type `T` is: an ID (in `T`'s default namespace), a
-/// [`Pointer`], or a resource read before.
-pub trait At<T> {
-    /// The pointer.
-    fn pointer(self) -> Pointer;
-}
-
-impl<T: Resource> At<T> for &str {
-    fn pointer(self) -> Pointer {
-        T::pointer(self)
-    }
-}
-
-impl<T: Resource> At<T> for &String {
-    fn pointer(self) -> Pointer {
-        T::pointer(self)
-    }
-}
-
-impl<T: Resource> At<T> for &Pointer {
-    fn pointer(self) -> Pointer {
-        self.clone()
-    }
-}
-
-impl<T: Resource> At<T> for Pointer {
-    fn pointer(self) -> Pointer {
-        self
-    }
-}
-
-impl<T: Resource> At<T> for &Typed<T> {
-    fn pointer(self) -> Pointer {
-        self.metadata().pointer().clone()
-    }
-}
-
 impl<C: ?Sized> Ctx<C> {
     pub(crate) fn new(core: Arc<Core>) -> Self {
         Ctx { dynamic: DynCtx { core }, _controller: PhantomData }
@@ -102,7 +65,7 @@ impl<C: ?Sized> Ctx<C> {
 
     /// The resources of type `T` in its default namespace, sorted by ID.
     pub fn list<T: Resource + Reads<C>>(&self) -> CtxFuture<'_, Vec<Typed<T>>> {
-        Box::pin(async move { self.dynamic.list::<T>(T::NAMESPACE, &ListOptions::default()).await })
+        Box::pin(async move { self.dynamic.list_in::<T>(T::NAMESPACE, &ListOptions::default()).await })
     }
 
     /// The resources of type `T` in `namespace` that match `options`, sorted by ID.
@@ -111,7 +74,7 @@ impl<C: ?Sized> Ctx<C> {
         namespace: &'a str,
         options: &'a ListOptions,
     ) -> CtxFuture<'a, Vec<Typed<T>>> {
-        Box::pin(async move { self.dynamic.list::<T>(namespace, options).await })
+        Box::pin(async move { self.dynamic.list_in::<T>(namespace, options).await })
     }
 
     /// Creates the resource from `T::default()` with `edit` applied, or updates
@@ -197,12 +160,12 @@ impl<C: ?Sized> Ctx<C> {
     /// reconcile once their finalizers are gone; declare `DestroyReady<T>` to
     /// be woken then).
     pub fn cleanup_outputs<T: Resource + Writes<C>>(&self) -> CtxFuture<'_, ()> {
-        Box::pin(async move { self.dynamic.cleanup_outputs::<T>(T::NAMESPACE).await })
+        Box::pin(async move { self.dynamic.cleanup_outputs_in::<T>(T::NAMESPACE).await })
     }
 
     /// [`cleanup_outputs`](Ctx::cleanup_outputs) in `namespace`.
     pub fn cleanup_outputs_in<'a, T: Resource + Writes<C>>(&'a self, namespace: &'a str) -> CtxFuture<'a, ()> {
-        Box::pin(async move { self.dynamic.cleanup_outputs::<T>(namespace).await })
+        Box::pin(async move { self.dynamic.cleanup_outputs_in::<T>(namespace).await })
     }
 
     /// Replaces the controller's inputs (COSI's `UpdateInputs`): it is woken by
@@ -250,20 +213,20 @@ impl DynCtx {
         &*self.core.state
     }
 
-    /// The resource of type `T` at `pointer`.
-    pub async fn get<T: Resource>(&self, pointer: Pointer) -> Result<Typed<T>> {
-        Typed::try_from(self.get_dynamic(&expect_type::<T>(pointer)?).await?)
+    /// The resource of type `T` at `at`.
+    pub async fn get<T: Resource>(&self, at: impl At<T>) -> Result<Typed<T>> {
+        Typed::try_from(self.get_dynamic(&expect_type::<T>(at)?).await?)
     }
 
     /// The resource at `pointer`, whatever its type.
     pub async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
         self.core.check_read(pointer)?;
         self.core.stats.count_read();
-        self.state().get(pointer).await
+        self.state().get_dynamic(pointer).await
     }
 
-    /// The resources of type `T` in `namespace`.
-    pub async fn list<T: Resource>(&self, namespace: &str, options: &ListOptions) -> Result<Vec<Typed<T>>> {
+    /// The resources of type `T` in `namespace` that match `options`, sorted by ID.
+    pub async fn list_in<T: Resource>(&self, namespace: &str, options: &ListOptions) -> Result<Vec<Typed<T>>> {
         let kind = Kind::new(namespace, T::TYPE);
         self.list_dynamic(&kind, options).await?.into_iter().map(Typed::try_from).collect()
     }
@@ -272,20 +235,20 @@ impl DynCtx {
     pub async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
         self.core.check_list(kind)?;
         self.core.stats.count_read();
-        self.state().list(kind, options).await
+        self.state().list_dynamic(kind, options).await
     }
 
     /// As [`Ctx::try_modify`].
     pub async fn try_modify<T, E>(
         &self,
-        pointer: Pointer,
+        at: impl At<T>,
         edit: impl FnMut(&mut Typed<T>) -> Result<(), E> + Send,
     ) -> Result<Typed<T>, E>
     where
         T: Resource + Default,
         E: From<Error> + Send,
     {
-        let pointer = expect_type::<T>(pointer)?;
+        let pointer = expect_type::<T>(at)?;
         self.core.check_write(&pointer, "modify")?;
         self.core.touch(&pointer);
         self.core.stats.count_write();
@@ -303,7 +266,7 @@ impl DynCtx {
         self.core.check_write(pointer, "create")?;
         self.core.touch(pointer);
         self.core.stats.count_write();
-        self.state().create(resource, CreateOptions::owner(&*self.core.name)).await
+        self.state().create_dynamic(resource, CreateOptions::owner(&*self.core.name)).await
     }
 
     /// As [`Ctx::update`].
@@ -317,55 +280,55 @@ impl DynCtx {
         self.core.check_write(pointer, "update")?;
         self.core.touch(pointer);
         self.core.stats.count_write();
-        self.state().update(resource, UpdateOptions::owner(&*self.core.name)).await
+        self.state().update_dynamic(resource, UpdateOptions::owner(&*self.core.name)).await
     }
 
     /// As [`Ctx::teardown`].
-    pub async fn teardown<T: Resource>(&self, pointer: Pointer) -> Result<bool> {
-        self.teardown_dynamic(&expect_type::<T>(pointer)?).await
+    pub async fn teardown<T: Resource>(&self, at: impl At<T>) -> Result<bool> {
+        self.teardown_dynamic(&expect_type::<T>(at)?).await
     }
 
     /// Tears down a resource of any type.
     pub async fn teardown_dynamic(&self, pointer: &Pointer) -> Result<bool> {
         self.core.check_write(pointer, "teardown")?;
         self.core.stats.count_write();
-        self.state().teardown(pointer, TeardownOptions::owner(&*self.core.name)).await
+        self.state().teardown_dynamic(pointer, TeardownOptions::owner(&*self.core.name)).await
     }
 
     /// As [`Ctx::destroy`].
-    pub async fn destroy<T: Resource>(&self, pointer: Pointer) -> Result<()> {
-        self.destroy_dynamic(&expect_type::<T>(pointer)?).await
+    pub async fn destroy<T: Resource>(&self, at: impl At<T>) -> Result<()> {
+        self.destroy_dynamic(&expect_type::<T>(at)?).await
     }
 
     /// Destroys a resource of any type.
     pub async fn destroy_dynamic(&self, pointer: &Pointer) -> Result<()> {
         self.core.check_write(pointer, "destroy")?;
         self.core.stats.count_write();
-        self.state().destroy(pointer, DestroyOptions::owner(&*self.core.name)).await
+        self.state().destroy_dynamic(pointer, DestroyOptions::owner(&*self.core.name)).await
     }
 
     /// As [`Ctx::add_finalizer`].
-    pub async fn add_finalizer<T: Resource>(&self, pointer: Pointer, finalizer: &str) -> Result<()> {
-        self.add_finalizer_dynamic(&expect_type::<T>(pointer)?, finalizer).await
+    pub async fn add_finalizer<T: Resource>(&self, at: impl At<T>, finalizer: &str) -> Result<()> {
+        self.add_finalizer_dynamic(&expect_type::<T>(at)?, finalizer).await
     }
 
     /// Adds a finalizer to an input of any type.
     pub async fn add_finalizer_dynamic(&self, pointer: &Pointer, finalizer: &str) -> Result<()> {
         self.core.check_finalizers(pointer)?;
         self.core.stats.count_write();
-        self.state().add_finalizers(pointer, &[finalizer]).await.map(drop)
+        self.state().add_finalizers_dynamic(pointer, &[finalizer]).await.map(drop)
     }
 
     /// As [`Ctx::remove_finalizer`].
-    pub async fn remove_finalizer<T: Resource>(&self, pointer: Pointer, finalizer: &str) -> Result<()> {
-        self.remove_finalizer_dynamic(&expect_type::<T>(pointer)?, finalizer).await
+    pub async fn remove_finalizer<T: Resource>(&self, at: impl At<T>, finalizer: &str) -> Result<()> {
+        self.remove_finalizer_dynamic(&expect_type::<T>(at)?, finalizer).await
     }
 
     /// Removes a finalizer from an input of any type; succeeds when the resource is gone.
     pub async fn remove_finalizer_dynamic(&self, pointer: &Pointer, finalizer: &str) -> Result<()> {
         self.core.check_finalizers(pointer)?;
         self.core.stats.count_write();
-        match self.state().remove_finalizers(pointer, &[finalizer]).await {
+        match self.state().remove_finalizers_dynamic(pointer, &[finalizer]).await {
             Ok(_) => Ok(()),
             Err(error) if error.is_not_found() => Ok(()),
             Err(error) => Err(error),
@@ -373,7 +336,7 @@ impl DynCtx {
     }
 
     /// As [`Ctx::cleanup_outputs_in`].
-    pub async fn cleanup_outputs<T: Resource>(&self, namespace: &str) -> Result<()> {
+    pub async fn cleanup_outputs_in<T: Resource>(&self, namespace: &str) -> Result<()> {
         self.cleanup_outputs_dynamic(&Kind::new(namespace, T::TYPE)).await
     }
 
@@ -411,7 +374,7 @@ impl DynCtx {
     /// As [`Ctx::until_teardown`].
     pub async fn until_teardown(&self, pointer: &Pointer) -> Result<TeardownSignal> {
         self.core.check_read(pointer)?;
-        let mut watch = self.state().watch(pointer, WatchOptions::default()).await?;
+        let mut watch = self.state().watch_dynamic(pointer, WatchOptions::default()).await?;
         Ok(Box::pin(async move {
             while let Some(event) = watch.recv().await {
                 match event {
@@ -444,7 +407,8 @@ impl DynCtx {
     }
 }
 
-fn expect_type<T: Resource>(pointer: Pointer) -> Result<Pointer> {
+fn expect_type<T: Resource>(at: impl At<T>) -> Result<Pointer> {
+    let pointer = at.pointer();
     if pointer.r#type() == T::TYPE {
         return Ok(pointer);
     }

@@ -106,7 +106,7 @@ impl<In: Resource, Out: Resource + Default> Transform<In, Out> {
         let finalizer = ctx.name().to_owned();
         let mut releasing = Vec::new();
         let mut errors = Vec::new();
-        for input in ctx.list::<In>(In::NAMESPACE, &ListOptions::default()).await? {
+        for input in ctx.list_in::<In>(In::NAMESPACE, &ListOptions::default()).await? {
             let Some(id) = (self.map)(&input) else { continue };
             let output = Out::pointer(&id);
             match input.metadata().phase() {
@@ -132,7 +132,7 @@ impl<In: Resource, Out: Resource + Default> Transform<In, Out> {
                 Phase::TearingDown => (),
             }
         }
-        ctx.cleanup_outputs::<Out>(Out::NAMESPACE).await?;
+        ctx.cleanup_outputs_in::<Out>(Out::NAMESPACE).await?;
         for (input, output) in releasing {
             match ctx.get_dynamic(&output).await {
                 Err(error) if error.is_not_found() => ctx.remove_finalizer::<In>(input, &finalizer).await?,
@@ -298,7 +298,7 @@ impl<T: Resource + Default> Merge<T> {
             self.inputs_set = true;
         }
         let mut layers: BTreeMap<String, Vec<(i64, Arc<T>)>> = BTreeMap::new();
-        for resource in ctx.list::<T>(&self.source, &ListOptions::default()).await? {
+        for resource in ctx.list_in::<T>(&self.source, &ListOptions::default()).await? {
             if resource.metadata().phase() == Phase::TearingDown {
                 continue;
             }
@@ -318,7 +318,7 @@ impl<T: Resource + Default> Merge<T> {
             })
             .await?;
         }
-        ctx.cleanup_outputs::<T>(&self.target).await?;
+        ctx.cleanup_outputs_in::<T>(&self.target).await?;
         Ok(())
     }
 }

@@ -53,7 +53,7 @@ use std::borrow::Cow;
 use std::future::Future;
 
 pub use access::{Finalizes, Reads, Writes};
-pub use ctx::{At, Ctx, CtxFuture, DynCtx, TeardownSignal};
+pub use ctx::{Ctx, CtxFuture, DynCtx, TeardownSignal};
 pub use declaration::{
     Conflict, Declaration, Entry, Input, InputDecl, InputKind, InputRef, OutputDecl, OutputKind, check_declaration,
     check_graph, check_inputs, check_pair,

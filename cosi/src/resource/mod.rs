@@ -20,7 +20,7 @@ pub use definition::{DefinitionOptions, PrintColumn, ResourceDefinition, Sensiti
 pub use dynamic::{DynamicResource, EncodedSpec, Spec};
 pub use metadata::{Finalizers, Labels, Metadata, ParseError, Phase, Version};
 pub use query::{IdQuery, LabelOp, LabelQuery, LabelTerm};
-pub use typed::Typed;
+pub use typed::{At, Typed};
 
 pub(crate) use cosi_naming as naming;
 pub(crate) use naming::validate_name;

@@ -4,7 +4,7 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use crate::resource::{DynamicResource, Metadata, Resource, Spec};
+use crate::resource::{DynamicResource, Metadata, Pointer, Resource, Spec};
 use crate::state::Error;
 
 /// A resource of spec type `S`: its [`Metadata`] and a shared, immutable `S`.
@@ -156,4 +156,41 @@ fn typed_spec<S: Resource>(resource: &DynamicResource) -> Result<Arc<S>, Error> 
         .spec
         .to_typed::<S>()
         .map_err(|reason| Error::invalid_argument(format!("resource {}: {reason}", metadata.pointer())))
+}
+
+/// Where a resource of type `T` is: an ID (in `T`'s default namespace), a
+/// [`Pointer`], or a resource read before.
+pub trait At<T> {
+    /// The pointer.
+    fn pointer(self) -> Pointer;
+}
+
+impl<T: Resource> At<T> for &str {
+    fn pointer(self) -> Pointer {
+        T::pointer(self)
+    }
+}
+
+impl<T: Resource> At<T> for &String {
+    fn pointer(self) -> Pointer {
+        T::pointer(self)
+    }
+}
+
+impl<T: Resource> At<T> for &Pointer {
+    fn pointer(self) -> Pointer {
+        self.clone()
+    }
+}
+
+impl<T: Resource> At<T> for Pointer {
+    fn pointer(self) -> Pointer {
+        self
+    }
+}
+
+impl<T: Resource> At<T> for &Typed<T> {
+    fn pointer(self) -> Pointer {
+        self.metadata().pointer().clone()
+    }
 }

@@ -269,7 +269,7 @@ impl Engine {
             };
             let watch = tokio::select! {
                 () = self.cancel.cancelled() => return,
-                watch = self.state.watch_kind(&kind, options) => watch,
+                watch = self.state.watch_kind_dynamic(&kind, options) => watch,
             };
             let mut watch = match watch {
                 Ok(watch) => watch,
@@ -369,7 +369,7 @@ impl Engine {
         }
         let mut backoff = Backoff::new(self.options.backoff);
         let resources = loop {
-            match self.state.list(kind, &ListOptions::default()).await {
+            match self.state.list_dynamic(kind, &ListOptions::default()).await {
                 Ok(resources) => break resources,
                 Err(error) => {
                     tracing::warn!(%kind, %error, "runtime could not list a kind to resynchronize; retrying");

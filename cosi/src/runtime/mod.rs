@@ -31,11 +31,9 @@
 //! runtime.register(shout {})?;
 //! runtime.start().await?;
 //!
-//! state.create_typed(Typed::new("hello", Greeting { text: "hello".into() }), CreateOptions::default()).await?;
-//! let shouted = cosi::state::WatchCondition::new().resource(|resource| !resource.is_tombstone());
-//! let event = state.watch_for(&Shout::pointer("hello"), shouted).await?;
-//! let shout = Typed::<Shout>::try_from(&**event.resource().expect("a resource"))?;
-//! assert_eq!(shout.text, "HELLO");
+//! state.create(Typed::new("hello", Greeting { text: "hello".into() }), CreateOptions::default()).await?;
+//! let event = state.watch_for::<Shout>("hello", WatchCondition::new()).await?;
+//! assert_eq!(event.resource().expect("a shout").text, "HELLO");
 //! runtime.shutdown().await;
 //! # Ok(())
 //! # }

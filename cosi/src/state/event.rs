@@ -2,6 +2,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -9,7 +10,7 @@ use std::task::{Context, Poll};
 use futures_core::Stream;
 use futures_util::StreamExt;
 
-use crate::resource::{DynamicResource, Kind};
+use crate::resource::{DynamicResource, Kind, Pointer, Resource, Typed};
 use crate::state::Error;
 
 /// One change, as a watch delivers it.
@@ -220,5 +221,236 @@ impl Stream for Watch {
 impl fmt::Debug for Watch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Watch").field("buffered", &self.buffered.len()).finish_non_exhaustive()
+    }
+}
+
+/// One change to a resource of type `T`, as a [`TypedWatch`] delivers it: an
+/// [`Event`] whose resources are read as `T`.
+#[derive(Clone, Debug)]
+pub enum TypedEvent<T> {
+    /// The resource appeared (see [`Event::Created`]).
+    Created {
+        /// The resource as stored.
+        resource: Typed<T>,
+        /// Where to resume after this event; `None` for bootstrap and initial events.
+        bookmark: Option<Bookmark>,
+    },
+    /// The resource changed.
+    Updated {
+        /// The resource as stored now.
+        resource: Typed<T>,
+        /// The resource as it was.
+        old: Typed<T>,
+        /// Where to resume after this event.
+        bookmark: Option<Bookmark>,
+    },
+    /// The resource is gone (see [`Event::Destroyed`]).
+    Destroyed {
+        /// Which resource.
+        pointer: Pointer,
+        /// Its last stored state; `None` when the watch only knows it is absent
+        /// (a single-resource watch of a resource that did not exist).
+        resource: Option<Typed<T>>,
+        /// Where to resume after this event.
+        bookmark: Option<Bookmark>,
+    },
+    /// The bootstrap contents of a kind watch are complete; live events follow.
+    Bootstrapped {
+        /// The watched kind.
+        kind: Kind,
+        /// Where to resume to see every change after the bootstrap contents.
+        bookmark: Option<Bookmark>,
+    },
+    /// Nothing happened; the event only carries a bookmark of the watch's start.
+    Noop {
+        /// The watched kind.
+        kind: Kind,
+        /// Where to resume to see every change after the watch started.
+        bookmark: Option<Bookmark>,
+    },
+    /// The watch failed and ends: no event follows. A resource that cannot be
+    /// read as `T` ends a typed watch this way.
+    Errored {
+        /// Why.
+        error: Error,
+    },
+}
+
+impl<T: Resource> TypedEvent<T> {
+    /// The event read as `T`; an `Errored` event when a resource is not a `T`.
+    pub fn from_event(event: Event) -> Self {
+        TypedEvent::try_from_event(event).unwrap_or_else(|error| TypedEvent::Errored { error })
+    }
+
+    fn try_from_event(event: Event) -> Result<Self, Error> {
+        Ok(match event {
+            Event::Created { resource, bookmark } => {
+                TypedEvent::Created { resource: Typed::try_from(resource)?, bookmark }
+            }
+            Event::Updated { resource, old, bookmark } => {
+                TypedEvent::Updated { resource: Typed::try_from(resource)?, old: Typed::try_from(old)?, bookmark }
+            }
+            Event::Destroyed { resource, bookmark } => TypedEvent::Destroyed {
+                pointer: resource.metadata.pointer().clone(),
+                resource: match resource.is_tombstone() {
+                    true => None,
+                    false => Some(Typed::try_from(resource)?),
+                },
+                bookmark,
+            },
+            Event::Bootstrapped { kind, bookmark } => TypedEvent::Bootstrapped { kind, bookmark },
+            Event::Noop { kind, bookmark } => TypedEvent::Noop { kind, bookmark },
+            Event::Errored { error } => TypedEvent::Errored { error },
+        })
+    }
+}
+
+impl<T> TypedEvent<T> {
+    /// The type of the event.
+    pub fn event_type(&self) -> EventType {
+        match self {
+            TypedEvent::Created { .. } => EventType::Created,
+            TypedEvent::Updated { .. } => EventType::Updated,
+            TypedEvent::Destroyed { .. } => EventType::Destroyed,
+            TypedEvent::Bootstrapped { .. } => EventType::Bootstrapped,
+            TypedEvent::Noop { .. } => EventType::Noop,
+            TypedEvent::Errored { .. } => EventType::Errored,
+        }
+    }
+
+    /// The resource of a `Created` or `Updated` event, and of a `Destroyed`
+    /// event that knows the resource's last state.
+    pub fn resource(&self) -> Option<&Typed<T>> {
+        match self {
+            TypedEvent::Created { resource, .. } | TypedEvent::Updated { resource, .. } => Some(resource),
+            TypedEvent::Destroyed { resource, .. } => resource.as_ref(),
+            TypedEvent::Bootstrapped { .. } | TypedEvent::Noop { .. } | TypedEvent::Errored { .. } => None,
+        }
+    }
+
+    /// The previous state, on `Updated` events.
+    pub fn old(&self) -> Option<&Typed<T>> {
+        match self {
+            TypedEvent::Updated { old, .. } => Some(old),
+            _ => None,
+        }
+    }
+
+    /// The bookmark to resume after this event, if it has one.
+    pub fn bookmark(&self) -> Option<&Bookmark> {
+        match self {
+            TypedEvent::Created { bookmark, .. }
+            | TypedEvent::Updated { bookmark, .. }
+            | TypedEvent::Destroyed { bookmark, .. }
+            | TypedEvent::Bootstrapped { bookmark, .. }
+            | TypedEvent::Noop { bookmark, .. } => bookmark.as_ref(),
+            TypedEvent::Errored { .. } => None,
+        }
+    }
+
+    /// The error of an `Errored` event.
+    pub fn error(&self) -> Option<&Error> {
+        match self {
+            TypedEvent::Errored { error } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl<T: Resource> From<TypedEvent<T>> for Event {
+    /// The erased event; a `Destroyed` event without a resource carries a tombstone.
+    fn from(event: TypedEvent<T>) -> Self {
+        let erased = |resource: Typed<T>| Arc::new(DynamicResource::from(resource));
+        match event {
+            TypedEvent::Created { resource, bookmark } => Event::Created { resource: erased(resource), bookmark },
+            TypedEvent::Updated { resource, old, bookmark } => {
+                Event::Updated { resource: erased(resource), old: erased(old), bookmark }
+            }
+            TypedEvent::Destroyed { pointer, resource, bookmark } => Event::Destroyed {
+                resource: resource.map_or_else(|| Arc::new(DynamicResource::tombstone(&pointer)), erased),
+                bookmark,
+            },
+            TypedEvent::Bootstrapped { kind, bookmark } => Event::Bootstrapped { kind, bookmark },
+            TypedEvent::Noop { kind, bookmark } => Event::Noop { kind, bookmark },
+            TypedEvent::Errored { error } => Event::Errored { error },
+        }
+    }
+}
+
+/// A [`Watch`] whose events are read as resources of type `T`: what
+/// [`StateExt::watch`](crate::StateExt::watch) and
+/// [`StateExt::watch_kind`](crate::StateExt::watch_kind) return.
+///
+/// A resource that is not a `T` (another type under the same name, or a spec
+/// that does not decode) ends the watch with one [`TypedEvent::Errored`], as
+/// a failed typed read does.
+pub struct TypedWatch<T> {
+    watch: Watch,
+    ended: bool,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T: Resource> TypedWatch<T> {
+    /// The typed view of `watch`.
+    pub fn new(watch: Watch) -> Self {
+        TypedWatch { watch, ended: false, _type: PhantomData }
+    }
+
+    /// The next event, or `None` when the watch has ended.
+    pub async fn recv(&mut self) -> Option<TypedEvent<T>> {
+        if self.ended {
+            return None;
+        }
+        let event = TypedEvent::from_event(self.watch.recv().await?);
+        self.ended = matches!(event, TypedEvent::Errored { .. });
+        Some(event)
+    }
+
+    /// Every event available now (waiting for at least one), or `None` when the watch has ended.
+    pub async fn recv_batch(&mut self) -> Option<Vec<TypedEvent<T>>> {
+        if self.ended {
+            return None;
+        }
+        let mut batch = Vec::new();
+        for event in self.watch.recv_batch().await? {
+            let event = TypedEvent::from_event(event);
+            let errored = matches!(event, TypedEvent::Errored { .. });
+            batch.push(event);
+            if errored {
+                self.ended = true;
+                break;
+            }
+        }
+        Some(batch)
+    }
+
+    /// The erased watch underneath.
+    pub fn into_inner(self) -> Watch {
+        self.watch
+    }
+}
+
+impl<T: Resource> Stream for TypedWatch<T> {
+    type Item = TypedEvent<T>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<TypedEvent<T>>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        match Pin::new(&mut self.watch).poll_next(cx) {
+            Poll::Ready(Some(event)) => {
+                let event = TypedEvent::from_event(event);
+                self.ended = matches!(event, TypedEvent::Errored { .. });
+                Poll::Ready(Some(event))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<T> fmt::Debug for TypedWatch<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TypedWatch").field("watch", &self.watch).field("ended", &self.ended).finish()
     }
 }

@@ -4,57 +4,133 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::resource::{DynamicResource, Phase, Pointer, Resource, Typed};
+use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
 use crate::state::{
-    CreateOptions, DestroyOptions, Error, Event, EventType, ListOptions, Result, State, TeardownOptions, UpdateOptions,
-    WatchOptions, phase_matches,
+    CreateOptions, DestroyOptions, Error, Event, EventType, ListOptions, Result, State, TeardownOptions, TypedEvent,
+    TypedWatch, UpdateOptions, WatchKindOptions, WatchOptions, phase_matches,
 };
 
-/// Typed helpers for every [`State`]: `use cosi::StateExt;` (or the prelude).
+/// The typed face of every [`State`]: `use cosi::StateExt;` (or the prelude).
 ///
+/// The naming rule of the whole API: a method with a plain name is typed (the
+/// caller names the spec type, `state.get::<HostnameSpec>("default")`), and
+/// its erased counterpart on [`State`], working with [`DynamicResource`]s,
+/// [`Pointer`]s and [`Kind`]s, has the same name ending in `_dynamic`.
+/// [`Ctx`](crate::Ctx) and [`DynCtx`](crate::controller::DynCtx) follow the same rule.
+///
+/// Where a resource is can be given as an ID (in the type's default
+/// namespace), a [`Pointer`], or a resource read before: see [`At`].
 /// Reads share the stored specs; nothing is deep-copied.
 pub trait StateExt: State {
-    /// The resource `id` of type `T` in `T`'s default namespace.
-    fn get_typed<T: Resource>(&self, id: &str) -> impl Future<Output = Result<Typed<T>>> + Send {
-        async move { self.get_typed_at(&T::pointer(id)).await }
+    /// The resource of type `T` at `at`.
+    fn get<T: Resource>(&self, at: impl At<T>) -> impl Future<Output = Result<Typed<T>>> + Send {
+        let pointer = at.pointer();
+        async move { Typed::try_from(self.get_dynamic(&pointer).await?) }
     }
 
-    /// The resource of type `T` at `pointer`.
-    fn get_typed_at<T: Resource>(&self, pointer: &Pointer) -> impl Future<Output = Result<Typed<T>>> + Send {
-        async move { Typed::try_from(self.get(pointer).await?) }
+    /// The resources of type `T` in `T`'s default namespace that match `options`, sorted by ID.
+    fn list<T: Resource>(&self, options: &ListOptions) -> impl Future<Output = Result<Vec<Typed<T>>>> + Send {
+        self.list_in(T::NAMESPACE, options)
     }
 
-    /// The resources of type `T` in `T`'s default namespace, sorted by ID.
-    fn list_typed<T: Resource>(&self, options: &ListOptions) -> impl Future<Output = Result<Vec<Typed<T>>>> + Send {
-        self.list_typed_in(T::NAMESPACE, options)
-    }
-
-    /// The resources of type `T` in `namespace`, sorted by ID.
-    fn list_typed_in<T: Resource>(
+    /// The resources of type `T` in `namespace` that match `options`, sorted by ID.
+    fn list_in<T: Resource>(
         &self,
         namespace: &str,
         options: &ListOptions,
     ) -> impl Future<Output = Result<Vec<Typed<T>>>> + Send {
-        let kind = crate::resource::Kind::new(namespace, T::TYPE);
-        async move { self.list(&kind, options).await?.into_iter().map(Typed::try_from).collect() }
+        let kind = Kind::new(namespace, T::TYPE);
+        async move { self.list_dynamic(&kind, options).await?.into_iter().map(Typed::try_from).collect() }
     }
 
-    /// Creates a typed resource; returns it as stored.
-    fn create_typed<T: Resource>(
+    /// Creates a resource; returns it as stored.
+    fn create<T: Resource>(
         &self,
         resource: Typed<T>,
         options: CreateOptions,
     ) -> impl Future<Output = Result<Typed<T>>> + Send {
-        async move { Typed::try_from(self.create(resource.into(), options).await?) }
+        async move { Typed::try_from(self.create_dynamic(resource.into(), options).await?) }
     }
 
-    /// Updates a typed resource; returns it as stored.
-    fn update_typed<T: Resource>(
+    /// Replaces a resource (it must carry the stored version); returns it as stored.
+    fn update<T: Resource>(
         &self,
         resource: Typed<T>,
         options: UpdateOptions,
     ) -> impl Future<Output = Result<Typed<T>>> + Send {
-        async move { Typed::try_from(self.update(resource.into(), options).await?) }
+        async move { Typed::try_from(self.update_dynamic(resource.into(), options).await?) }
+    }
+
+    /// Removes the resource of type `T` at `at`, which must have no finalizers left.
+    fn destroy<T: Resource>(&self, at: impl At<T>, options: DestroyOptions) -> impl Future<Output = Result<()>> + Send {
+        let pointer = at.pointer();
+        async move { self.destroy_dynamic(&pointer, options).await }
+    }
+
+    /// Moves the resource to the tearing-down phase; returns whether it has no
+    /// finalizers left, that is whether it can be destroyed now.
+    fn teardown<T: Resource>(
+        &self,
+        at: impl At<T>,
+        options: TeardownOptions,
+    ) -> impl Future<Output = Result<bool>> + Send {
+        let pointer = at.pointer();
+        async move { self.teardown_dynamic(&pointer, options).await }
+    }
+
+    /// Tears the resource down, waits until its finalizers are gone, then destroys it.
+    fn teardown_and_destroy<T: Resource>(
+        &self,
+        at: impl At<T>,
+        options: TeardownOptions,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let pointer = at.pointer();
+        async move { self.teardown_and_destroy_dynamic(&pointer, options).await }
+    }
+
+    /// Adds finalizers to the resource, whoever owns it; returns it as stored.
+    fn add_finalizers<T: Resource>(
+        &self,
+        at: impl At<T>,
+        finalizers: &[&str],
+    ) -> impl Future<Output = Result<Typed<T>>> + Send {
+        let pointer = at.pointer();
+        async move { Typed::try_from(self.add_finalizers_dynamic(&pointer, finalizers).await?) }
+    }
+
+    /// Removes finalizers from the resource, whoever owns it; returns it as stored.
+    fn remove_finalizers<T: Resource>(
+        &self,
+        at: impl At<T>,
+        finalizers: &[&str],
+    ) -> impl Future<Output = Result<Typed<T>>> + Send {
+        let pointer = at.pointer();
+        async move { Typed::try_from(self.remove_finalizers_dynamic(&pointer, finalizers).await?) }
+    }
+
+    /// Watches one resource of type `T`: its current state first, then every change.
+    fn watch<T: Resource>(
+        &self,
+        at: impl At<T>,
+        options: WatchOptions,
+    ) -> impl Future<Output = Result<TypedWatch<T>>> + Send {
+        let pointer = at.pointer();
+        async move { Ok(TypedWatch::new(self.watch_dynamic(&pointer, options).await?)) }
+    }
+
+    /// Watches every resource of type `T` in `T`'s default namespace.
+    fn watch_kind<T: Resource>(&self, options: WatchKindOptions) -> impl Future<Output = Result<TypedWatch<T>>> + Send {
+        self.watch_kind_in(T::NAMESPACE, options)
+    }
+
+    /// Watches every resource of type `T` in `namespace`.
+    fn watch_kind_in<T: Resource>(
+        &self,
+        namespace: &str,
+        options: WatchKindOptions,
+    ) -> impl Future<Output = Result<TypedWatch<T>>> + Send {
+        let kind = Kind::new(namespace, T::TYPE);
+        async move { Ok(TypedWatch::new(self.watch_kind_dynamic(&kind, options).await?)) }
     }
 
     /// Reads the resource, applies `edit` to a copy and writes it back, retrying
@@ -63,18 +139,18 @@ pub trait StateExt: State {
     /// When `edit` changes nothing, nothing is written: no event, no new version.
     /// The stored resource must be in `options.expected_phase`, else a phase
     /// conflict; an error from `edit` is returned as it is.
-    fn update_with_conflicts<T, E, F>(
+    fn update_with_conflicts<T, E>(
         &self,
-        pointer: &Pointer,
+        at: impl At<T>,
         options: UpdateOptions,
-        edit: F,
+        edit: impl FnMut(&mut Typed<T>) -> Result<(), E> + Send,
     ) -> impl Future<Output = Result<Typed<T>, E>> + Send
     where
         T: Resource,
         E: From<Error> + Send,
-        F: FnMut(&mut Typed<T>) -> Result<(), E> + Send,
     {
-        update_typed_with(self, pointer, options, None, edit)
+        let pointer = at.pointer();
+        async move { update_typed_with(self, &pointer, options, None, edit).await }
     }
 
     /// Creates the resource from `T::default()` with `edit` applied when it does
@@ -90,9 +166,8 @@ pub trait StateExt: State {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> cosi::Result<()> {
     /// let state = cosi::state::memory();
-    /// let pointer = HostnameStatus::pointer("default");
     /// let status = state
-    ///     .modify(&pointer, UpdateOptions::owner("hostname"), |status: &mut Typed<HostnameStatus>| {
+    ///     .modify::<HostnameStatus>("default", UpdateOptions::owner("hostname"), |status| {
     ///         status.hostname = "talos".into()
     ///     })
     ///     .await?;
@@ -100,40 +175,36 @@ pub trait StateExt: State {
     /// # Ok(())
     /// # }
     /// ```
-    fn modify<T, F>(
+    fn modify<T: Resource + Default>(
         &self,
-        pointer: &Pointer,
+        at: impl At<T>,
         options: UpdateOptions,
-        mut edit: F,
-    ) -> impl Future<Output = Result<Typed<T>>> + Send
-    where
-        T: Resource + Default,
-        F: FnMut(&mut Typed<T>) + Send,
-    {
-        self.try_modify(pointer, options, move |resource| {
+        mut edit: impl FnMut(&mut Typed<T>) + Send,
+    ) -> impl Future<Output = Result<Typed<T>>> + Send {
+        self.try_modify(at, options, move |resource| {
             edit(resource);
             Ok::<_, Error>(())
         })
     }
 
     /// [`modify`](StateExt::modify) with an edit that can fail; its error is returned as it is.
-    fn try_modify<T, E, F>(
+    fn try_modify<T, E>(
         &self,
-        pointer: &Pointer,
+        at: impl At<T>,
         options: UpdateOptions,
-        mut edit: F,
+        mut edit: impl FnMut(&mut Typed<T>) -> Result<(), E> + Send,
     ) -> impl Future<Output = Result<Typed<T>, E>> + Send
     where
         T: Resource + Default,
         E: From<Error> + Send,
-        F: FnMut(&mut Typed<T>) -> Result<(), E> + Send,
     {
+        let pointer = at.pointer();
         async move {
             loop {
-                match self.get(pointer).await {
+                match self.get_dynamic(&pointer).await {
                     // The resource just read is the update's first read, not read again.
                     Ok(current) => {
-                        return update_typed_with(self, pointer, options.clone(), Some(current), &mut edit).await;
+                        return update_typed_with(self, &pointer, options.clone(), Some(current), &mut edit).await;
                     }
                     Err(Error::NotFound(_)) => {}
                     Err(err) => return Err(err.into()),
@@ -145,7 +216,7 @@ pub trait StateExt: State {
                 }
                 edit(&mut fresh)?;
                 let create = CreateOptions { owner: options.owner.clone() };
-                match self.create(fresh.into(), create).await {
+                match self.create_dynamic(fresh.into(), create).await {
                     Ok(stored) => return Ok(Typed::try_from(stored)?),
                     // Someone created it meanwhile: update theirs instead.
                     Err(Error::AlreadyExists(_)) => continue,
@@ -155,15 +226,20 @@ pub trait StateExt: State {
         }
     }
 
-    /// Waits for the first event on the resource at `pointer` that meets `condition`.
+    /// Waits for the first event on the resource of type `T` at `at` that meets `condition`.
     ///
     /// The current state counts: the watch starts with the resource as it is
-    /// (or a `Destroyed` tombstone when it is absent).
-    fn watch_for(&self, pointer: &Pointer, condition: WatchCondition) -> impl Future<Output = Result<Event>> + Send {
+    /// (or a `Destroyed` event without a resource when it is absent).
+    fn watch_for<T: Resource>(
+        &self,
+        at: impl At<T>,
+        condition: WatchCondition<T>,
+    ) -> impl Future<Output = Result<TypedEvent<T>>> + Send {
+        let pointer = at.pointer();
         async move {
-            let mut watch = self.watch(pointer, WatchOptions::default()).await?;
+            let mut watch = self.watch::<T>(&pointer, WatchOptions::default()).await?;
             while let Some(event) = watch.recv().await {
-                if let Event::Errored { error } = event {
+                if let TypedEvent::Errored { error } = event {
                     return Err(error);
                 }
                 if condition.matches(&event) {
@@ -178,18 +254,27 @@ pub trait StateExt: State {
 impl<S: State + ?Sized> StateExt for S {}
 
 /// What [`StateExt::watch_for`] waits for. Every condition set must hold.
-#[derive(Default)]
-pub struct WatchCondition {
+pub struct WatchCondition<T> {
     event_types: Vec<EventType>,
     phases: Vec<Phase>,
     finalizers_empty: bool,
-    predicate: Option<Predicate>,
+    predicate: Option<Predicate<T>>,
 }
 
-type Predicate = Box<dyn Fn(&DynamicResource) -> bool + Send + Sync>;
+type Predicate<T> = Box<dyn Fn(&Typed<T>) -> bool + Send + Sync>;
 
-impl WatchCondition {
-    /// Matches the first event with a resource.
+impl<T> Default for WatchCondition<T> {
+    fn default() -> Self {
+        WatchCondition { event_types: Vec::new(), phases: Vec::new(), finalizers_empty: false, predicate: None }
+    }
+}
+
+impl<T> WatchCondition<T> {
+    /// Matches the first event with a resource; add conditions to narrow it.
+    ///
+    /// A `Destroyed` event of a resource that was absent when the watch
+    /// started carries no resource: it matches only a condition that names
+    /// event types and nothing else (`event_types([EventType::Destroyed])`).
     pub fn new() -> Self {
         WatchCondition::default()
     }
@@ -217,29 +302,43 @@ impl WatchCondition {
 
     /// Only a resource for which `predicate` holds.
     #[must_use]
-    pub fn resource(mut self, predicate: impl Fn(&DynamicResource) -> bool + Send + Sync + 'static) -> Self {
+    pub fn resource(mut self, predicate: impl Fn(&Typed<T>) -> bool + Send + Sync + 'static) -> Self {
         self.predicate = Some(Box::new(predicate));
         self
     }
+}
 
-    fn matches(&self, event: &Event) -> bool {
+impl<T: Resource> WatchCondition<T> {
+    fn matches(&self, event: &TypedEvent<T>) -> bool {
         if !self.event_types.is_empty() && !self.event_types.contains(&event.event_type()) {
             return false;
         }
-        let Some(resource) = event.resource() else { return false };
+        let resource = match event {
+            // An absent resource matches only a condition on the event type alone.
+            TypedEvent::Destroyed { resource: None, .. } => {
+                return !self.event_types.is_empty()
+                    && self.predicate.is_none()
+                    && self.phases.is_empty()
+                    && !self.finalizers_empty;
+            }
+            _ => match event.resource() {
+                Some(resource) => resource,
+                None => return false,
+            },
+        };
         if self.predicate.as_ref().is_some_and(|predicate| !predicate(resource)) {
             return false;
         }
         if self.finalizers_empty
-            && (event.event_type() == EventType::Destroyed || !resource.metadata.finalizers().is_empty())
+            && (event.event_type() == EventType::Destroyed || !resource.metadata().finalizers().is_empty())
         {
             return false;
         }
-        self.phases.is_empty() || self.phases.contains(&resource.metadata.phase())
+        self.phases.is_empty() || self.phases.contains(&resource.metadata().phase())
     }
 }
 
-impl std::fmt::Debug for WatchCondition {
+impl<T> std::fmt::Debug for WatchCondition<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WatchCondition")
             .field("event_types", &self.event_types)
@@ -316,7 +415,7 @@ where
     loop {
         let current = match first.take() {
             Some(current) => current,
-            None => state.get(pointer).await?,
+            None => state.get_dynamic(pointer).await?,
         };
         let phase = current.metadata.phase();
         if !phase_matches(options.expected_phase, phase) {
@@ -330,7 +429,7 @@ where
         if unchanged(&next, &current) {
             return Ok(current);
         }
-        match state.update(next, options.clone()).await {
+        match state.update_dynamic(next, options.clone()).await {
             Err(Error::VersionConflict { .. }) => continue,
             result => return result.map_err(E::from),
         }
@@ -349,7 +448,7 @@ pub(crate) async fn teardown<S: State + ?Sized>(
     pointer: &Pointer,
     options: TeardownOptions,
 ) -> Result<bool> {
-    let current = state.get(pointer).await?;
+    let current = state.get_dynamic(pointer).await?;
     if current.metadata.owner() != options.owner.as_deref() {
         return Err(Error::OwnerConflict { pointer: pointer.clone(), owner: current.metadata.owner().map(Into::into) });
     }
@@ -365,7 +464,7 @@ pub(crate) async fn teardown<S: State + ?Sized>(
     {
         Ok(stored) => stored,
         // Someone else started the teardown in between: that is what we wanted.
-        Err(Error::PhaseConflict { .. }) => state.get(pointer).await?,
+        Err(Error::PhaseConflict { .. }) => state.get_dynamic(pointer).await?,
         Err(err) => return Err(err),
     };
     Ok(stored.metadata.finalizers().is_empty())
@@ -377,22 +476,22 @@ pub(crate) async fn teardown_and_destroy<S: State + ?Sized>(
     options: TeardownOptions,
 ) -> Result<()> {
     let destroy = DestroyOptions { owner: options.owner.clone() };
-    if state.teardown(pointer, options).await? {
-        match state.destroy(pointer, destroy.clone()).await {
+    if state.teardown_dynamic(pointer, options).await? {
+        match state.destroy_dynamic(pointer, destroy.clone()).await {
             Ok(()) | Err(Error::NotFound(_)) => return Ok(()),
             // A finalizer was added after the teardown: wait for it like for the others.
             Err(Error::PendingFinalizers { .. }) => {}
             Err(err) => return Err(err),
         }
     }
-    let mut watch = state.watch(pointer, WatchOptions::default()).await?;
+    let mut watch = state.watch_dynamic(pointer, WatchOptions::default()).await?;
     while let Some(event) = watch.recv().await {
         match event {
             Event::Destroyed { .. } => return Ok(()),
             Event::Created { resource, .. } | Event::Updated { resource, .. }
                 if resource.metadata.finalizers().is_empty() =>
             {
-                match state.destroy(pointer, destroy.clone()).await {
+                match state.destroy_dynamic(pointer, destroy.clone()).await {
                     Ok(()) | Err(Error::NotFound(_)) => return Ok(()),
                     Err(Error::PendingFinalizers { .. }) => {}
                     Err(err) => return Err(err),
@@ -413,7 +512,7 @@ pub(crate) async fn edit_finalizers<S: State + ?Sized>(
 ) -> Result<Arc<DynamicResource>> {
     loop {
         // Finalizers may be edited whoever owns the resource: write as its owner.
-        let owner = state.get(pointer).await?.metadata.owner().map(str::to_owned);
+        let owner = state.get_dynamic(pointer).await?.metadata.owner().map(str::to_owned);
         let options = UpdateOptions { owner, expected_phase: None };
         let result = update_with(state, pointer, options, |resource| {
             let current = resource.metadata.finalizers_mut();

@@ -69,47 +69,47 @@ impl std::fmt::Debug for NamespacedState {
 
 #[async_trait]
 impl State for NamespacedState {
-    async fn get(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
-        self.route(pointer.namespace())?.get(pointer).await
+    async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+        self.route(pointer.namespace())?.get_dynamic(pointer).await
     }
 
-    async fn list(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
-        self.route(kind.namespace())?.list(kind, options).await
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+        self.route(kind.namespace())?.list_dynamic(kind, options).await
     }
 
-    async fn create(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
-        self.route(resource.metadata.namespace())?.create(resource, options).await
+    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
+        self.route(resource.metadata.namespace())?.create_dynamic(resource, options).await
     }
 
-    async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
-        self.route(resource.metadata.namespace())?.update(resource, options).await
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
+        self.route(resource.metadata.namespace())?.update_dynamic(resource, options).await
     }
 
-    async fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
-        self.route(pointer.namespace())?.destroy(pointer, options).await
+    async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
+        self.route(pointer.namespace())?.destroy_dynamic(pointer, options).await
     }
 
-    async fn watch(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
-        self.route(pointer.namespace())?.watch(pointer, options).await
+    async fn watch_dynamic(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
+        self.route(pointer.namespace())?.watch_dynamic(pointer, options).await
     }
 
-    async fn watch_kind(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
-        self.route(kind.namespace())?.watch_kind(kind, options).await
+    async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
+        self.route(kind.namespace())?.watch_kind_dynamic(kind, options).await
     }
 
-    async fn teardown(&self, pointer: &Pointer, options: TeardownOptions) -> Result<bool> {
-        self.route(pointer.namespace())?.teardown(pointer, options).await
+    async fn teardown_dynamic(&self, pointer: &Pointer, options: TeardownOptions) -> Result<bool> {
+        self.route(pointer.namespace())?.teardown_dynamic(pointer, options).await
     }
 
-    async fn teardown_and_destroy(&self, pointer: &Pointer, options: TeardownOptions) -> Result<()> {
-        self.route(pointer.namespace())?.teardown_and_destroy(pointer, options).await
+    async fn teardown_and_destroy_dynamic(&self, pointer: &Pointer, options: TeardownOptions) -> Result<()> {
+        self.route(pointer.namespace())?.teardown_and_destroy_dynamic(pointer, options).await
     }
 
-    async fn add_finalizers(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<Arc<DynamicResource>> {
-        self.route(pointer.namespace())?.add_finalizers(pointer, finalizers).await
+    async fn add_finalizers_dynamic(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<Arc<DynamicResource>> {
+        self.route(pointer.namespace())?.add_finalizers_dynamic(pointer, finalizers).await
     }
 
-    async fn remove_finalizers(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<Arc<DynamicResource>> {
-        self.route(pointer.namespace())?.remove_finalizers(pointer, finalizers).await
+    async fn remove_finalizers_dynamic(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<Arc<DynamicResource>> {
+        self.route(pointer.namespace())?.remove_finalizers_dynamic(pointer, finalizers).await
     }
 }

@@ -67,7 +67,7 @@ impl<'a, S: State + ?Sized> Registry<'a, S> {
     async fn put(&self, resource: DynamicResource) -> Result<()> {
         let pointer = resource.metadata.pointer().clone();
         let spec = resource.spec.clone();
-        match self.state.create(resource, CreateOptions::owner(META_OWNER)).await {
+        match self.state.create_dynamic(resource, CreateOptions::owner(META_OWNER)).await {
             Ok(_) => Ok(()),
             Err(Error::AlreadyExists(_)) => {
                 update_spec(self.state, &pointer, spec).await?;

@@ -386,10 +386,10 @@ pub async fn int_to_str(state: Arc<dyn State>) {
     expect_strs::<StrResource>(&state, "default", &[("one", "1"), ("three", "33"), ("two", "2")]).await;
 
     let three = int_pointer("default", "three");
-    assert!(!state.teardown(&three, Default::default()).await.expect("teardown"), "no finalizer on the input");
+    assert!(!state.teardown_dynamic(&three, Default::default()).await.expect("teardown"), "no finalizer on the input");
     wait_finalizers_empty(&state, &three).await;
     expect_strs::<StrResource>(&state, "default", &[("one", "1"), ("two", "2")]).await;
-    state.destroy(&three, DestroyOptions::default()).await.expect("destroy");
+    state.destroy_dynamic(&three, DestroyOptions::default()).await.expect("destroy");
     runtime.shutdown().await;
 }
 
@@ -412,11 +412,11 @@ pub async fn int_to_str_to_sentence(state: Arc<dyn State>) {
     .await;
 
     let one = int_pointer("ints", "one");
-    assert!(!state.teardown(&one, Default::default()).await.expect("teardown"));
+    assert!(!state.teardown_dynamic(&one, Default::default()).await.expect("teardown"));
     wait_finalizers_empty(&state, &one).await;
     expect_strs::<SentenceResource>(&state, "sentences", &[("three", "3 sentence"), ("two", "2 sentence")]).await;
     expect_strs::<StrResource>(&state, "strings", &[("three", "3"), ("two", "2")]).await;
-    state.destroy(&one, DestroyOptions::default()).await.expect("destroy");
+    state.destroy_dynamic(&one, DestroyOptions::default()).await.expect("destroy");
     runtime.shutdown().await;
 }
 
@@ -429,7 +429,7 @@ pub async fn sum(state: Arc<dyn State>) {
     create_int(&state, "source", "one", 1).await;
     create_int(&state, "source", "two", 2).await;
     expect_ints(&state, "target", &[("sum", 3)]).await;
-    state.destroy(&int_pointer("source", "one"), DestroyOptions::default()).await.expect("destroy");
+    state.destroy_dynamic(&int_pointer("source", "one"), DestroyOptions::default()).await.expect("destroy");
     expect_ints(&state, "target", &[("sum", 2)]).await;
     runtime.shutdown().await;
 }
@@ -447,7 +447,7 @@ pub async fn sum_filtered(state: Arc<dyn State>) {
     create_labelled_int(&state, "three", 3, &[("summable", "true"), ("app", "app1")]).await;
     create_labelled_int(&state, "four", 4, &[("summable", "true"), ("app", "app2")]).await;
     expect_ints(&state, "target", &[("sum", 5)]).await;
-    state.destroy(&int_pointer("source", "two"), DestroyOptions::default()).await.expect("destroy");
+    state.destroy_dynamic(&int_pointer("source", "two"), DestroyOptions::default()).await.expect("destroy");
     expect_ints(&state, "target", &[("sum", 3)]).await;
     runtime.shutdown().await;
 }
@@ -509,7 +509,7 @@ pub async fn int_doubler(state: Arc<dyn State>) {
     expect_ints(&state, "doubler-out", &[("one", 2), ("two", 4)]).await;
     set_int(&state, "doubler-in", "one", 5).await;
     expect_ints(&state, "doubler-out", &[("one", 10), ("two", 4)]).await;
-    state.destroy(&int_pointer("doubler-in", "two"), DestroyOptions::default()).await.expect("destroy");
+    state.destroy_dynamic(&int_pointer("doubler-in", "two"), DestroyOptions::default()).await.expect("destroy");
     expect_ints(&state, "doubler-out", &[("one", 10)]).await;
     runtime.shutdown().await;
 }
@@ -555,7 +555,7 @@ pub async fn runtime_metrics(state: Arc<dyn State>) {
 
     let pointer = Pointer::new(RUNTIME_NAMESPACE, ControllerStatus::TYPE, "metrics_controller");
     let status = eventually("the published status", || async {
-        let status = state.get_typed_at::<ControllerStatus>(&pointer).await.map_err(|error| error.to_string())?;
+        let status = state.get::<ControllerStatus>(&pointer).await.map_err(|error| error.to_string())?;
         match status.errors >= 1 && !status.healthy {
             true => Ok(status),
             false => Err(format!("{status:?}")),
@@ -587,23 +587,23 @@ pub async fn queue_int_to_str(state: Arc<dyn State>) {
     let str3 = Pointer::new("qstrs", StrResource::TYPE, "i3");
     expect_value::<StrResource>(&state, &str3, "33").await;
 
-    state.add_finalizers(&str3, &["external"]).await.expect("add finalizer");
+    state.add_finalizers_dynamic(&str3, &["external"]).await.expect("add finalizer");
     let int3 = int_pointer("qints", "i3");
-    assert!(!state.teardown(&int3, Default::default()).await.expect("teardown"));
+    assert!(!state.teardown_dynamic(&int3, Default::default()).await.expect("teardown"));
     eventually("the output tearing down", || async {
-        let str = state.get(&str3).await.map_err(|error| error.to_string())?;
+        let str = state.get_dynamic(&str3).await.map_err(|error| error.to_string())?;
         match str.metadata().phase() {
             Phase::TearingDown => Ok(()),
             Phase::Running => Err("running".to_owned()),
         }
     })
     .await;
-    let int = state.get(&int3).await.expect("get");
+    let int = state.get_dynamic(&int3).await.expect("get");
     assert!(!int.metadata().finalizers().is_empty(), "the input was released while its output was held");
-    state.remove_finalizers(&str3, &["external"]).await.expect("remove finalizer");
+    state.remove_finalizers_dynamic(&str3, &["external"]).await.expect("remove finalizer");
     wait_finalizers_empty(&state, &int3).await;
-    assert!(state.get(&str3).await.err().is_some_and(|error| error.is_not_found()));
-    state.destroy(&int3, DestroyOptions::default()).await.expect("destroy");
+    assert!(state.get_dynamic(&str3).await.err().is_some_and(|error| error.is_not_found()));
+    state.destroy_dynamic(&int3, DestroyOptions::default()).await.expect("destroy");
     runtime.shutdown().await;
 }
 
@@ -616,7 +616,7 @@ pub async fn queue_failing(state: Arc<dyn State>) {
     let ids = ["fail", "panic", "requeue_no_error", "requeue_with_error", "ok"];
     for id in ids {
         let str = Typed::new_in("qfail", id, StrResource { value: id.to_owned() });
-        state.create_typed(str, CreateOptions::default()).await.expect("create");
+        state.create(str, CreateOptions::default()).await.expect("create");
     }
     create_int(&state, "qfail", "number", 7).await;
     expect_strs::<SentenceResource>(&state, "qfail", &[("number", "int 7"), ("ok", "ok")]).await;
@@ -628,7 +628,7 @@ pub async fn queue_failing(state: Arc<dyn State>) {
         }
     })
     .await;
-    let sentences = state.list_typed_in::<SentenceResource>("qfail", &ListOptions::default()).await.expect("list");
+    let sentences = state.list_in::<SentenceResource>("qfail", &ListOptions::default()).await.expect("list");
     assert_eq!(sentences.len(), 2, "a failing item was processed: {sentences:?}");
 
     for id in ids {
@@ -669,8 +669,11 @@ pub async fn queue_sleeping(state: Arc<dyn State>) {
     })
     .await;
     let short = Pointer::new("qsleep", StrResource::TYPE, "short");
-    assert!(state.get(&short).await.err().is_some_and(|error| error.is_not_found()), "ran beside the long item");
-    state.teardown(&int_pointer("qsleep", "long"), Default::default()).await.expect("teardown");
+    assert!(
+        state.get_dynamic(&short).await.err().is_some_and(|error| error.is_not_found()),
+        "ran beside the long item"
+    );
+    state.teardown_dynamic(&int_pointer("qsleep", "long"), Default::default()).await.expect("teardown");
     expect_value::<StrResource>(&state, &long, "interrupted").await;
     expect_value::<StrResource>(&state, &short, "done").await;
     runtime.shutdown().await;
@@ -704,7 +707,7 @@ fn int_pointer(namespace: &str, id: &str) -> Pointer {
 
 async fn create_int(state: &Arc<dyn State>, namespace: &str, id: &str, value: i64) {
     let int = Typed::new_in(namespace, id, IntResource { value });
-    state.create_typed(int, CreateOptions::default()).await.expect("create an integer");
+    state.create(int, CreateOptions::default()).await.expect("create an integer");
 }
 
 async fn create_labelled_int(state: &Arc<dyn State>, id: &str, value: i64, labels: &[(&str, &str)]) {
@@ -712,7 +715,7 @@ async fn create_labelled_int(state: &Arc<dyn State>, id: &str, value: i64, label
     for (key, label) in labels {
         int.metadata_mut().labels_mut().set(*key, *label);
     }
-    state.create_typed(int, CreateOptions::default()).await.expect("create an integer");
+    state.create(int, CreateOptions::default()).await.expect("create an integer");
 }
 
 async fn set_int(state: &Arc<dyn State>, namespace: &str, id: &str, value: i64) {
@@ -725,9 +728,10 @@ async fn set_int(state: &Arc<dyn State>, namespace: &str, id: &str, value: i64) 
         .expect("update an integer");
 }
 
+/// Waits until the integer at `pointer` has no finalizers left.
 async fn wait_finalizers_empty(state: &Arc<dyn State>, pointer: &Pointer) {
     let condition = crate::state::WatchCondition::new().finalizers_empty();
-    tokio::time::timeout(EVENTUALLY, state.watch_for(pointer, condition))
+    tokio::time::timeout(EVENTUALLY, state.watch_for::<IntResource>(pointer, condition))
         .await
         .unwrap_or_else(|_| panic!("the finalizers of {pointer} stayed"))
         .expect("watch for empty finalizers");
@@ -753,7 +757,7 @@ impl StringValue for SentenceResource {
 async fn expect_strs<T: StringValue>(state: &Arc<dyn State>, namespace: &str, expected: &[(&str, &str)]) {
     let what = format!("{} in {namespace} to be {expected:?}", T::TYPE);
     eventually(&what, || async {
-        let all = state.list_typed_in::<T>(namespace, &ListOptions::default()).await.map_err(|e| e.to_string())?;
+        let all = state.list_in::<T>(namespace, &ListOptions::default()).await.map_err(|e| e.to_string())?;
         let actual: Vec<(&str, &str)> = all.iter().map(|resource| (resource.id(), resource.value())).collect();
         match actual == expected {
             true => Ok(()),
@@ -765,7 +769,7 @@ async fn expect_strs<T: StringValue>(state: &Arc<dyn State>, namespace: &str, ex
 
 async fn expect_value<T: StringValue>(state: &Arc<dyn State>, pointer: &Pointer, expected: &str) {
     eventually(&format!("{pointer} to be {expected:?}"), || async {
-        let resource = state.get_typed_at::<T>(pointer).await.map_err(|error| error.to_string())?;
+        let resource = state.get::<T>(pointer).await.map_err(|error| error.to_string())?;
         match resource.value() == expected {
             true => Ok(()),
             false => Err(format!("found {:?}", resource.value())),
@@ -777,7 +781,7 @@ async fn expect_value<T: StringValue>(state: &Arc<dyn State>, pointer: &Pointer,
 async fn expect_ints(state: &Arc<dyn State>, namespace: &str, expected: &[(&str, i64)]) {
     eventually(&format!("integers in {namespace} to be {expected:?}"), || async {
         let all = state
-            .list_typed_in::<IntResource>(namespace, &ListOptions::default())
+            .list_in::<IntResource>(namespace, &ListOptions::default())
             .await
             .map_err(|error| error.to_string())?;
         let actual: Vec<(&str, i64)> = all.iter().map(|int| (int.id(), int.value)).collect();

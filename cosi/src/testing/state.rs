@@ -49,65 +49,67 @@ pub async fn crd(state: Arc<dyn State>) {
     let lib = path_pointer(&ns, "var/lib");
 
     for pointer in [&run, &lib] {
-        let err = fails(format!("get of the missing {pointer}"), state.get(pointer)).await;
+        let err = fails(format!("get of the missing {pointer}"), state.get_dynamic(pointer)).await;
         assert!(err.is_not_found(), "get of the missing {pointer}: expected not found, got {err:?}");
         assert_eq!(err.pointer(), Some(pointer), "the not found error should name the resource");
     }
-    let listed = ok("list of an empty kind", state.list(&kind, &ListOptions::default())).await;
+    let listed = ok("list of an empty kind", state.list_dynamic(&kind, &ListOptions::default())).await;
     assert!(listed.is_empty(), "a fresh namespace should list nothing, got {:?}", ids(&listed));
 
-    let created_run = ok("create var/run", state.create(path(&ns, "var/run"), CreateOptions::default())).await;
+    let created_run = ok("create var/run", state.create_dynamic(path(&ns, "var/run"), CreateOptions::default())).await;
     assert_fresh(&created_run, &run);
-    let created_lib = ok("create var/lib", state.create(path(&ns, "var/lib"), CreateOptions::default())).await;
+    let created_lib = ok("create var/lib", state.create_dynamic(path(&ns, "var/lib"), CreateOptions::default())).await;
     assert_fresh(&created_lib, &lib);
 
     for created in [&created_run, &created_lib] {
         let pointer = created.metadata.pointer();
-        let got = ok(format!("get {pointer}"), state.get(pointer)).await;
+        let got = ok(format!("get {pointer}"), state.get_dynamic(pointer)).await;
         assert_eq!(got.metadata, created.metadata, "get should return what create stored");
         assert_path_spec(&got);
     }
-    let listed = ok("list", state.list(&kind, &ListOptions::default())).await;
+    let listed = ok("list", state.list_dynamic(&kind, &ListOptions::default())).await;
     assert_eq!(ids(&listed), ["var/lib", "var/run"], "list should return both resources, sorted by ID");
     listed.iter().for_each(|resource| assert_path_spec(resource));
 
     let err =
-        fails("create of an existing resource", state.create(path(&ns, "var/run"), CreateOptions::default())).await;
+        fails("create of an existing resource", state.create_dynamic(path(&ns, "var/run"), CreateOptions::default()))
+            .await;
     assert!(
         matches!(&err, Error::AlreadyExists(pointer) if *pointer == run) && err.is_conflict(),
         "create of an existing resource: expected already exists, got {err:?}"
     );
 
-    let ready = ok("teardown var/run", state.teardown(&run, TeardownOptions::default())).await;
+    let ready = ok("teardown var/run", state.teardown_dynamic(&run, TeardownOptions::default())).await;
     assert!(ready, "a resource without finalizers should be ready to destroy after teardown");
-    ok("destroy var/run", state.destroy(&run, DestroyOptions::default())).await;
+    ok("destroy var/run", state.destroy_dynamic(&run, DestroyOptions::default())).await;
 
-    let err = fails("teardown of a destroyed resource", state.teardown(&run, TeardownOptions::default())).await;
+    let err = fails("teardown of a destroyed resource", state.teardown_dynamic(&run, TeardownOptions::default())).await;
     assert!(err.is_not_found(), "teardown of a destroyed resource: expected not found, got {err:?}");
-    let err = fails("destroy of a destroyed resource", state.destroy(&run, DestroyOptions::default())).await;
+    let err = fails("destroy of a destroyed resource", state.destroy_dynamic(&run, DestroyOptions::default())).await;
     assert!(err.is_not_found(), "destroy of a destroyed resource: expected not found, got {err:?}");
-    let err = fails("get of a destroyed resource", state.get(&run)).await;
+    let err = fails("get of a destroyed resource", state.get_dynamic(&run)).await;
     assert!(err.is_not_found(), "get of a destroyed resource: expected not found, got {err:?}");
 
-    let listed = ok("list after destroy", state.list(&kind, &ListOptions::default())).await;
+    let listed = ok("list after destroy", state.list_dynamic(&kind, &ListOptions::default())).await;
     assert_eq!(ids(&listed), ["var/lib"], "list after destroying var/run");
 
-    let ready = ok("teardown var/lib", state.teardown(&lib, TeardownOptions::default())).await;
+    let ready = ok("teardown var/lib", state.teardown_dynamic(&lib, TeardownOptions::default())).await;
     assert!(ready, "a resource without finalizers should be ready to destroy after teardown");
 
     let recreated =
-        ok("create of a destroyed resource", state.create(path(&ns, "var/run"), CreateOptions::default())).await;
+        ok("create of a destroyed resource", state.create_dynamic(path(&ns, "var/run"), CreateOptions::default()))
+            .await;
     assert_fresh(&recreated, &run);
 
     // IDs are arbitrary text: a lone slash and a space must round-trip too.
     for id in ["/", "a b"] {
-        let created = ok(format!("create {id:?}"), state.create(path(&ns, id), CreateOptions::default())).await;
+        let created = ok(format!("create {id:?}"), state.create_dynamic(path(&ns, id), CreateOptions::default())).await;
         assert_fresh(&created, &path_pointer(&ns, id));
-        let got = ok(format!("get {id:?}"), state.get(&path_pointer(&ns, id))).await;
+        let got = ok(format!("get {id:?}"), state.get_dynamic(&path_pointer(&ns, id))).await;
         assert_eq!(got.id(), id);
         assert_path_spec(&got);
     }
-    let listed = ok("list", state.list(&kind, &ListOptions::default())).await;
+    let listed = ok("list", state.list_dynamic(&kind, &ListOptions::default())).await;
     assert_eq!(ids(&listed), ["/", "a b", "var/lib", "var/run"], "list should sort by ID, byte-wise");
 
     // A spec the state cannot decode must come back byte for byte.
@@ -116,27 +118,27 @@ pub async fn crd(state: Arc<dyn State>) {
     let spec = encoded_spec("first");
     let created = ok(
         "create an encoded resource",
-        state.create(encoded_resource(&ns, "encoded", spec.clone()), CreateOptions::default()),
+        state.create_dynamic(encoded_resource(&ns, "encoded", spec.clone()), CreateOptions::default()),
     )
     .await;
     assert_fresh(&created, &encoded);
     assert_eq!(created.spec.as_encoded(), Some(&spec), "create should store an encoded spec as it is");
-    let got = ok("get the encoded resource", state.get(&encoded)).await;
+    let got = ok("get the encoded resource", state.get_dynamic(&encoded)).await;
     assert_eq!(got.spec.as_encoded(), Some(&spec), "get should return an encoded spec as it was written");
-    let listed = ok("list the encoded kind", state.list(&encoded_kind, &ListOptions::default())).await;
+    let listed = ok("list the encoded kind", state.list_dynamic(&encoded_kind, &ListOptions::default())).await;
     assert_eq!(ids(&listed), ["encoded"], "each type should list only its own resources");
     assert_eq!(listed[0].spec.as_encoded(), Some(&spec));
 
     let mut next = DynamicResource::clone(&got);
     let next_spec = encoded_spec("second");
     next.spec = Spec::encoded(next_spec.clone());
-    let updated = ok("update the encoded resource", state.update(next, UpdateOptions::default())).await;
+    let updated = ok("update the encoded resource", state.update_dynamic(next, UpdateOptions::default())).await;
     assert_eq!(updated.metadata.version(), Version::new(2));
-    let got = ok("get the updated encoded resource", state.get(&encoded)).await;
+    let got = ok("get the updated encoded resource", state.get_dynamic(&encoded)).await;
     assert_eq!(got.spec.as_encoded(), Some(&next_spec), "update should replace an encoded spec");
-    ok("destroy the encoded resource", state.destroy(&encoded, DestroyOptions::default())).await;
+    ok("destroy the encoded resource", state.destroy_dynamic(&encoded, DestroyOptions::default())).await;
 
-    let listed = ok("list", state.list(&kind, &ListOptions::default())).await;
+    let listed = ok("list", state.list_dynamic(&kind, &ListOptions::default())).await;
     assert_eq!(ids(&listed), ["/", "a b", "var/lib", "var/run"], "the encoded type should not leak into another type");
 }
 
@@ -145,11 +147,11 @@ pub async fn update_with_conflicts(state: Arc<dyn State>) {
     let ns = namespace("update-with-conflicts");
     let pointer = path_pointer(&ns, "var/run/update");
     let original: Typed<PathResource> = path_typed(&ns, "var/run/update");
-    ok("create", state.create_typed(original.clone(), CreateOptions::default())).await;
+    ok("create", state.create(original.clone(), CreateOptions::default())).await;
 
     let updated = ok(
         "update_with_conflicts",
-        state.update_with_conflicts::<PathResource, Error, _>(&pointer, UpdateOptions::default(), |resource| {
+        state.update_with_conflicts::<PathResource, Error>(&pointer, UpdateOptions::default(), |resource| {
             resource.metadata_mut().labels_mut().set("foo", "bar");
             Ok(())
         }),
@@ -160,13 +162,13 @@ pub async fn update_with_conflicts(state: Arc<dyn State>) {
     assert_eq!(updated.spec(), original.spec(), "the spec should be untouched");
     assert!(original.metadata().labels().is_empty(), "the caller's resource should be untouched");
 
-    let stored = ok("get", state.get(&pointer)).await;
+    let stored = ok("get", state.get_dynamic(&pointer)).await;
     assert_eq!(stored.metadata, *updated.metadata(), "the stored resource should be the returned one");
 
     // An edit that changes nothing writes nothing.
     let same = ok(
         "no-op update_with_conflicts",
-        state.update_with_conflicts::<PathResource, Error, _>(&pointer, UpdateOptions::default(), |resource| {
+        state.update_with_conflicts::<PathResource, Error>(&pointer, UpdateOptions::default(), |resource| {
             resource.metadata_mut().labels_mut().set("foo", "bar");
             Ok(())
         }),
@@ -182,48 +184,54 @@ pub async fn crd_with_owners(state: Arc<dyn State>) {
     let path2 = path_pointer(&ns, "owner2/var/lib");
     let (owner1, owner2) = ("owner1", "owner2");
 
-    ok("create owned by owner1", state.create(path(&ns, "owner1/var/run"), CreateOptions::owner(owner1))).await;
-    ok("create owned by owner2", state.create(path(&ns, "owner2/var/lib"), CreateOptions::owner(owner2))).await;
+    ok("create owned by owner1", state.create_dynamic(path(&ns, "owner1/var/run"), CreateOptions::owner(owner1))).await;
+    ok("create owned by owner2", state.create_dynamic(path(&ns, "owner2/var/lib"), CreateOptions::owner(owner2))).await;
 
-    let got = ok("get path1", state.get(&path1)).await;
+    let got = ok("get path1", state.get_dynamic(&path1)).await;
     assert_eq!(*got.metadata.pointer(), path1);
     assert_eq!(got.metadata.owner(), Some(owner1), "create should record the owner");
-    let got = ok("get path2", state.get(&path2)).await;
+    let got = ok("get path2", state.get_dynamic(&path2)).await;
     assert_eq!(*got.metadata.pointer(), path2);
     assert_eq!(got.metadata.owner(), Some(owner2), "create should record the owner");
 
-    let err = fails("update without owner", state.update(DynamicResource::clone(&got), UpdateOptions::default())).await;
-    assert!(err.is_conflict() && err.is_owner_conflict(), "update without owner: expected owner conflict, got {err:?}");
     let err =
-        fails("update as another owner", state.update(DynamicResource::clone(&got), UpdateOptions::owner(owner1)))
+        fails("update without owner", state.update_dynamic(DynamicResource::clone(&got), UpdateOptions::default()))
             .await;
+    assert!(err.is_conflict() && err.is_owner_conflict(), "update without owner: expected owner conflict, got {err:?}");
+    let err = fails(
+        "update as another owner",
+        state.update_dynamic(DynamicResource::clone(&got), UpdateOptions::owner(owner1)),
+    )
+    .await;
     assert!(
         err.is_conflict() && err.is_owner_conflict(),
         "update as another owner: expected owner conflict, got {err:?}"
     );
     let updated =
-        ok("update as the owner", state.update(DynamicResource::clone(&got), UpdateOptions::owner(owner2))).await;
+        ok("update as the owner", state.update_dynamic(DynamicResource::clone(&got), UpdateOptions::owner(owner2)))
+            .await;
     assert_eq!(updated.metadata.owner(), Some(owner2), "an update should keep the owner");
 
-    let err = fails("teardown without owner", state.teardown(&path1, TeardownOptions::default())).await;
+    let err = fails("teardown without owner", state.teardown_dynamic(&path1, TeardownOptions::default())).await;
     assert!(
         err.is_conflict() && err.is_owner_conflict(),
         "teardown without owner: expected owner conflict, got {err:?}"
     );
-    let ready = ok("teardown as the owner", state.teardown(&path1, TeardownOptions::owner(owner1))).await;
+    let ready = ok("teardown as the owner", state.teardown_dynamic(&path1, TeardownOptions::owner(owner1))).await;
     assert!(ready, "teardown of a resource without finalizers should be ready");
 
-    let err = fails("destroy as another owner", state.destroy(&path1, DestroyOptions::owner(owner2))).await;
+    let err = fails("destroy as another owner", state.destroy_dynamic(&path1, DestroyOptions::owner(owner2))).await;
     assert!(
         err.is_conflict() && err.is_owner_conflict(),
         "destroy as another owner: expected owner conflict, got {err:?}"
     );
-    ok("destroy as the owner", state.destroy(&path1, DestroyOptions::owner(owner1))).await;
+    ok("destroy as the owner", state.destroy_dynamic(&path1, DestroyOptions::owner(owner1))).await;
 
-    let added = ok("add a finalizer to an owned resource", state.add_finalizers(&path2, &["fin1"])).await;
+    let added = ok("add a finalizer to an owned resource", state.add_finalizers_dynamic(&path2, &["fin1"])).await;
     assert!(added.metadata.finalizers().has("fin1"));
     assert_eq!(added.metadata.owner(), Some(owner2), "editing finalizers should keep the owner");
-    let removed = ok("remove a finalizer from an owned resource", state.remove_finalizers(&path2, &["fin1"])).await;
+    let removed =
+        ok("remove a finalizer from an owned resource", state.remove_finalizers_dynamic(&path2, &["fin1"])).await;
     assert!(removed.metadata.finalizers().is_empty());
     assert_eq!(removed.metadata.owner(), Some(owner2), "editing finalizers should keep the owner");
 }
@@ -262,16 +270,17 @@ pub async fn watch_kind_aggregated_with_labels(state: Arc<dyn State>) {
 pub async fn concurrent_finalizers(state: Arc<dyn State>) {
     let ns = namespace("concurrent-finalizers");
     let pointer = path_pointer(&ns, "var/final");
-    ok("create", state.create(path(&ns, "var/final"), CreateOptions::default())).await;
+    ok("create", state.create_dynamic(path(&ns, "var/final"), CreateOptions::default())).await;
 
     let mut tasks = Vec::new();
     for finalizer in ["A", "B", "C", "D", "E", "F", "G", "H"] {
         let (state, pointer) = (Arc::clone(&state), pointer.clone());
-        tasks.push(tokio::spawn(async move { state.add_finalizers(&pointer, &[finalizer]).await.map(drop) }));
+        tasks.push(tokio::spawn(async move { state.add_finalizers_dynamic(&pointer, &[finalizer]).await.map(drop) }));
     }
     for finalizer in ["A", "B", "C"] {
         let (state, pointer) = (Arc::clone(&state), pointer.clone());
-        tasks.push(tokio::spawn(async move { state.remove_finalizers(&pointer, &[finalizer]).await.map(drop) }));
+        tasks
+            .push(tokio::spawn(async move { state.remove_finalizers_dynamic(&pointer, &[finalizer]).await.map(drop) }));
     }
     for task in tasks {
         ok("a concurrent finalizer edit", join("a concurrent finalizer edit", task)).await;
@@ -281,13 +290,14 @@ pub async fn concurrent_finalizers(state: Arc<dyn State>) {
     let mut tasks = Vec::new();
     for finalizer in ["A", "B", "C"] {
         let (state, pointer) = (Arc::clone(&state), pointer.clone());
-        tasks.push(tokio::spawn(async move { state.remove_finalizers(&pointer, &[finalizer]).await.map(drop) }));
+        tasks
+            .push(tokio::spawn(async move { state.remove_finalizers_dynamic(&pointer, &[finalizer]).await.map(drop) }));
     }
     for task in tasks {
         ok("a concurrent finalizer removal", join("a concurrent finalizer removal", task)).await;
     }
 
-    let stored = ok("get", state.get(&pointer)).await;
+    let stored = ok("get", state.get_dynamic(&pointer)).await;
     let mut finalizers: Vec<&str> = stored.metadata.finalizers().iter().collect();
     finalizers.sort_unstable();
     assert_eq!(finalizers, ["D", "E", "F", "G", "H"], "every concurrent finalizer edit should land");
@@ -299,26 +309,27 @@ pub async fn watch_for(state: Arc<dyn State>) {
     let pointer = path_pointer(&ns, "tmp/one");
 
     let created = spawn_watch_for(&state, &pointer, WatchCondition::new().event_types([EventType::Created]));
-    let stored = ok("create", state.create(path(&ns, "tmp/one"), CreateOptions::default())).await;
+    let stored = ok("create", state.create_dynamic(path(&ns, "tmp/one"), CreateOptions::default())).await;
     let event = ok("watch_for created", join("watch_for created", created)).await;
     assert_eq!(event.event_type(), EventType::Created);
     assert_eq!(resource_of(&event).metadata, stored.metadata, "watch_for should return the created resource");
 
     let event =
-        ok("watch_for finalizers empty", state.watch_for(&pointer, WatchCondition::new().finalizers_empty())).await;
+        ok("watch_for finalizers empty", watch_for_path(&state, &pointer, WatchCondition::new().finalizers_empty()))
+            .await;
     assert_eq!(resource_of(&event).metadata, stored.metadata, "watch_for should match the current state");
 
     let tearing_down = spawn_watch_for(&state, &pointer, WatchCondition::new().phases([Phase::TearingDown]));
-    let ready = ok("teardown", state.teardown(&pointer, TeardownOptions::default())).await;
+    let ready = ok("teardown", state.teardown_dynamic(&pointer, TeardownOptions::default())).await;
     assert!(ready);
     let event = ok("watch_for tearing down", join("watch_for tearing down", tearing_down)).await;
     assert_eq!(resource_of(&event).id(), pointer.id());
     assert_eq!(resource_of(&event).metadata.phase(), Phase::TearingDown);
 
     let destroyed = spawn_watch_for(&state, &pointer, WatchCondition::new().event_types([EventType::Destroyed]));
-    ok("add a finalizer", state.add_finalizers(&pointer, &["A"])).await;
-    ok("remove the finalizer", state.remove_finalizers(&pointer, &["A"])).await;
-    ok("destroy", state.destroy(&pointer, DestroyOptions::default())).await;
+    ok("add a finalizer", state.add_finalizers_dynamic(&pointer, &["A"])).await;
+    ok("remove the finalizer", state.remove_finalizers_dynamic(&pointer, &["A"])).await;
+    ok("destroy", state.destroy_dynamic(&pointer, DestroyOptions::default())).await;
     let event = ok("watch_for destroyed", join("watch_for destroyed", destroyed)).await;
     assert_eq!(event.event_type(), EventType::Destroyed);
     assert_eq!(resource_of(&event).id(), pointer.id());
@@ -328,7 +339,8 @@ pub async fn watch_for(state: Arc<dyn State>) {
 pub async fn watch(state: Arc<dyn State>) {
     let ns = namespace("watch");
     let pointer = path_pointer(&ns, "tmp/two");
-    let mut events = Reader::new("the watch", ok("watch", state.watch(&pointer, WatchOptions::default())).await, false);
+    let mut events =
+        Reader::new("the watch", ok("watch", state.watch_dynamic(&pointer, WatchOptions::default())).await, false);
 
     let initial = events.next().await;
     let tombstone = check_event(&initial, EventType::Destroyed, &pointer);
@@ -337,11 +349,11 @@ pub async fn watch(state: Arc<dyn State>) {
         "the initial event of an absent resource should carry a tombstone, got {tombstone:?}"
     );
 
-    let created = ok("create", state.create(path(&ns, "tmp/two"), CreateOptions::default())).await;
+    let created = ok("create", state.create_dynamic(path(&ns, "tmp/two"), CreateOptions::default())).await;
     let event = events.next().await;
     assert_eq!(check_event(&event, EventType::Created, &pointer).metadata, created.metadata);
 
-    let ready = ok("teardown", state.teardown(&pointer, TeardownOptions::default())).await;
+    let ready = ok("teardown", state.teardown_dynamic(&pointer, TeardownOptions::default())).await;
     assert!(ready);
     let event = events.next().await;
     let resource = check_event(&event, EventType::Updated, &pointer);
@@ -350,16 +362,16 @@ pub async fn watch(state: Arc<dyn State>) {
     assert_eq!(*old.metadata.pointer(), pointer);
     assert_eq!(old.metadata.phase(), Phase::Running);
 
-    ok("add a finalizer", state.add_finalizers(&pointer, &["A"])).await;
+    ok("add a finalizer", state.add_finalizers_dynamic(&pointer, &["A"])).await;
     let event = events.next().await;
     assert!(check_event(&event, EventType::Updated, &pointer).metadata.finalizers().has("A"));
 
-    ok("remove the finalizer", state.remove_finalizers(&pointer, &["A"])).await;
+    ok("remove the finalizer", state.remove_finalizers_dynamic(&pointer, &["A"])).await;
     let event = events.next().await;
     let last = check_event(&event, EventType::Updated, &pointer).clone();
     assert!(last.metadata.finalizers().is_empty());
 
-    ok("destroy", state.destroy(&pointer, DestroyOptions::default())).await;
+    ok("destroy", state.destroy_dynamic(&pointer, DestroyOptions::default())).await;
     let event = events.next().await;
     let destroyed = check_event(&event, EventType::Destroyed, &pointer);
     assert_eq!(destroyed.metadata, last.metadata, "a destroyed event should carry the last stored resource");
@@ -370,7 +382,7 @@ pub async fn watch_with_tail_events(state: Arc<dyn State>) {
     let ns = namespace("watch-with-tail-events");
     let pointer = path_pointer(&ns, "res/watch-with-tail-events");
     let mut live =
-        Reader::new("the live watch", ok("watch", state.watch(&pointer, WatchOptions::default())).await, false);
+        Reader::new("the live watch", ok("watch", state.watch_dynamic(&pointer, WatchOptions::default())).await, false);
     check_event(&live.next().await, EventType::Destroyed, &pointer);
 
     write_lifecycle(&state, &ns, "res/watch-with-tail-events").await;
@@ -379,7 +391,7 @@ pub async fn watch_with_tail_events(state: Arc<dyn State>) {
         seen.push(live.next().await);
     }
 
-    let tail = ok("watch with tail events", state.watch(&pointer, WatchOptions::tail(1000))).await;
+    let tail = ok("watch with tail events", state.watch_dynamic(&pointer, WatchOptions::tail(1000))).await;
     let mut tail = Reader::new("the tail watch", tail, false);
     for (index, expected) in seen.iter().enumerate() {
         let event = tail.next().await;
@@ -391,7 +403,8 @@ pub async fn watch_with_tail_events(state: Arc<dyn State>) {
 pub async fn watch_with_bookmarks(state: Arc<dyn State>) {
     let ns = namespace("watch-with-bookmarks");
     let pointer = path_pointer(&ns, "res/watch-with-bookmarks");
-    let mut live = Reader::new("the watch", ok("watch", state.watch(&pointer, WatchOptions::default())).await, false);
+    let mut live =
+        Reader::new("the watch", ok("watch", state.watch_dynamic(&pointer, WatchOptions::default())).await, false);
 
     write_lifecycle(&state, &ns, "res/watch-with-bookmarks").await;
     // The initial (destroyed) event, then the lifecycle.
@@ -404,13 +417,13 @@ pub async fn watch_with_bookmarks(state: Arc<dyn State>) {
         events.push(event);
     }
 
-    ok("create again", state.create(path(&ns, "res/watch-with-bookmarks"), CreateOptions::default())).await;
+    ok("create again", state.create_dynamic(path(&ns, "res/watch-with-bookmarks"), CreateOptions::default())).await;
 
     for (index, event) in events.iter().enumerate() {
         let Some(bookmark) = event.bookmark() else { continue };
         let watch = ok(
             format!("watch from the bookmark of event {index}"),
-            state.watch(&pointer, WatchOptions::from_bookmark(bookmark.clone())),
+            state.watch_dynamic(&pointer, WatchOptions::from_bookmark(bookmark.clone())),
         )
         .await;
         let mut resumed = Reader::new(format!("the watch from the bookmark of event {index}"), watch, false);
@@ -441,12 +454,12 @@ pub async fn watch_kind_with_bookmarks(state: Arc<dyn State>) {
 pub async fn parallel_destroy(state: Arc<dyn State>) {
     let ns = namespace("parallel-destroy");
     let pointer = path_pointer(&ns, "/");
-    ok("create", state.create(path(&ns, "/"), CreateOptions::default())).await;
+    ok("create", state.create_dynamic(path(&ns, "/"), CreateOptions::default())).await;
 
     let tasks: Vec<_> = (0..10)
         .map(|_| {
             let (state, pointer) = (Arc::clone(&state), pointer.clone());
-            tokio::spawn(async move { state.destroy(&pointer, DestroyOptions::default()).await })
+            tokio::spawn(async move { state.destroy_dynamic(&pointer, DestroyOptions::default()).await })
         })
         .collect();
     let mut destroyed = 0;
@@ -458,7 +471,7 @@ pub async fn parallel_destroy(state: Arc<dyn State>) {
         }
     }
     assert_eq!(destroyed, 1, "exactly one concurrent destroy should succeed");
-    let err = fails("get after destroy", state.get(&pointer)).await;
+    let err = fails("get after destroy", state.get_dynamic(&pointer)).await;
     assert!(err.is_not_found(), "get after destroy: expected not found, got {err:?}");
 }
 
@@ -466,32 +479,34 @@ pub async fn parallel_destroy(state: Arc<dyn State>) {
 pub async fn teardown_destroy(state: Arc<dyn State>) {
     let ns = namespace("teardown-destroy");
     let pointer = path_pointer(&ns, "tmp/1");
-    ok("create", state.create(path(&ns, "tmp/1"), CreateOptions::default())).await;
-    ok("add a finalizer", state.add_finalizers(&pointer, &["A"])).await;
+    ok("create", state.create_dynamic(path(&ns, "tmp/1"), CreateOptions::default())).await;
+    ok("add a finalizer", state.add_finalizers_dynamic(&pointer, &["A"])).await;
 
-    let err = fails("destroy with a finalizer", state.destroy(&pointer, DestroyOptions::default())).await;
+    let err = fails("destroy with a finalizer", state.destroy_dynamic(&pointer, DestroyOptions::default())).await;
     assert!(
         matches!(err, Error::PendingFinalizers { .. }) && err.is_conflict(),
         "destroy with a finalizer: expected pending finalizers, got {err:?}"
     );
 
     for attempt in ["teardown", "second teardown"] {
-        let ready = ok(attempt, state.teardown(&pointer, TeardownOptions::default())).await;
+        let ready = ok(attempt, state.teardown_dynamic(&pointer, TeardownOptions::default())).await;
         assert!(!ready, "{attempt} of a resource with a finalizer should not be ready");
     }
 
-    let err =
-        fails("destroy of a torn down resource with a finalizer", state.destroy(&pointer, DestroyOptions::default()))
-            .await;
+    let err = fails(
+        "destroy of a torn down resource with a finalizer",
+        state.destroy_dynamic(&pointer, DestroyOptions::default()),
+    )
+    .await;
     assert!(
         matches!(err, Error::PendingFinalizers { .. }) && err.is_conflict(),
         "destroy of a torn down resource with a finalizer: expected pending finalizers, got {err:?}"
     );
 
-    ok("remove the finalizer", state.remove_finalizers(&pointer, &["A"])).await;
-    let ready = ok("teardown without finalizers", state.teardown(&pointer, TeardownOptions::default())).await;
+    ok("remove the finalizer", state.remove_finalizers_dynamic(&pointer, &["A"])).await;
+    let ready = ok("teardown without finalizers", state.teardown_dynamic(&pointer, TeardownOptions::default())).await;
     assert!(ready, "teardown without finalizers should be ready");
-    ok("destroy", state.destroy(&pointer, DestroyOptions::default())).await;
+    ok("destroy", state.destroy_dynamic(&pointer, DestroyOptions::default())).await;
 }
 
 /// Updates need the stored version and, by default, a running resource.
@@ -500,10 +515,11 @@ pub async fn update(state: Arc<dyn State>) {
     let pointer = path_pointer(&ns, "tmp/path1");
 
     let err =
-        fails("update of a missing resource", state.update(path(&ns, "tmp/path1"), UpdateOptions::default())).await;
+        fails("update of a missing resource", state.update_dynamic(path(&ns, "tmp/path1"), UpdateOptions::default()))
+            .await;
     assert!(err.is_not_found(), "update of a missing resource: expected not found, got {err:?}");
 
-    let created = ok("create", state.create(path(&ns, "tmp/path1"), CreateOptions::default())).await;
+    let created = ok("create", state.create_dynamic(path(&ns, "tmp/path1"), CreateOptions::default())).await;
     assert_ne!(created.metadata.version(), Version::UNDEFINED, "create should set the version");
 
     for (what, version) in
@@ -511,7 +527,7 @@ pub async fn update(state: Arc<dyn State>) {
     {
         let mut stale = DynamicResource::clone(&created);
         stale.metadata.set_version(version);
-        let err = fails(format!("update with {what}"), state.update(stale, UpdateOptions::default())).await;
+        let err = fails(format!("update with {what}"), state.update_dynamic(stale, UpdateOptions::default())).await;
         assert!(
             matches!(err, Error::VersionConflict { .. }) && err.is_conflict(),
             "update with {what}: expected a version conflict, got {err:?}"
@@ -520,26 +536,27 @@ pub async fn update(state: Arc<dyn State>) {
 
     let mut edited = DynamicResource::clone(&created);
     edited.spec = Spec::typed(PathResource { value: "edited".to_owned() });
-    let updated = ok("update with the stored version", state.update(edited, UpdateOptions::default())).await;
+    let updated = ok("update with the stored version", state.update_dynamic(edited, UpdateOptions::default())).await;
     assert_eq!(updated.metadata.version(), created.metadata.version().next());
-    let got = ok("get", state.get(&pointer)).await;
+    let got = ok("get", state.get_dynamic(&pointer)).await;
     assert_eq!(got.metadata, updated.metadata);
     assert_eq!(typed_spec(&got).value, "edited", "update should store the new spec");
 
-    ok("teardown", state.teardown(&pointer, TeardownOptions::default())).await;
-    let torn_down = ok("get", state.get(&pointer)).await;
+    ok("teardown", state.teardown_dynamic(&pointer, TeardownOptions::default())).await;
+    let torn_down = ok("get", state.get_dynamic(&pointer)).await;
     let err = fails(
         "update of a torn down resource",
-        state.update(DynamicResource::clone(&torn_down), UpdateOptions::default()),
+        state.update_dynamic(DynamicResource::clone(&torn_down), UpdateOptions::default()),
     )
     .await;
     assert!(err.is_phase_conflict(), "update of a torn down resource: expected a phase conflict, got {err:?}");
 
     let options = UpdateOptions::default().expected_phase(Some(Phase::TearingDown));
-    let updated = ok("update expecting tearing down", state.update(DynamicResource::clone(&torn_down), options)).await;
+    let updated =
+        ok("update expecting tearing down", state.update_dynamic(DynamicResource::clone(&torn_down), options)).await;
     assert_eq!(updated.metadata.phase(), Phase::TearingDown);
     let options = UpdateOptions::default().expected_phase(None);
-    ok("update expecting any phase", state.update(DynamicResource::clone(&updated), options)).await;
+    ok("update expecting any phase", state.update_dynamic(DynamicResource::clone(&updated), options)).await;
 }
 
 /// Label queries on list: every operator, AND within a query, OR across queries, sorted results.
@@ -555,10 +572,10 @@ pub async fn labels(state: Arc<dyn State>) {
         for (key, value) in labels {
             resource.metadata.labels_mut().set(*key, *value);
         }
-        ok(format!("create {id}"), state.create(resource, CreateOptions::default())).await;
+        ok(format!("create {id}"), state.create_dynamic(resource, CreateOptions::default())).await;
     }
 
-    let got = ok("get", state.get(&path_pointer(&ns, "labeled/app1"))).await;
+    let got = ok("get", state.get_dynamic(&path_pointer(&ns, "labeled/app1"))).await;
     assert_eq!(got.metadata.labels().get("app"), Some("app1"));
     assert_eq!(got.metadata.labels().get("frozen"), Some(""), "an empty label value is still a value");
 
@@ -598,7 +615,7 @@ pub async fn labels(state: Arc<dyn State>) {
         ),
     ];
     for (what, options, expected) in cases {
-        let listed = ok(format!("list {what}"), state.list_typed_in::<PathResource>(&ns, &options)).await;
+        let listed = ok(format!("list {what}"), state.list_in::<PathResource>(&ns, &options)).await;
         let got: Vec<&str> = listed.iter().map(|resource| resource.id().trim_start_matches("labeled/")).collect();
         assert_eq!(got, expected, "list {what}");
         for resource in &listed {
@@ -617,14 +634,15 @@ pub async fn id_query(state: Arc<dyn State>) {
     let kind = path_kind(&ns);
     for index in 0..10 {
         let id = format!("idquery/path{index}");
-        ok(format!("create {id}"), state.create(path(&ns, &id), CreateOptions::default())).await;
+        ok(format!("create {id}"), state.create_dynamic(path(&ns, &id), CreateOptions::default())).await;
     }
     let query = || IdQuery::new(r"^idquery/.+[2-4]$").expect("a valid regular expression");
 
-    let listed = ok("list with an ID query", state.list(&kind, &ListOptions::default().id(query()))).await;
+    let listed = ok("list with an ID query", state.list_dynamic(&kind, &ListOptions::default().id(query()))).await;
     assert_eq!(ids(&listed), ["idquery/path2", "idquery/path3", "idquery/path4"]);
 
-    let watch = ok("watch with an ID query", state.watch_kind(&kind, WatchKindOptions::bootstrap().id(query()))).await;
+    let watch =
+        ok("watch with an ID query", state.watch_kind_dynamic(&kind, WatchKindOptions::bootstrap().id(query()))).await;
     let mut events = Reader::new("the kind watch with an ID query", watch, false);
     for index in 2..=4 {
         check_event(&events.next().await, EventType::Created, &path_pointer(&ns, &format!("idquery/path{index}")));
@@ -633,13 +651,13 @@ pub async fn id_query(state: Arc<dyn State>) {
 
     for index in 0..10 {
         let pointer = path_pointer(&ns, &format!("idquery/path{index}"));
-        ok(format!("destroy {pointer}"), state.destroy(&pointer, DestroyOptions::default())).await;
+        ok(format!("destroy {pointer}"), state.destroy_dynamic(&pointer, DestroyOptions::default())).await;
     }
     for index in 2..=4 {
         check_event(&events.next().await, EventType::Destroyed, &path_pointer(&ns, &format!("idquery/path{index}")));
     }
     // Had any non-matching event leaked, it would come before this one.
-    ok("create again", state.create(path(&ns, "idquery/path3"), CreateOptions::default())).await;
+    ok("create again", state.create_dynamic(path(&ns, "idquery/path3"), CreateOptions::default())).await;
     check_event(&events.next().await, EventType::Created, &path_pointer(&ns, "idquery/path3"));
 }
 
@@ -653,27 +671,27 @@ pub async fn teardown_notifies_watchers(state: Arc<dyn State>) {
     let tearing_down = || WatchCondition::new().phases([Phase::TearingDown]);
 
     // An absent resource counts as destroyed at once.
-    let event = ok("watch_for an absent resource", state.watch_for(&r1, destroyed())).await;
+    let event = ok("watch_for an absent resource", watch_for_path(&state, &r1, destroyed())).await;
     assert!(check_event(&event, EventType::Destroyed, &r1).metadata.version().is_undefined(), "expected a tombstone");
 
-    ok("create r1", state.create(path(&ns, "ctx/r1"), CreateOptions::default())).await;
-    ok("create r2", state.create(path(&ns, "ctx/r2"), CreateOptions::default())).await;
+    ok("create r1", state.create_dynamic(path(&ns, "ctx/r1"), CreateOptions::default())).await;
+    ok("create r2", state.create_dynamic(path(&ns, "ctx/r2"), CreateOptions::default())).await;
 
     let r1_destroyed = spawn_watch_for(&state, &r1, destroyed());
     let r1_tearing_down = spawn_watch_for(&state, &r1, tearing_down());
     let r2_destroyed = spawn_watch_for(&state, &r2, destroyed());
     let r2_tearing_down = spawn_watch_for(&state, &r2, tearing_down());
     let mut r2_events =
-        Reader::new("the watch of r2", ok("watch r2", state.watch(&r2, WatchOptions::default())).await, false);
+        Reader::new("the watch of r2", ok("watch r2", state.watch_dynamic(&r2, WatchOptions::default())).await, false);
     check_event(&r2_events.next().await, EventType::Created, &r2);
 
     // Destroying r1 without a teardown ends r1's destroy watcher, and nothing of r2.
-    ok("destroy r1", state.destroy(&r1, DestroyOptions::default())).await;
+    ok("destroy r1", state.destroy_dynamic(&r1, DestroyOptions::default())).await;
     let event = ok("watch_for r1 destroyed", join("watch_for r1 destroyed", r1_destroyed)).await;
     check_event(&event, EventType::Destroyed, &r1);
     ok(
         "update r2",
-        state.update_with_conflicts::<PathResource, Error, _>(&r2, UpdateOptions::default(), |resource| {
+        state.update_with_conflicts::<PathResource, Error>(&r2, UpdateOptions::default(), |resource| {
             resource.metadata_mut().labels_mut().set("touched", "");
             Ok(())
         }),
@@ -691,7 +709,7 @@ pub async fn teardown_notifies_watchers(state: Arc<dyn State>) {
     r1_tearing_down.abort();
 
     // Tearing r2 down ends its teardown watcher, not its destroy watcher.
-    ok("teardown r2", state.teardown(&r2, TeardownOptions::default())).await;
+    ok("teardown r2", state.teardown_dynamic(&r2, TeardownOptions::default())).await;
     let event = ok("watch_for r2 tearing down", join("watch_for r2 tearing down", r2_tearing_down)).await;
     // A watcher that subscribed only after the teardown matches its initial (created) event.
     let resource = resource_of(&event);
@@ -701,7 +719,7 @@ pub async fn teardown_notifies_watchers(state: Arc<dyn State>) {
     assert_eq!(check_event(&event, EventType::Updated, &r2).metadata.phase(), Phase::TearingDown);
     assert!(!r2_destroyed.is_finished(), "a teardown should not look like a destroy");
 
-    ok("destroy r2", state.destroy(&r2, DestroyOptions::default())).await;
+    ok("destroy r2", state.destroy_dynamic(&r2, DestroyOptions::default())).await;
     let event = ok("watch_for r2 destroyed", join("watch_for r2 destroyed", r2_destroyed)).await;
     check_event(&event, EventType::Destroyed, &r2);
 }
@@ -714,7 +732,7 @@ pub async fn teardown_and_destroy(state: Arc<dyn State>) {
     const FINALIZER: &str = "A";
 
     // The other party: removes its finalizer once the resource is torn down.
-    let watch = ok("watch kind", state.watch_kind(&kind, WatchKindOptions::bootstrap())).await;
+    let watch = ok("watch kind", state.watch_kind_dynamic(&kind, WatchKindOptions::bootstrap())).await;
     let releaser = {
         let (state, pointer) = (Arc::clone(&state), pointer.clone());
         tokio::spawn(async move {
@@ -726,7 +744,7 @@ pub async fn teardown_and_destroy(state: Arc<dyn State>) {
                         if resource.metadata.phase() == Phase::TearingDown
                             && resource.metadata.finalizers().has(FINALIZER) =>
                     {
-                        state.remove_finalizers(resource.metadata.pointer(), &[FINALIZER]).await?;
+                        state.remove_finalizers_dynamic(resource.metadata.pointer(), &[FINALIZER]).await?;
                     }
                     Event::Destroyed { resource, .. } if *resource.metadata.pointer() == pointer => return Ok(()),
                     Event::Errored { error } => return Err(error.clone()),
@@ -736,11 +754,11 @@ pub async fn teardown_and_destroy(state: Arc<dyn State>) {
         })
     };
 
-    ok("create", state.create(path(&ns, "tmp/4"), CreateOptions::default())).await;
-    ok("add a finalizer", state.add_finalizers(&pointer, &[FINALIZER])).await;
-    ok("teardown_and_destroy", state.teardown_and_destroy(&pointer, TeardownOptions::default())).await;
+    ok("create", state.create_dynamic(path(&ns, "tmp/4"), CreateOptions::default())).await;
+    ok("add a finalizer", state.add_finalizers_dynamic(&pointer, &[FINALIZER])).await;
+    ok("teardown_and_destroy", state.teardown_and_destroy_dynamic(&pointer, TeardownOptions::default())).await;
     ok("the releasing watcher", join("the releasing watcher", releaser)).await;
-    let err = fails("get after teardown_and_destroy", state.get(&pointer)).await;
+    let err = fails("get after teardown_and_destroy", state.get_dynamic(&pointer)).await;
     assert!(err.is_not_found(), "get after teardown_and_destroy: expected not found, got {err:?}");
 }
 
@@ -751,7 +769,7 @@ pub async fn modify(state: Arc<dyn State>) {
 
     let created = ok(
         "modify of a missing resource",
-        state.modify::<PathResource, _>(&pointer, UpdateOptions::default(), |resource| {
+        state.modify::<PathResource>(&pointer, UpdateOptions::default(), |resource| {
             resource.metadata_mut().labels_mut().set("foo", "bar");
         }),
     )
@@ -760,24 +778,24 @@ pub async fn modify(state: Arc<dyn State>) {
     assert_eq!(created.metadata().labels().get("foo"), Some("bar"));
     assert_eq!(created.metadata().owner(), None, "modify without owner should create an unowned resource");
     assert_eq!(created.metadata().version(), Version::new(1), "modify of a missing resource should create it");
-    let got = ok("get", state.get_typed_at::<PathResource>(&pointer)).await;
+    let got = ok("get", state.get::<PathResource>(&pointer)).await;
     assert_eq!(got.metadata(), created.metadata());
 
     let updated = ok(
         "modify deleting the label",
-        state.modify::<PathResource, _>(&pointer, UpdateOptions::default(), |resource| {
+        state.modify::<PathResource>(&pointer, UpdateOptions::default(), |resource| {
             resource.metadata_mut().labels_mut().remove("foo");
         }),
     )
     .await;
     assert!(updated.metadata().labels().is_empty());
     assert_eq!(updated.metadata().version(), Version::new(2), "modify of an existing resource should update it");
-    let got = ok("get", state.get_typed_at::<PathResource>(&pointer)).await;
+    let got = ok("get", state.get::<PathResource>(&pointer)).await;
     assert!(got.metadata().labels().is_empty());
 
     let result = within(
         "modify failing",
-        state.try_modify::<PathResource, EditError, _>(&pointer, UpdateOptions::default(), |_| {
+        state.try_modify::<PathResource, EditError>(&pointer, UpdateOptions::default(), |_| {
             Err(EditError::Edit("modify error"))
         }),
     )
@@ -787,10 +805,10 @@ pub async fn modify(state: Arc<dyn State>) {
         "modify should return the edit's error as it is, got {result:?}"
     );
 
-    ok("teardown", state.teardown(&pointer, TeardownOptions::default())).await;
+    ok("teardown", state.teardown_dynamic(&pointer, TeardownOptions::default())).await;
     let result = within(
         "modify of a torn down resource",
-        state.modify::<PathResource, _>(&pointer, UpdateOptions::default(), |resource| {
+        state.modify::<PathResource>(&pointer, UpdateOptions::default(), |resource| {
             resource.metadata_mut().labels_mut().set("foo", "bar");
         }),
     )
@@ -802,7 +820,7 @@ pub async fn modify(state: Arc<dyn State>) {
 
     let updated = ok(
         "modify expecting any phase",
-        state.modify::<PathResource, _>(&pointer, UpdateOptions::default().expected_phase(None), |resource| {
+        state.modify::<PathResource>(&pointer, UpdateOptions::default().expected_phase(None), |resource| {
             resource.metadata_mut().labels_mut().set("foo", "bar2");
         }),
     )
@@ -818,7 +836,7 @@ pub async fn modify_with_owner(state: Arc<dyn State>) {
 
     let created = ok(
         "modify creating an owned resource",
-        state.modify::<PathResource, _>(&pointer, UpdateOptions::owner("owner"), |_| {}),
+        state.modify::<PathResource>(&pointer, UpdateOptions::owner("owner"), |_| {}),
     )
     .await;
     assert_eq!(*created.metadata().pointer(), pointer);
@@ -826,7 +844,7 @@ pub async fn modify_with_owner(state: Arc<dyn State>) {
 
     let updated = ok(
         "modify as the owner",
-        state.modify::<PathResource, _>(&pointer, UpdateOptions::owner("owner"), |resource| {
+        state.modify::<PathResource>(&pointer, UpdateOptions::owner("owner"), |resource| {
             resource.metadata_mut().labels_mut().set("foo", "bar");
         }),
     )
@@ -836,7 +854,7 @@ pub async fn modify_with_owner(state: Arc<dyn State>) {
 
     let result = within(
         "modify without the owner",
-        state.modify::<PathResource, _>(&pointer, UpdateOptions::default(), |resource| {
+        state.modify::<PathResource>(&pointer, UpdateOptions::default(), |resource| {
             resource.metadata_mut().labels_mut().set("foo", "baz");
         }),
     )
@@ -854,34 +872,35 @@ pub async fn teardown_is_idempotent(state: Arc<dyn State>) {
     let pointer = path_pointer(&ns, "owned");
     let mut events = Reader::new(
         "the kind watch",
-        ok("watch kind", state.watch_kind(&kind, WatchKindOptions::default())).await,
+        ok("watch kind", state.watch_kind_dynamic(&kind, WatchKindOptions::default())).await,
         false,
     );
 
-    ok("create", state.create(path(&ns, "owned"), CreateOptions::owner("owner"))).await;
+    ok("create", state.create_dynamic(path(&ns, "owned"), CreateOptions::owner("owner"))).await;
     check_event(&events.next().await, EventType::Created, &pointer);
 
-    let ready = ok("teardown", state.teardown(&pointer, TeardownOptions::owner("owner"))).await;
+    let ready = ok("teardown", state.teardown_dynamic(&pointer, TeardownOptions::owner("owner"))).await;
     assert!(ready);
     let event = events.next().await;
     let torn_down = check_event(&event, EventType::Updated, &pointer).clone();
     assert_eq!(torn_down.metadata.phase(), Phase::TearingDown);
 
-    let ready = ok("second teardown", state.teardown(&pointer, TeardownOptions::owner("owner"))).await;
+    let ready = ok("second teardown", state.teardown_dynamic(&pointer, TeardownOptions::owner("owner"))).await;
     assert!(ready, "a second teardown should report the same readiness");
-    let got = ok("get", state.get(&pointer)).await;
+    let got = ok("get", state.get_dynamic(&pointer)).await;
     assert_eq!(got.metadata.version(), torn_down.metadata.version(), "a second teardown should write nothing");
 
     // Had the second teardown written, its event would come before this one.
-    ok("create a barrier", state.create(path(&ns, "barrier"), CreateOptions::default())).await;
+    ok("create a barrier", state.create_dynamic(path(&ns, "barrier"), CreateOptions::default())).await;
     check_event(&events.next().await, EventType::Created, &path_pointer(&ns, "barrier"));
 
     let missing = path_pointer(&ns, "missing");
-    let err = fails("teardown of a missing resource", state.teardown(&missing, TeardownOptions::default())).await;
+    let err =
+        fails("teardown of a missing resource", state.teardown_dynamic(&missing, TeardownOptions::default())).await;
     assert!(err.is_not_found(), "teardown of a missing resource: expected not found, got {err:?}");
     let err = fails(
         "teardown_and_destroy of a missing resource",
-        state.teardown_and_destroy(&missing, TeardownOptions::default()),
+        state.teardown_and_destroy_dynamic(&missing, TeardownOptions::default()),
     )
     .await;
     assert!(err.is_not_found(), "teardown_and_destroy of a missing resource: expected not found, got {err:?}");
@@ -894,46 +913,47 @@ pub async fn finalizer_edits_are_idempotent(state: Arc<dyn State>) {
     let pointer = path_pointer(&ns, "owned");
     let mut events = Reader::new(
         "the kind watch",
-        ok("watch kind", state.watch_kind(&kind, WatchKindOptions::default())).await,
+        ok("watch kind", state.watch_kind_dynamic(&kind, WatchKindOptions::default())).await,
         true,
     );
 
-    ok("create", state.create(path(&ns, "owned"), CreateOptions::owner("owner"))).await;
+    ok("create", state.create_dynamic(path(&ns, "owned"), CreateOptions::owner("owner"))).await;
     check_event(&events.next().await, EventType::Created, &pointer);
 
-    let added = ok("add finalizers", state.add_finalizers(&pointer, &["A", "B"])).await;
+    let added = ok("add finalizers", state.add_finalizers_dynamic(&pointer, &["A", "B"])).await;
     assert_eq!(finalizers(&added), ["A", "B"]);
     assert_eq!(added.metadata.version(), Version::new(2));
     assert_eq!(finalizers(check_event(&events.next().await, EventType::Updated, &pointer)), ["A", "B"]);
 
-    let same = ok("add a present finalizer", state.add_finalizers(&pointer, &["A"])).await;
+    let same = ok("add a present finalizer", state.add_finalizers_dynamic(&pointer, &["A"])).await;
     assert_eq!(same.metadata.version(), Version::new(2), "adding a present finalizer should write nothing");
-    let same = ok("remove an absent finalizer", state.remove_finalizers(&pointer, &["C"])).await;
+    let same = ok("remove an absent finalizer", state.remove_finalizers_dynamic(&pointer, &["C"])).await;
     assert_eq!(same.metadata.version(), Version::new(2), "removing an absent finalizer should write nothing");
 
-    let ready = ok("teardown", state.teardown(&pointer, TeardownOptions::owner("owner"))).await;
+    let ready = ok("teardown", state.teardown_dynamic(&pointer, TeardownOptions::owner("owner"))).await;
     assert!(!ready, "teardown with finalizers should not be ready");
     let event = events.next().await;
     assert_eq!(check_event(&event, EventType::Updated, &pointer).metadata.phase(), Phase::TearingDown);
 
-    let added = ok("add a finalizer while tearing down", state.add_finalizers(&pointer, &["C"])).await;
+    let added = ok("add a finalizer while tearing down", state.add_finalizers_dynamic(&pointer, &["C"])).await;
     assert_eq!(finalizers(&added), ["A", "B", "C"]);
     assert_eq!(added.metadata.owner(), Some("owner"));
     assert_eq!(added.metadata.phase(), Phase::TearingDown);
     assert_eq!(finalizers(check_event(&events.next().await, EventType::Updated, &pointer)), ["A", "B", "C"]);
 
-    let removed = ok("remove all finalizers", state.remove_finalizers(&pointer, &["A", "B", "C"])).await;
+    let removed = ok("remove all finalizers", state.remove_finalizers_dynamic(&pointer, &["A", "B", "C"])).await;
     assert!(removed.metadata.finalizers().is_empty());
     assert!(check_event(&events.next().await, EventType::Updated, &pointer).metadata.finalizers().is_empty());
 
     // Had a no-op edit written, its event would come before this one.
-    ok("create a barrier", state.create(path(&ns, "barrier"), CreateOptions::default())).await;
+    ok("create a barrier", state.create_dynamic(path(&ns, "barrier"), CreateOptions::default())).await;
     check_event(&events.next().await, EventType::Created, &path_pointer(&ns, "barrier"));
 
     let missing = path_pointer(&ns, "missing");
-    let err = fails("add a finalizer to a missing resource", state.add_finalizers(&missing, &["A"])).await;
+    let err = fails("add a finalizer to a missing resource", state.add_finalizers_dynamic(&missing, &["A"])).await;
     assert!(err.is_not_found(), "add a finalizer to a missing resource: expected not found, got {err:?}");
-    let err = fails("remove a finalizer from a missing resource", state.remove_finalizers(&missing, &["A"])).await;
+    let err =
+        fails("remove a finalizer from a missing resource", state.remove_finalizers_dynamic(&missing, &["A"])).await;
     assert!(err.is_not_found(), "remove a finalizer from a missing resource: expected not found, got {err:?}");
 }
 
@@ -941,12 +961,12 @@ pub async fn finalizer_edits_are_idempotent(state: Arc<dyn State>) {
 pub async fn racy_teardown_and_destroy(state: Arc<dyn State>) {
     let ns = namespace("racy-teardown-and-destroy");
     let pointer = path_pointer(&ns, "raced");
-    ok("create", state.create(path(&ns, "raced"), CreateOptions::default())).await;
+    ok("create", state.create_dynamic(path(&ns, "raced"), CreateOptions::default())).await;
 
     let tasks: Vec<_> = (0..10)
         .map(|_| {
             let (state, pointer) = (Arc::clone(&state), pointer.clone());
-            tokio::spawn(async move { state.teardown_and_destroy(&pointer, TeardownOptions::default()).await })
+            tokio::spawn(async move { state.teardown_and_destroy_dynamic(&pointer, TeardownOptions::default()).await })
         })
         .collect();
     for task in tasks {
@@ -958,20 +978,20 @@ pub async fn racy_teardown_and_destroy(state: Arc<dyn State>) {
             _ => {}
         }
     }
-    let err = fails("get after the race", state.get(&pointer)).await;
+    let err = fails("get after the race", state.get_dynamic(&pointer)).await;
     assert!(err.is_not_found(), "get after the race: expected not found, got {err:?}");
 
     // Someone else destroys the resource while teardown_and_destroy waits for a finalizer.
-    ok("create again", state.create(path(&ns, "raced"), CreateOptions::default())).await;
-    ok("add a finalizer", state.add_finalizers(&pointer, &["A"])).await;
+    ok("create again", state.create_dynamic(path(&ns, "raced"), CreateOptions::default())).await;
+    ok("add a finalizer", state.add_finalizers_dynamic(&pointer, &["A"])).await;
     let waiting = {
         let (state, pointer) = (Arc::clone(&state), pointer.clone());
-        tokio::spawn(async move { state.teardown_and_destroy(&pointer, TeardownOptions::default()).await })
+        tokio::spawn(async move { state.teardown_and_destroy_dynamic(&pointer, TeardownOptions::default()).await })
     };
     let torn_down = WatchCondition::new().phases([Phase::TearingDown]);
-    ok("watch_for the teardown", state.watch_for(&pointer, torn_down)).await;
-    ok("remove the finalizer", state.remove_finalizers(&pointer, &["A"])).await;
-    match within("destroy by someone else", state.destroy(&pointer, DestroyOptions::default())).await {
+    ok("watch_for the teardown", watch_for_path(&state, &pointer, torn_down)).await;
+    ok("remove the finalizer", state.remove_finalizers_dynamic(&pointer, &["A"])).await;
+    match within("destroy by someone else", state.destroy_dynamic(&pointer, DestroyOptions::default())).await {
         Ok(()) => {}
         // teardown_and_destroy got there first.
         Err(err) if err.is_not_found() => {}
@@ -986,17 +1006,17 @@ pub async fn buffer_overrun(state: Arc<dyn State>) {
     let ns = namespace("buffer-overrun");
     let kind = path_kind(&ns);
     let pointer = path_pointer(&ns, "overrun");
-    let mut stored = ok("create", state.create(path(&ns, "overrun"), CreateOptions::default())).await;
+    let mut stored = ok("create", state.create_dynamic(path(&ns, "overrun"), CreateOptions::default())).await;
 
-    let single = ok("watch", state.watch(&pointer, WatchOptions::default())).await;
-    let kind_watch = ok("watch kind", state.watch_kind(&kind, WatchKindOptions::default())).await;
+    let single = ok("watch", state.watch_dynamic(&pointer, WatchOptions::default())).await;
+    let kind_watch = ok("watch kind", state.watch_kind_dynamic(&kind, WatchKindOptions::default())).await;
 
     // Each write has its own deadline: a durable backend makes every one of
     // them wait for the disk, so the whole loop may take longer than one step.
     for _ in 0..OVERRUN_WRITES {
         stored = within(
             "an update with idle watchers",
-            state.update(DynamicResource::clone(&stored), UpdateOptions::default()),
+            state.update_dynamic(DynamicResource::clone(&stored), UpdateOptions::default()),
         )
         .await
         .unwrap_or_else(|err| panic!("an update with idle watchers failed: {err:?}"));
@@ -1033,9 +1053,13 @@ pub async fn invalid_bookmark(state: Arc<dyn State>) {
     let bookmark = bookmark_of_update(&state, &ns, "bookmarked").await;
 
     // The bookmark itself is fine.
-    ok("watch kind from a valid bookmark", state.watch_kind(&kind, WatchKindOptions::from_bookmark(bookmark.clone())))
+    ok(
+        "watch kind from a valid bookmark",
+        state.watch_kind_dynamic(&kind, WatchKindOptions::from_bookmark(bookmark.clone())),
+    )
+    .await;
+    ok("watch from a valid bookmark", state.watch_dynamic(&pointer, WatchOptions::from_bookmark(bookmark.clone())))
         .await;
-    ok("watch from a valid bookmark", state.watch(&pointer, WatchOptions::from_bookmark(bookmark.clone()))).await;
 
     let bytes = bookmark.as_bytes();
     assert!(!bytes.is_empty(), "a bookmark should not be empty");
@@ -1057,12 +1081,12 @@ pub async fn invalid_bookmark(state: Arc<dyn State>) {
     let encoded_kind = Kind::new(&ns, ENCODED_TYPE);
     let mut encoded_events = Reader::new(
         "the encoded kind watch",
-        ok("watch the encoded kind", state.watch_kind(&encoded_kind, WatchKindOptions::default())).await,
+        ok("watch the encoded kind", state.watch_kind_dynamic(&encoded_kind, WatchKindOptions::default())).await,
         false,
     );
     ok(
         "create an encoded resource",
-        state.create(encoded_resource(&ns, "bookmarked", encoded_spec("x")), CreateOptions::default()),
+        state.create_dynamic(encoded_resource(&ns, "bookmarked", encoded_spec("x")), CreateOptions::default()),
     )
     .await;
     let event = encoded_events.next().await;
@@ -1073,7 +1097,7 @@ pub async fn invalid_bookmark(state: Arc<dyn State>) {
     for (what, bookmark) in invalid {
         let err = fails(
             format!("watch kind from a bookmark {what}"),
-            state.watch_kind(&kind, WatchKindOptions::from_bookmark(bookmark.clone())),
+            state.watch_kind_dynamic(&kind, WatchKindOptions::from_bookmark(bookmark.clone())),
         )
         .await;
         assert!(
@@ -1082,7 +1106,7 @@ pub async fn invalid_bookmark(state: Arc<dyn State>) {
         );
         let err = fails(
             format!("watch from a bookmark {what}"),
-            state.watch(&pointer, WatchOptions::from_bookmark(bookmark)),
+            state.watch_dynamic(&pointer, WatchOptions::from_bookmark(bookmark)),
         )
         .await;
         assert!(err.is_invalid_bookmark(), "watch from a bookmark {what}: expected an invalid bookmark, got {err:?}");
@@ -1096,13 +1120,13 @@ pub async fn resume_from_bookmark(state: Arc<dyn State>) {
     let kind = path_kind(&ns);
     let mut live = Reader::new(
         "the live watch",
-        ok("watch kind", state.watch_kind(&kind, WatchKindOptions::default())).await,
+        ok("watch kind", state.watch_kind_dynamic(&kind, WatchKindOptions::default())).await,
         false,
     );
 
     let ids: Vec<String> = (0..5).map(|index| format!("resume/{index}")).collect();
     for id in &ids {
-        ok(format!("create {id}"), state.create(path(&ns, id), CreateOptions::default())).await;
+        ok(format!("create {id}"), state.create_dynamic(path(&ns, id), CreateOptions::default())).await;
     }
     let mut events = Vec::new();
     for id in &ids {
@@ -1114,7 +1138,8 @@ pub async fn resume_from_bookmark(state: Arc<dyn State>) {
     let bookmark = |index: usize| events[index].bookmark().cloned().expect("checked above");
 
     let watch =
-        ok("watch kind from the middle", state.watch_kind(&kind, WatchKindOptions::from_bookmark(bookmark(2)))).await;
+        ok("watch kind from the middle", state.watch_kind_dynamic(&kind, WatchKindOptions::from_bookmark(bookmark(2))))
+            .await;
     let mut resumed = Reader::new("the resumed watch", watch, true);
     for (index, expected) in events.iter().enumerate().skip(3) {
         let event = resumed.next().await;
@@ -1123,7 +1148,8 @@ pub async fn resume_from_bookmark(state: Arc<dyn State>) {
     }
 
     let first = path_pointer(&ns, &ids[0]);
-    ok("update the first resource", state.update(path_with_version(&ns, &ids[0], 1), UpdateOptions::default())).await;
+    ok("update the first resource", state.update_dynamic(path_with_version(&ns, &ids[0], 1), UpdateOptions::default()))
+        .await;
     let expected = live.next().await;
     check_event(&expected, EventType::Updated, &first);
     let event = resumed.next().await;
@@ -1135,20 +1161,26 @@ pub async fn resume_from_bookmark(state: Arc<dyn State>) {
     let only_third = IdQuery::new(&format!("^{}$", ids[3])).expect("a valid regular expression");
     let watch = ok(
         "watch kind from a bookmark with a query",
-        state.watch_kind(&kind, WatchKindOptions::from_bookmark(bookmark(1)).id(only_third)),
+        state.watch_kind_dynamic(&kind, WatchKindOptions::from_bookmark(bookmark(1)).id(only_third)),
     )
     .await;
     let mut filtered = Reader::new("the resumed watch with a query", watch, false);
     assert_same_event(&filtered.next().await, &events[3], "the replay with a query");
 
     // So does a single-resource watch, from a bookmark of the kind watch.
-    let watch =
-        ok("watch from a bookmark of the kind watch", state.watch(&third, WatchOptions::from_bookmark(bookmark(1))))
-            .await;
+    let watch = ok(
+        "watch from a bookmark of the kind watch",
+        state.watch_dynamic(&third, WatchOptions::from_bookmark(bookmark(1))),
+    )
+    .await;
     let mut single = Reader::new("the resumed single-resource watch", watch, false);
     assert_same_event(&single.next().await, &events[3], "the replay of a single-resource watch");
 
-    ok("update the fourth resource", state.update(path_with_version(&ns, &ids[3], 1), UpdateOptions::default())).await;
+    ok(
+        "update the fourth resource",
+        state.update_dynamic(path_with_version(&ns, &ids[3], 1), UpdateOptions::default()),
+    )
+    .await;
     check_event(&filtered.next().await, EventType::Updated, &third);
     check_event(&single.next().await, EventType::Updated, &third);
 }
@@ -1187,26 +1219,40 @@ pub async fn invalid_input(state: Arc<dyn State>) {
                 Spec::typed(PathResource::default()),
             )
         };
-        expect_invalid_argument(format!("get with {what}"), state.get(bad)).await;
-        expect_invalid_argument(format!("create with {what}"), state.create(fresh(), CreateOptions::default())).await;
-        expect_invalid_argument(format!("update with {what}"), state.update(resource(), UpdateOptions::default()))
+        expect_invalid_argument(format!("get with {what}"), state.get_dynamic(bad)).await;
+        expect_invalid_argument(format!("create with {what}"), state.create_dynamic(fresh(), CreateOptions::default()))
             .await;
-        expect_invalid_argument(format!("destroy with {what}"), state.destroy(bad, DestroyOptions::default())).await;
-        expect_invalid_argument(format!("watch with {what}"), state.watch(bad, WatchOptions::default())).await;
-        expect_invalid_argument(format!("teardown with {what}"), state.teardown(bad, TeardownOptions::default())).await;
         expect_invalid_argument(
-            format!("teardown_and_destroy with {what}"),
-            state.teardown_and_destroy(bad, TeardownOptions::default()),
+            format!("update with {what}"),
+            state.update_dynamic(resource(), UpdateOptions::default()),
         )
         .await;
-        expect_invalid_argument(format!("add_finalizers with {what}"), state.add_finalizers(bad, &["A"])).await;
-        expect_invalid_argument(format!("remove_finalizers with {what}"), state.remove_finalizers(bad, &["A"])).await;
+        expect_invalid_argument(format!("destroy with {what}"), state.destroy_dynamic(bad, DestroyOptions::default()))
+            .await;
+        expect_invalid_argument(format!("watch with {what}"), state.watch_dynamic(bad, WatchOptions::default())).await;
+        expect_invalid_argument(
+            format!("teardown with {what}"),
+            state.teardown_dynamic(bad, TeardownOptions::default()),
+        )
+        .await;
+        expect_invalid_argument(
+            format!("teardown_and_destroy with {what}"),
+            state.teardown_and_destroy_dynamic(bad, TeardownOptions::default()),
+        )
+        .await;
+        expect_invalid_argument(format!("add_finalizers with {what}"), state.add_finalizers_dynamic(bad, &["A"])).await;
+        expect_invalid_argument(format!("remove_finalizers with {what}"), state.remove_finalizers_dynamic(bad, &["A"]))
+            .await;
         if *bad_kind {
             let bad_kind = bad.kind();
-            expect_invalid_argument(format!("list with {what}"), state.list(&bad_kind, &ListOptions::default())).await;
+            expect_invalid_argument(
+                format!("list with {what}"),
+                state.list_dynamic(&bad_kind, &ListOptions::default()),
+            )
+            .await;
             expect_invalid_argument(
                 format!("watch kind with {what}"),
-                state.watch_kind(&bad_kind, WatchKindOptions::bootstrap()),
+                state.watch_kind_dynamic(&bad_kind, WatchKindOptions::bootstrap()),
             )
             .await;
         }
@@ -1229,28 +1275,29 @@ pub async fn invalid_input(state: Arc<dyn State>) {
         let valid = LabelQuery::new().exists("app");
         expect_invalid_argument(
             format!("list with {what}"),
-            state.list(&kind, &ListOptions::default().label(query.clone())),
+            state.list_dynamic(&kind, &ListOptions::default().label(query.clone())),
         )
         .await;
         expect_invalid_argument(
             format!("list with a valid query or one with {what}"),
-            state.list(&kind, &ListOptions::default().label(valid.clone()).label(query.clone())),
+            state.list_dynamic(&kind, &ListOptions::default().label(valid.clone()).label(query.clone())),
         )
         .await;
         expect_invalid_argument(
             format!("watch kind with {what}"),
-            state.watch_kind(&kind, WatchKindOptions::default().label(query.clone())),
+            state.watch_kind_dynamic(&kind, WatchKindOptions::default().label(query.clone())),
         )
         .await;
         expect_invalid_argument(
             format!("watch kind with bootstrap and {what}"),
-            state.watch_kind(&kind, WatchKindOptions::bootstrap().label(valid).label(query)),
+            state.watch_kind_dynamic(&kind, WatchKindOptions::bootstrap().label(valid).label(query)),
         )
         .await;
     }
 
     let tail_and_bookmark = WatchOptions { tail_events: 1, start_from: Some(bookmark.clone()) };
-    expect_invalid_argument("watch with tail events and a bookmark", state.watch(&pointer, tail_and_bookmark)).await;
+    expect_invalid_argument("watch with tail events and a bookmark", state.watch_dynamic(&pointer, tail_and_bookmark))
+        .await;
     let exclusive = [
         (
             "tail events and a bookmark",
@@ -1263,21 +1310,21 @@ pub async fn invalid_input(state: Arc<dyn State>) {
         ),
     ];
     for (what, options) in exclusive {
-        expect_invalid_argument(format!("watch kind with {what}"), state.watch_kind(&kind, options)).await;
+        expect_invalid_argument(format!("watch kind with {what}"), state.watch_kind_dynamic(&kind, options)).await;
     }
 
     let mut owned = path(&ns, "owned");
     owned.metadata.set_owner(Some("one"));
     expect_invalid_argument(
         "create owned by one with the option owner two",
-        state.create(owned, CreateOptions::owner("two")),
+        state.create_dynamic(owned, CreateOptions::owner("two")),
     )
     .await;
-    let err = fails("get of the rejected create", state.get(&path_pointer(&ns, "owned"))).await;
+    let err = fails("get of the rejected create", state.get_dynamic(&path_pointer(&ns, "owned"))).await;
     assert!(err.is_not_found(), "a rejected create should store nothing, got {err:?}");
 }
 
-/// Typed reads of an in-process backend share the stored spec: `get_typed_at`, `list_typed_in`
+/// Typed reads of an in-process backend share the stored spec: `get`, `list_in`
 /// and watch events return the very `Arc` that was written, never a copy.
 ///
 /// Only in-process backends can keep this promise (a remote one decodes a new
@@ -1286,20 +1333,21 @@ pub async fn invalid_input(state: Arc<dyn State>) {
 pub async fn typed_reads_share_specs(state: Arc<dyn State>) {
     let ns = namespace("typed-reads-share-specs");
     let pointer = path_pointer(&ns, "shared");
-    let mut events = Reader::new("the watch", ok("watch", state.watch(&pointer, WatchOptions::default())).await, false);
+    let mut events =
+        Reader::new("the watch", ok("watch", state.watch_dynamic(&pointer, WatchOptions::default())).await, false);
     check_event(&events.next().await, EventType::Destroyed, &pointer);
 
     let written = path_typed(&ns, "shared");
     let spec = Arc::clone(written.spec_arc());
-    let created = ok("create_typed", state.create_typed(written, CreateOptions::default())).await;
+    let created = ok("create_typed", state.create(written, CreateOptions::default())).await;
     assert!(Arc::ptr_eq(created.spec_arc(), &spec), "create_typed should return the written spec");
 
-    let first = ok("get_typed_at", state.get_typed_at::<PathResource>(&pointer)).await;
-    let second = ok("get_typed_at again", state.get_typed_at::<PathResource>(&pointer)).await;
+    let first = ok("get_typed_at", state.get::<PathResource>(&pointer)).await;
+    let second = ok("get_typed_at again", state.get::<PathResource>(&pointer)).await;
     assert!(Arc::ptr_eq(first.spec_arc(), &spec), "get_typed_at should return the stored spec, not a copy");
     assert!(Arc::ptr_eq(first.spec_arc(), second.spec_arc()), "two reads should share one spec");
 
-    let listed = ok("list_typed_in", state.list_typed_in::<PathResource>(&ns, &ListOptions::default())).await;
+    let listed = ok("list_typed_in", state.list_in::<PathResource>(&ns, &ListOptions::default())).await;
     assert_eq!(listed.len(), 1);
     assert!(Arc::ptr_eq(listed[0].spec_arc(), &spec), "list_typed_in should return the stored spec, not a copy");
 
@@ -1316,19 +1364,19 @@ async fn check_watch_kind(state: Arc<dyn State>, aggregated: bool) {
     let path1 = path_pointer(&ns, "var/db");
     let path2 = path_pointer(&ns, "var/tmp");
 
-    ok("create path1", state.create(path(&ns, "var/db"), CreateOptions::default())).await;
+    ok("create path1", state.create_dynamic(path(&ns, "var/db"), CreateOptions::default())).await;
     let mut events = Reader::new(
         "the kind watch",
-        ok("watch kind", state.watch_kind(&kind, WatchKindOptions::default())).await,
+        ok("watch kind", state.watch_kind_dynamic(&kind, WatchKindOptions::default())).await,
         aggregated,
     );
 
-    let created2 = ok("create path2", state.create(path(&ns, "var/tmp"), CreateOptions::default())).await;
+    let created2 = ok("create path2", state.create_dynamic(path(&ns, "var/tmp"), CreateOptions::default())).await;
     let event = events.next().await;
     assert_eq!(check_event(&event, EventType::Created, &path2).metadata, created2.metadata);
 
-    ok("teardown path1", state.teardown(&path1, TeardownOptions::default())).await;
-    ok("destroy path1", state.destroy(&path1, DestroyOptions::default())).await;
+    ok("teardown path1", state.teardown_dynamic(&path1, TeardownOptions::default())).await;
+    ok("destroy path1", state.destroy_dynamic(&path1, DestroyOptions::default())).await;
     let event = events.next().await;
     assert_eq!(check_event(&event, EventType::Updated, &path1).metadata.phase(), Phase::TearingDown);
     let old = event.old().expect("an updated event carries the old resource");
@@ -1336,16 +1384,17 @@ async fn check_watch_kind(state: Arc<dyn State>, aggregated: bool) {
     assert_eq!(old.metadata.phase(), Phase::Running);
     check_event(&events.next().await, EventType::Destroyed, &path1);
 
-    let updated2 = ok("update path2", state.update(DynamicResource::clone(&created2), UpdateOptions::default())).await;
+    let updated2 =
+        ok("update path2", state.update_dynamic(DynamicResource::clone(&created2), UpdateOptions::default())).await;
     let event = events.next().await;
     assert_eq!(check_event(&event, EventType::Updated, &path2).metadata.version(), updated2.metadata.version());
     let old = event.old().expect("an updated event carries the old resource");
     assert_eq!(*old.metadata.pointer(), path2);
     assert_eq!(old.metadata.version(), created2.metadata.version());
 
-    let watch = ok("watch kind with bootstrap", state.watch_kind(&kind, WatchKindOptions::bootstrap())).await;
+    let watch = ok("watch kind with bootstrap", state.watch_kind_dynamic(&kind, WatchKindOptions::bootstrap())).await;
     let mut bootstrapped = Reader::new("the bootstrapped kind watch", watch, aggregated);
-    let listed = ok("list", state.list(&kind, &ListOptions::default())).await;
+    let listed = ok("list", state.list_dynamic(&kind, &ListOptions::default())).await;
     assert_eq!(ids(&listed), ["var/tmp"]);
     for resource in &listed {
         let event = bootstrapped.next().await;
@@ -1359,7 +1408,8 @@ async fn check_watch_kind(state: Arc<dyn State>, aggregated: bool) {
     check_bootstrapped(&bootstrapped.next().await, &kind);
 
     let updated2 =
-        ok("update path2 again", state.update(DynamicResource::clone(&updated2), UpdateOptions::default())).await;
+        ok("update path2 again", state.update_dynamic(DynamicResource::clone(&updated2), UpdateOptions::default()))
+            .await;
     for reader in [&mut events, &mut bootstrapped] {
         let event = reader.next().await;
         assert_eq!(check_event(&event, EventType::Updated, &path2).metadata.version(), updated2.metadata.version());
@@ -1372,23 +1422,23 @@ async fn check_watch_kind_with_tail_events(state: Arc<dyn State>, aggregated: bo
     let kind = path_kind(&ns);
     let mut live = Reader::new(
         "the live kind watch",
-        ok("watch kind", state.watch_kind(&kind, WatchKindOptions::default())).await,
+        ok("watch kind", state.watch_kind_dynamic(&kind, WatchKindOptions::default())).await,
         aggregated,
     );
 
     let id = "res/watch-kind-with-tail-events";
     let pointer = path_pointer(&ns, id);
-    let created = ok("create", state.create(path(&ns, id), CreateOptions::default())).await;
-    let updated = ok("update", state.update(DynamicResource::clone(&created), UpdateOptions::default())).await;
-    ok("update again", state.update(DynamicResource::clone(&updated), UpdateOptions::default())).await;
-    ok("teardown", state.teardown(&pointer, TeardownOptions::default())).await;
-    ok("destroy", state.destroy(&pointer, DestroyOptions::default())).await;
+    let created = ok("create", state.create_dynamic(path(&ns, id), CreateOptions::default())).await;
+    let updated = ok("update", state.update_dynamic(DynamicResource::clone(&created), UpdateOptions::default())).await;
+    ok("update again", state.update_dynamic(DynamicResource::clone(&updated), UpdateOptions::default())).await;
+    ok("teardown", state.teardown_dynamic(&pointer, TeardownOptions::default())).await;
+    ok("destroy", state.destroy_dynamic(&pointer, DestroyOptions::default())).await;
     let mut seen = Vec::new();
     for _ in 0..5 {
         seen.push(live.next().await);
     }
 
-    let tail = ok("watch kind with tail events", state.watch_kind(&kind, WatchKindOptions::tail(1000))).await;
+    let tail = ok("watch kind with tail events", state.watch_kind_dynamic(&kind, WatchKindOptions::tail(1000))).await;
     let mut tail = Reader::new("the tail kind watch", tail, aggregated);
     for (index, expected) in seen.iter().enumerate() {
         let event = tail.next().await;
@@ -1415,7 +1465,7 @@ async fn check_watch_kind_with_labels(state: Arc<dyn State>, aggregated: bool) {
             let what = format!("relabel {pointer}");
             ok(
                 what,
-                state.update_with_conflicts::<PathResource, Error, _>(&pointer, UpdateOptions::default(), |resource| {
+                state.update_with_conflicts::<PathResource, Error>(&pointer, UpdateOptions::default(), |resource| {
                     edit(resource);
                     Ok(())
                 }),
@@ -1426,11 +1476,12 @@ async fn check_watch_kind_with_labels(state: Arc<dyn State>, aggregated: bool) {
 
     ok(
         "create path1",
-        state.create(labeled("var/label1", &[("label", "label1"), ("common", "app")]), CreateOptions::default()),
+        state
+            .create_dynamic(labeled("var/label1", &[("label", "label1"), ("common", "app")]), CreateOptions::default()),
     )
     .await;
 
-    let watch = |options: WatchKindOptions| state.watch_kind(&kind, options);
+    let watch = |options: WatchKindOptions| state.watch_kind_dynamic(&kind, options);
     let mut label1 = Reader::new(
         "the watch of label=label1",
         ok(
@@ -1462,10 +1513,12 @@ async fn check_watch_kind_with_labels(state: Arc<dyn State>, aggregated: bool) {
 
     ok(
         "create path2",
-        state.create(labeled("var/label2", &[("label", "label2"), ("common", "app")]), CreateOptions::default()),
+        state
+            .create_dynamic(labeled("var/label2", &[("label", "label2"), ("common", "app")]), CreateOptions::default()),
     )
     .await;
-    ok("create path3", state.create(labeled("var/label3", &[("label", "label3")]), CreateOptions::default())).await;
+    ok("create path3", state.create_dynamic(labeled("var/label3", &[("label", "label3")]), CreateOptions::default()))
+        .await;
 
     check_event(&label1.next().await, EventType::Created, &path1);
     check_event(&common.next().await, EventType::Created, &path1);
@@ -1533,7 +1586,7 @@ async fn check_watch_kind_with_bookmarks(state: &Arc<dyn State>, aggregated: boo
     let id = "res/watch-kind-with-bookmarks";
     let pointer = path_pointer(&ns, id);
 
-    let created = ok("create", state.create(path(&ns, id), CreateOptions::default())).await;
+    let created = ok("create", state.create_dynamic(path(&ns, id), CreateOptions::default())).await;
     let options = if bootstrap_contents {
         WatchKindOptions::bootstrap()
     } else {
@@ -1541,14 +1594,14 @@ async fn check_watch_kind_with_bookmarks(state: &Arc<dyn State>, aggregated: boo
     };
     let mut live = Reader::new(
         format!("the kind watch ({variant})"),
-        ok("watch kind", state.watch_kind(&kind, options)).await,
+        ok("watch kind", state.watch_kind_dynamic(&kind, options)).await,
         aggregated,
     );
 
-    let updated = ok("update", state.update(DynamicResource::clone(&created), UpdateOptions::default())).await;
-    ok("update again", state.update(DynamicResource::clone(&updated), UpdateOptions::default())).await;
-    ok("teardown", state.teardown(&pointer, TeardownOptions::default())).await;
-    ok("destroy", state.destroy(&pointer, DestroyOptions::default())).await;
+    let updated = ok("update", state.update_dynamic(DynamicResource::clone(&created), UpdateOptions::default())).await;
+    ok("update again", state.update_dynamic(DynamicResource::clone(&updated), UpdateOptions::default())).await;
+    ok("teardown", state.teardown_dynamic(&pointer, TeardownOptions::default())).await;
+    ok("destroy", state.destroy_dynamic(&pointer, DestroyOptions::default())).await;
 
     // With bootstrap: Created (no bookmark needed), Bootstrapped, 3 updates, Destroyed.
     // Without: Noop, 3 updates, Destroyed.
@@ -1578,14 +1631,16 @@ async fn check_watch_kind_with_bookmarks(state: &Arc<dyn State>, aggregated: boo
         assert!(event.bookmark().is_some(), "{variant}: event {index} should carry a bookmark: {event:?}");
     }
 
-    ok("create again", state.create(path(&ns, id), CreateOptions::default())).await;
+    ok("create again", state.create_dynamic(path(&ns, id), CreateOptions::default())).await;
 
     for (index, event) in events.iter().enumerate() {
         let Some(bookmark) = event.bookmark() else { continue };
         let options = WatchKindOptions::from_bookmark(bookmark.clone());
-        let watch =
-            ok(format!("watch kind from the bookmark of event {index} ({variant})"), state.watch_kind(&kind, options))
-                .await;
+        let watch = ok(
+            format!("watch kind from the bookmark of event {index} ({variant})"),
+            state.watch_kind_dynamic(&kind, options),
+        )
+        .await;
         let mut resumed =
             Reader::new(format!("the kind watch from the bookmark of event {index} ({variant})"), watch, aggregated);
         for (offset, expected) in events[index + 1..].iter().enumerate() {
@@ -1607,12 +1662,12 @@ const LIFECYCLE_EVENTS: usize = 5;
 /// Create, teardown, add and remove a finalizer, destroy: five events.
 async fn write_lifecycle(state: &Arc<dyn State>, ns: &str, id: &str) {
     let pointer = path_pointer(ns, id);
-    ok("create", state.create(path(ns, id), CreateOptions::default())).await;
-    let ready = ok("teardown", state.teardown(&pointer, TeardownOptions::default())).await;
+    ok("create", state.create_dynamic(path(ns, id), CreateOptions::default())).await;
+    let ready = ok("teardown", state.teardown_dynamic(&pointer, TeardownOptions::default())).await;
     assert!(ready);
-    ok("add a finalizer", state.add_finalizers(&pointer, &["A"])).await;
-    ok("remove the finalizer", state.remove_finalizers(&pointer, &["A"])).await;
-    ok("destroy", state.destroy(&pointer, DestroyOptions::default())).await;
+    ok("add a finalizer", state.add_finalizers_dynamic(&pointer, &["A"])).await;
+    ok("remove the finalizer", state.remove_finalizers_dynamic(&pointer, &["A"])).await;
+    ok("destroy", state.destroy_dynamic(&pointer, DestroyOptions::default())).await;
 }
 
 /// Creates `id` and updates it; returns the bookmark of the update event.
@@ -1620,20 +1675,33 @@ async fn bookmark_of_update(state: &Arc<dyn State>, ns: &str, id: &str) -> Bookm
     let kind = path_kind(ns);
     let mut events = Reader::new(
         "the kind watch",
-        ok("watch kind", state.watch_kind(&kind, WatchKindOptions::default())).await,
+        ok("watch kind", state.watch_kind_dynamic(&kind, WatchKindOptions::default())).await,
         false,
     );
-    let created = ok(format!("create {id}"), state.create(path(ns, id), CreateOptions::default())).await;
-    ok(format!("update {id}"), state.update(DynamicResource::clone(&created), UpdateOptions::default())).await;
+    let created = ok(format!("create {id}"), state.create_dynamic(path(ns, id), CreateOptions::default())).await;
+    ok(format!("update {id}"), state.update_dynamic(DynamicResource::clone(&created), UpdateOptions::default())).await;
     check_event(&events.next().await, EventType::Created, &path_pointer(ns, id));
     let event = events.next().await;
     check_event(&event, EventType::Updated, &path_pointer(ns, id));
     event.bookmark().unwrap_or_else(|| panic!("an updated event should carry a bookmark: {event:?}")).clone()
 }
 
-fn spawn_watch_for(state: &Arc<dyn State>, pointer: &Pointer, condition: WatchCondition) -> JoinHandle<Result<Event>> {
+fn spawn_watch_for(
+    state: &Arc<dyn State>,
+    pointer: &Pointer,
+    condition: WatchCondition<PathResource>,
+) -> JoinHandle<Result<Event>> {
     let (state, pointer) = (Arc::clone(state), pointer.clone());
-    tokio::spawn(async move { state.watch_for(&pointer, condition).await })
+    tokio::spawn(async move { watch_for_path(&state, &pointer, condition).await })
+}
+
+/// `watch_for` of a path resource, as an erased event.
+async fn watch_for_path(
+    state: &Arc<dyn State>,
+    pointer: &Pointer,
+    condition: WatchCondition<PathResource>,
+) -> Result<Event> {
+    state.watch_for::<PathResource>(pointer, condition).await.map(Event::from)
 }
 
 async fn expect_invalid_argument<T: fmt::Debug>(what: impl Display, future: impl Future<Output = Result<T>>) {

@@ -158,27 +158,27 @@ impl MemoryState {
 
 #[async_trait]
 impl State for MemoryState {
-    async fn get(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+    async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
         pointer.validate().map_err(Error::InvalidArgument)?;
         self.existing(pointer.namespace(), pointer.r#type())
             .and_then(|collection| collection.get(pointer.id()))
             .ok_or_else(|| Error::NotFound(pointer.clone()))
     }
 
-    async fn list(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
         kind.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;
         let collection = self.existing(kind.namespace(), kind.r#type());
         Ok(collection.map(|collection| collection.list(options)).unwrap_or_default())
     }
 
-    async fn create(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
+    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
         let pointer = resource.metadata.pointer();
         pointer.validate().map_err(Error::InvalidArgument)?;
         self.collection(pointer.namespace(), pointer.r#type()).create(resource, options)
     }
 
-    async fn update(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
         let pointer = resource.metadata.pointer();
         pointer.validate().map_err(Error::InvalidArgument)?;
         match self.existing(pointer.namespace(), pointer.r#type()) {
@@ -187,7 +187,7 @@ impl State for MemoryState {
         }
     }
 
-    async fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
+    async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
         pointer.validate().map_err(Error::InvalidArgument)?;
         match self.existing(pointer.namespace(), pointer.r#type()) {
             Some(collection) => collection.destroy(pointer, options),
@@ -195,13 +195,13 @@ impl State for MemoryState {
         }
     }
 
-    async fn watch(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
+    async fn watch_dynamic(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
         pointer.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;
         self.collection(pointer.namespace(), pointer.r#type()).watch(pointer.id(), options)
     }
 
-    async fn watch_kind(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
+    async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
         kind.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;
         self.collection(kind.namespace(), kind.r#type()).watch_kind(options)
