@@ -3,9 +3,10 @@
 //! [`EtcdServer::start`] runs the `etcd` binary (Debian's `etcd-server`
 //! package, or the one `COSI_ETCD_BIN` names) on free ports of 127.0.0.1 with
 //! a fresh data directory, on tmpfs when the machine has one. When the binary
-//! is missing it prints how to install it and returns `None`, so a developer
-//! without etcd sees the test skipped; with `CI=true` it panics instead, so CI
-//! never skips.
+//! is missing the test fails and says how to install it; with
+//! `COSI_ALLOW_SKIP=1` (and `CI` unset) it returns `None` instead, after
+//! printing the skip, and the test returns without running
+//! (`cosi::testing::server::missing`).
 //!
 //! The server runs under a small `sh` guard that reads the test process's end
 //! of a pipe: when the test process exits, however it exits, the pipe closes
@@ -69,11 +70,11 @@ struct Guarded {
 
 impl EtcdServer {
     /// Starts a server of its own, or returns `None` (after printing why) when
-    /// etcd is not installed and `CI` is not `true`.
+    /// etcd is not installed and skipping is allowed.
     ///
     /// # Panics
     ///
-    /// When etcd is missing under `CI=true`, or does not become healthy.
+    /// When etcd is missing and skipping is not allowed, or when it does not become healthy.
     pub fn start() -> Option<EtcdServer> {
         Self::start_with(false)
     }
@@ -182,7 +183,7 @@ impl Drop for EtcdServer {
     }
 }
 
-/// The etcd binary, or `None` after telling the developer how to get it.
+/// The etcd binary, or `None` when it is missing and skipping is allowed.
 fn find_binary() -> Option<PathBuf> {
     let candidate = std::env::var_os("COSI_ETCD_BIN").map(PathBuf::from).or_else(|| {
         std::env::var_os("PATH")
@@ -190,11 +191,8 @@ fn find_binary() -> Option<PathBuf> {
     });
     match candidate {
         Some(path) if path.is_file() => Some(path),
-        _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
-            panic!("etcd is required when CI=true, but no etcd binary was found: {INSTALL_HINT}")
-        }
         _ => {
-            eprintln!("skipping: these tests need an etcd server, and no etcd binary was found; {INSTALL_HINT}");
+            cosi::testing::server::missing("an etcd server (no etcd binary was found)", INSTALL_HINT);
             None
         }
     }
