@@ -159,6 +159,14 @@ impl SandboxRoot {
         Ok(SandboxRoot { root })
     }
 
+    /// The sandbox at `dir`, without touching the disk: the root is taken as
+    /// it is (made absolute), not resolved. Links inside are then checked
+    /// against the unresolved root, which can only refuse more, never less.
+    pub fn at(dir: impl AsRef<Path>) -> Self {
+        let dir = dir.as_ref();
+        SandboxRoot { root: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()) }
+    }
+
     /// The sandbox directory, resolved.
     pub fn root(&self) -> &Path {
         &self.root

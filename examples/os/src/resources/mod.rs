@@ -93,3 +93,95 @@ pub async fn register_namespaces(state: &dyn cosi::State) -> cosi::Result<()> {
     }
     Ok(())
 }
+
+/// Publishes the definitions of the OS's 17 types in `meta`, so that
+/// clients list them (`cosictl get rd`) and resolve their aliases.
+pub async fn register_definitions(state: &dyn cosi::State) -> cosi::Result<()> {
+    let registry = cosi::state::Registry::new(state);
+    for definition in definitions() {
+        registry.register_definition(definition).await?;
+    }
+    Ok(())
+}
+
+/// The definitions of the OS's 17 types.
+pub fn definitions() -> Vec<cosi::ResourceDefinition> {
+    use cosi::Resource as _;
+    vec![
+        MachineConfig::definition(),
+        HostnameSpec::definition(),
+        ResolverSpec::definition(),
+        AddressSpec::definition(),
+        OperatorSpec::definition(),
+        HostnameStatus::definition(),
+        LinkStatus::definition(),
+        AddressStatus::definition(),
+        EtcFileSpec::definition(),
+        EtcFileStatus::definition(),
+        PlatformMetadata::definition(),
+        KernelParamSpec::definition(),
+        KernelParamStatus::definition(),
+        ServiceSpec::definition(),
+        ServiceStatus::definition(),
+        TimeStatus::definition(),
+        MachineStatus::definition(),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explicit_aliases_are_the_contract_and_unique() {
+        let definitions = definitions();
+        assert_eq!(definitions.len(), 17);
+        let explicit = |display: &str| -> Vec<String> {
+            let definition = definitions.iter().find(|d| d.display_type == display).expect(display);
+            definition.aliases.iter().take_while(|alias| **alias != display.to_lowercase()).cloned().collect()
+        };
+        assert_eq!(explicit("MachineConfig"), ["mc"]);
+        assert_eq!(explicit("HostnameStatus"), ["hostname"]);
+        assert_eq!(explicit("LinkStatus"), ["link", "links"]);
+        assert_eq!(explicit("AddressStatus"), ["address", "addresses"]);
+        assert_eq!(explicit("ResolverSpec"), ["resolvers"]);
+        assert_eq!(explicit("KernelParamSpec"), ["sysctl"]);
+        assert_eq!(explicit("ServiceStatus"), ["svc"]);
+        assert_eq!(explicit("TimeStatus"), ["time"]);
+        assert_eq!(explicit("MachineStatus"), ["ms"]);
+        // Each explicit alias resolves to exactly one type, so `cosictl get ALIAS` is never ambiguous.
+        for alias in
+            ["mc", "hostname", "link", "links", "address", "addresses", "resolvers", "sysctl", "svc", "time", "ms"]
+        {
+            let owners: Vec<&str> = definitions
+                .iter()
+                .filter(|d| d.all_aliases.iter().any(|a| a == alias))
+                .map(|d| d.r#type.as_str())
+                .collect();
+            assert_eq!(owners.len(), 1, "alias {alias} resolves to {owners:?}");
+        }
+    }
+
+    #[test]
+    fn sensitive_types_are_those_holding_secrets() {
+        let sensitive: Vec<String> = definitions()
+            .into_iter()
+            .filter(|d| d.sensitivity == cosi::resource::Sensitivity::Sensitive)
+            .map(|d| d.display_type)
+            .collect();
+        assert_eq!(sensitive, ["MachineConfig", "OperatorSpec", "EtcFileSpec"]);
+    }
+
+    #[test]
+    fn layers_order_as_talos_does() {
+        let layers = [
+            ConfigLayer::Default,
+            ConfigLayer::Cmdline,
+            ConfigLayer::Platform,
+            ConfigLayer::Operator,
+            ConfigLayer::Configuration,
+        ];
+        assert!(layers.windows(2).all(|pair| pair[0].rank() < pair[1].rank()));
+        assert_eq!(ConfigLayer::Configuration.id("hostname"), "configuration/hostname");
+    }
+}

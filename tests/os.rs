@@ -1,0 +1,1 @@
+//! The example OS, end to end (being written).
