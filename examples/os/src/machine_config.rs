@@ -39,19 +39,19 @@ pub struct Config {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<Hostname>,
     /// Name resolution and interfaces.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub network: NetworkConfig,
     /// Time synchronization.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub time: TimeConfig,
     /// Kernel parameters, by sysctl key (`net.ipv4.ip_forward`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub sysctls: BTreeMap<SysctlKey, SysctlValue>,
     /// Files written under `etc/`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub files: Files,
     /// Simulated services.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub services: Services,
 }
 
@@ -60,13 +60,13 @@ pub struct Config {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NetworkConfig {
     /// DNS servers; they replace those of every lower layer.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub nameservers: Vec<IpText>,
     /// DNS search domains.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub search_domains: Vec<String>,
     /// Per-interface settings.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub interfaces: Vec<InterfaceConfig>,
     /// Extra lines for `etc/hosts`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -83,7 +83,7 @@ pub struct InterfaceConfig {
     #[serde(default)]
     pub dhcp: bool,
     /// Static addresses, in CIDR form.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub addresses: Vec<Cidr>,
 }
 
@@ -103,7 +103,7 @@ pub struct HostEntry {
 pub struct TimeConfig {
     /// NTP servers; `pool.ntp.org` when empty. Names ending in `.invalid`
     /// never answer (the fake NTP client keeps retrying).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub servers: Vec<String>,
 }
 
@@ -127,7 +127,7 @@ pub struct ServiceConfig {
     /// Its name: also the name of its pid and log files.
     pub name: ServiceName,
     /// Files under `etc/` that must be written before it starts.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nullable")]
     pub after: Vec<EtcPath>,
     /// Whether it waits for the time to be synchronized.
     #[serde(default)]
@@ -178,6 +178,11 @@ impl Config {
             false => self.time.servers.clone(),
         }
     }
+}
+
+/// Reads an empty key (`files:` with its last entry deleted) as the default.
+fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(deserializer: D) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// Declares a string newtype checked while it is deserialized, so that
@@ -555,6 +560,12 @@ mod tests {
                 .unwrap_or_else(|error| panic!("{yaml}: {error}"));
             assert_eq!(config.files.0[0].mode, FileMode(mode), "{yaml}");
         }
+    }
+
+    #[test]
+    fn empty_keys_are_empty_lists() {
+        let config = Config::parse("files:\nservices:\nsysctls:\nnetwork:\n  nameservers:\n").expect("parses");
+        assert_eq!(config, Config::default());
     }
 
     #[test]

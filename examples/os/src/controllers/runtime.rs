@@ -451,15 +451,12 @@ impl MachineStatusController {
             (Some(MachineStage::Running), _) | (_, true) => MachineStage::Running,
             _ => MachineStage::Booting,
         };
-        let status = ctx
-            .modify::<MachineStatus>("machine", |status| {
-                status.stage = stage;
-                status.ready = ready;
-                status.unmet_conditions.clone_from(&unmet);
-            })
-            .await?;
-        let json = serde_json::to_string_pretty(status.spec()).unwrap_or_default();
+        let status = MachineStatus { stage, ready, unmet_conditions: unmet };
+        // The file first: whoever sees the resource change finds the file written.
+        let json = serde_json::to_string_pretty(&status).unwrap_or_default();
         self.env.sandbox.write_atomic(MACHINE_STATUS_JSON, &format!("{json}\n"), 0o644)?;
+        ctx.modify::<MachineStatus>("machine", |stored| *stored.spec_mut() = status.clone()).await?;
+        let unmet = status.unmet_conditions;
 
         if before != Some(MachineStage::Running) && stage == MachineStage::Running {
             self.banner();
