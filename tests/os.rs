@@ -63,6 +63,7 @@ impl Machine {
 
     /// Saves a file as an editor does: a new file renamed over the old one.
     fn save(&self, path: &str, contents: &str) {
+        self.logs.act();
         let target = self.sandbox().join(path);
         let swap = target.with_extension("swp");
         std::fs::write(&swap, contents).expect("write the new version");
@@ -71,6 +72,7 @@ impl Machine {
 
     /// Rewrites a file in place, as `echo > file` does.
     fn overwrite(&self, path: &str, contents: &str) {
+        self.logs.act();
         let mut file = std::fs::File::create(self.sandbox().join(path)).expect("open for writing");
         file.write_all(contents.as_bytes()).expect("write");
     }
@@ -110,6 +112,7 @@ impl Machine {
     }
 
     async fn restart(&mut self, between: impl FnOnce(&Path)) {
+        self.logs.act();
         self.os.take().expect("the OS runs").shutdown().await.expect("a clean shutdown");
         between(&self.sandbox());
         let (os, client) = boot_in(&self.sandbox()).await;
@@ -136,6 +139,8 @@ async fn boot_in(sandbox: &Path) -> (Os, Client) {
 struct Logs {
     lines: Arc<Mutex<Vec<String>>>,
     added: Arc<tokio::sync::Notify>,
+    /// Where the last action (an edit, a restart) started: what it caused is logged after.
+    action: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Logs {
@@ -151,9 +156,18 @@ impl Logs {
         tracing::subscriber::set_default(subscriber)
     }
 
-    /// Waits for a line that contains every one of `parts`, logged from now on.
+    /// Waits for a line that contains every one of `parts`, logged since the last action.
     async fn until(&self, parts: &[&str]) -> String {
-        let from = self.lines.lock().len();
+        self.until_since(self.action.load(std::sync::atomic::Ordering::SeqCst), parts).await
+    }
+
+    /// Notes that an action starts: [`until`](Logs::until) looks at what is logged from here.
+    fn act(&self) {
+        self.action.store(self.mark(), std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Waits for a line that contains every one of `parts`, logged since `from` (a [`mark`](Logs::mark)).
+    async fn until_since(&self, from: usize, parts: &[&str]) -> String {
         let found = async {
             loop {
                 let added = self.added.notified();
@@ -223,7 +237,7 @@ async fn booted(machine: &Machine) {
     let status =
         machine.until::<MachineStatus>("machine", "the machine runs", |s| s.stage == MachineStage::Running).await;
     assert!(status.ready, "{status:?}");
-    assert_eq!(machine.logs.until(&["the machine is running"]).await.contains("booted in"), true);
+    assert!(machine.logs.until_since(0, &["the machine is running"]).await.contains("booted in"));
 
     // The socket is the owner's only.
     use std::os::unix::fs::PermissionsExt;
@@ -374,7 +388,7 @@ async fn step_5_flaky_service_and_unsynced_time(machine: &Machine) {
     let web = machine.client.get::<ServiceStatus>("web").await.expect("web");
     assert_eq!(web.state, ServiceState::Running, "web runs while flaky crashes: {flaky:?}");
     assert!(machine.read("var/log/services/flaky.log").contains("simulated crash after 5s"));
-    machine.logs.until(&["item failed; retrying", "runtime/flaky", "delay"]).await;
+    machine.logs.until_since(0, &["item failed; retrying", "runtime/flaky", "delay"]).await;
 
     machine.edit("machine.yaml", "servers: [time.example.org]", "servers: [ntp.invalid]");
     machine.until::<TimeStatus>("node", "unsynchronized time", |s| !s.synced && s.servers == ["ntp.invalid"]).await;
