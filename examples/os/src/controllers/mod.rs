@@ -16,6 +16,7 @@ pub mod runtime;
 pub mod time;
 
 use cosi::controller::{Declared, Entry, Merge, check_graph};
+use cosi::runtime::Graph;
 use cosi::{Runtime, RuntimeError};
 
 use crate::env::Env;
@@ -94,6 +95,14 @@ pub fn register(runtime: &Runtime, env: &Env) -> Result<(), RuntimeError> {
     runtime.register(time::SyncController::new(env.clone()))?;
     runtime.register(runtime::MachineStatusController::new(env.clone()))?;
     Ok(())
+}
+
+/// The OS's controller graph: what each of the 19 registrations reads and
+/// writes when the OS boots. Nothing runs: registering only checks.
+pub fn graph() -> Result<Graph, RuntimeError> {
+    let runtime = Runtime::new(cosi::state::memory());
+    register(&runtime, &Env::default())?;
+    Ok(runtime.graph())
 }
 
 /// `Ok(None)` for a resource that does not exist.
