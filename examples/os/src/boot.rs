@@ -68,9 +68,12 @@ pub struct Os {
     state: Arc<dyn State>,
     runtime: Runtime,
     endpoint: Endpoint,
-    server: Option<(oneshot::Sender<()>, JoinHandle<Result<(), cosi_grpc::ServeError>>)>,
+    server: Option<Serving>,
     store: Weak<RedbState>,
 }
+
+/// The gRPC server's task, and how to stop it.
+type Serving = (oneshot::Sender<()>, JoinHandle<Result<(), cosi_grpc::ServeError>>);
 
 impl std::fmt::Debug for Os {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
