@@ -25,8 +25,8 @@ struct Args {
 async fn main() -> cosi::Result<()> {
     let args = Args::parse();
     example_os::logging::init();
-    let os = Os::boot(Options::new(args.sandbox)).await?;
-    os.run_until(stop_signal()).await?;
+    let os = Os::boot(Options::new(args.sandbox)).await.inspect_err(|error| tracing::error!("cannot boot: {error}"))?;
+    os.run_until(stop_signal()).await.inspect_err(|error| tracing::error!("{error}"))?;
     Ok(())
 }
 

@@ -20,7 +20,7 @@ pub enum Error {
     #[error(transparent)]
     Runtime(#[from] cosi::RuntimeError),
     /// The durable state of the `config` namespace could not be opened.
-    #[error("cannot open the configuration store {path}: {source}")]
+    #[error("cannot open the configuration store {path} (is the OS already running in this sandbox?): {source}")]
     Store {
         /// The file.
         path: String,
