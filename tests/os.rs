@@ -373,8 +373,12 @@ async fn step_4_bogus_sysctl(machine: &Machine) {
     machine.logs.until(&["reconcile failed; restarting", "runtime.KernelParamSpecController", "delay"]).await;
     assert_eq!(machine.read("proc/sys/vm/swappiness"), "10\n", "the other keys are still applied");
     assert!(!machine.exists("proc/sys/vm/bogus"), "no key is created");
-    let status = machine.until::<MachineStatus>("machine", "the unmet sysctl", |s| !s.ready).await;
-    assert!(status.unmet_conditions.iter().any(|c| c.name == "sysctls" && c.reason.contains("vm.bogus")), "{status:?}");
+    let status = machine
+        .until::<MachineStatus>("machine", "the unmet sysctl", |s| {
+            s.unmet_conditions.iter().any(|c| c.name == "sysctls" && c.reason.contains("vm.bogus"))
+        })
+        .await;
+    assert!(!status.ready, "{status:?}");
 
     machine.edit("machine.yaml", ", vm.bogus: \"1\"", "");
     machine.until_gone::<KernelParamStatus>("vm.bogus", "the removed key").await;
