@@ -106,7 +106,6 @@ async fn edits(count: usize) -> Vec<Duration> {
             let version = spec.metadata().version().get().unwrap_or_default();
             until::<EtcFileStatus>(&os, file, move |status| status.spec_version >= version).await;
         }
-        os.runtime().settled().await;
         let last = ["etc", "proc", "run"]
             .iter()
             .filter_map(|dir| newest(&sandbox.join(dir)))
@@ -120,14 +119,14 @@ async fn edits(count: usize) -> Vec<Duration> {
 
 /// The newest modification time of a file under `dir`.
 fn newest(dir: &Path) -> Option<SystemTime> {
-    let mut newest = None;
+    let mut latest = None;
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let metadata = entry.metadata().ok()?;
         let time = match metadata.is_dir() {
             true => newest(&entry.path()),
             false => metadata.modified().ok(),
         };
-        newest = newest.max(time);
+        latest = latest.max(time);
     }
-    newest
+    latest
 }
