@@ -88,6 +88,7 @@
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
+mod client;
 mod codec;
 mod election;
 mod state;
@@ -95,9 +96,7 @@ mod state;
 pub mod testing;
 mod watch;
 
+pub use client::{ClientCertificate, Credentials, EtcdError, Tls};
 pub use codec::{DecodeError, EncodeError};
 pub use election::{ElectionError, ElectionOptions, LeaderElection, Leadership};
 pub use state::{EtcdState, Options};
-
-/// The etcd client crate this crate is built on, for [`EtcdState::with_client`] and [`EtcdState::client`].
-pub use etcd_client;

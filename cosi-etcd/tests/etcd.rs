@@ -14,7 +14,7 @@ use std::time::Duration;
 use cosi::prelude::*;
 use cosi::resource::{Metadata, Spec};
 use cosi::state::{EventType, WatchCondition};
-use cosi_etcd::testing::EtcdServer;
+use cosi_etcd::testing::{EtcdServer, Raw};
 use cosi_etcd::{ElectionOptions, EtcdState, Options};
 
 #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -189,9 +189,9 @@ async fn bookmarks_of_compacted_revisions_are_invalid() {
     let event = within("the resumed update", resumed.recv()).await.unwrap();
     assert_eq!(event.event_type(), EventType::Updated);
 
-    let mut client = state.client().clone();
-    let revision = client.get("x", None).await.unwrap().header().unwrap().revision();
-    client.compact(revision, None).await.unwrap();
+    let raw = Raw::new(&state);
+    let revision = raw.revision().await.unwrap();
+    raw.compact(revision).await.unwrap();
 
     let err = state.watch_kind(&kind, WatchKindOptions::from_bookmark(old.clone())).await.unwrap_err();
     assert!(err.is_invalid_bookmark(), "{err:?}");
@@ -222,8 +222,7 @@ async fn foreign_values_are_clear_errors() {
     let mut watch = state.watch_kind(&kind, WatchKindOptions::default()).await.unwrap();
 
     let key = format!("{prefix}/default/Counters.test.cosi.dev/garbage");
-    let mut client = state.client().clone();
-    client.put(key.clone(), b"not a resource".to_vec(), None).await.unwrap();
+    Raw::new(&state).put(key.clone(), b"not a resource".to_vec()).await.unwrap();
 
     let err = state.get(&Counter::pointer("garbage")).await.unwrap_err();
     assert!(matches!(err, cosi::Error::Backend(_)), "{err:?}");
@@ -272,8 +271,7 @@ async fn leadership_passes_on_when_resigned_or_dropped_and_loss_is_reported() {
     assert_eq!(first.leader().await.unwrap().as_deref(), Some("a"));
 
     // Someone deletes the leader's lease behind its back: the holder is told.
-    let mut client = a.client().clone();
-    client.lease_revoke(leadership.lease()).await.unwrap();
+    Raw::new(&a).revoke(leadership.lease()).await.unwrap();
     within("the report of the lost leadership", leadership.lost()).await;
     assert!(!leadership.is_held());
 }
