@@ -246,6 +246,53 @@ async fn foreign_values_are_clear_errors() {
     assert_eq!(got.spec.as_encoded(), Some(&spec));
 }
 
+/// Values of 1 MiB, near etcd's default request limit, more of them than fit
+/// in one message of the client: a listing arrives in pages, a replay of
+/// their history in fragments, and both whole and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_and_replays_larger_than_a_message_arrive_whole() {
+    // Tens of MiB of values: this test has an etcd of its own.
+    let Some(server) = EtcdServer::start() else { return };
+    let state = connect(&server.endpoint(), &unique_prefix("large")).await;
+    let kind = Kind::new("default", "Blobs.test.cosi.dev");
+    const COUNT: usize = 72;
+    const SIZE: usize = 1024 * 1024;
+
+    let mut watch = state.watch_kind(&kind, WatchKindOptions::default().with_bootstrap_bookmark()).await.unwrap();
+    let start = within("the bookmark", watch.recv()).await.unwrap().bookmark().unwrap().clone();
+    drop(watch);
+    let ids: Vec<String> = (0..COUNT).map(|index| format!("blob-{index:03}")).collect();
+    for (index, id) in ids.iter().enumerate() {
+        let spec = cosi::resource::EncodedSpec { proto: vec![index as u8; SIZE], yaml: None };
+        let resource = DynamicResource::new(Metadata::new("default", kind.r#type(), id), Spec::encoded(spec));
+        state.create(resource, CreateOptions::default()).await.unwrap();
+    }
+
+    let listed = state.list(&kind, &ListOptions::default()).await.unwrap();
+    assert_eq!(listed.iter().map(|resource| resource.id()).collect::<Vec<_>>(), ids);
+    for (index, resource) in listed.iter().enumerate() {
+        let proto = &resource.spec.as_encoded().unwrap().proto;
+        assert!(proto.len() == SIZE && proto.iter().all(|byte| *byte == index as u8), "{}", resource.id());
+    }
+
+    let mut bootstrapped = state.watch_kind(&kind, WatchKindOptions::bootstrap()).await.unwrap();
+    let mut replayed = state.watch_kind(&kind, WatchKindOptions::from_bookmark(start)).await.unwrap();
+    for (what, watch, last) in
+        [("bootstrap", &mut bootstrapped, EventType::Bootstrapped), ("replay", &mut replayed, EventType::Created)]
+    {
+        let mut seen = Vec::new();
+        while seen.len() < COUNT {
+            let event = within(what, watch.recv()).await.unwrap();
+            assert_eq!(event.event_type(), EventType::Created, "{what}: {event:?}");
+            seen.push(event.resource().unwrap().id().to_owned());
+        }
+        assert_eq!(seen, ids, "{what}");
+        if last == EventType::Bootstrapped {
+            assert_eq!(within(what, watch.recv()).await.unwrap().event_type(), EventType::Bootstrapped);
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leadership_passes_on_when_resigned_or_dropped_and_loss_is_reported() {
     let Some((a, b)) = two_clients("election").await else { return };
