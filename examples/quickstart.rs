@@ -60,7 +60,7 @@ fn spell(value: i64) -> String {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> cosi::Result<()> {
     let state = cosi::state::memory();
 
     // Every #[controller] linked into the program, checked as a graph before anything runs.

@@ -136,6 +136,37 @@ pub enum RuntimeError {
     NoTokioRuntime,
 }
 
+/// A runtime's refusal as a `cosi::Error` ([`Error::Other`](crate::Error::Other)),
+/// so that `?` works on runtime and state errors alike in a function
+/// returning `cosi::Result`; [`Error::downcast_ref`](crate::Error::downcast_ref)
+/// gives the `RuntimeError` back.
+///
+/// The conversion lives here, beside the runtime, so that the state knows
+/// nothing about the runtime.
+///
+/// ```
+/// use cosi::prelude::*;
+/// use cosi::RuntimeError;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// async fn run() -> cosi::Result<()> {
+///     let runtime = Runtime::new(cosi::state::memory());
+///     runtime.start().await?;
+///     runtime.start().await?; // refused: started already
+///     Ok(())
+/// }
+///
+/// let error = run().await.unwrap_err();
+/// assert_eq!(error.downcast_ref::<RuntimeError>(), Some(&RuntimeError::AlreadyStarted));
+/// # }
+/// ```
+impl From<RuntimeError> for crate::Error {
+    fn from(error: RuntimeError) -> Self {
+        crate::Error::other(error)
+    }
+}
+
 impl Runtime {
     /// A runtime over `state` with default options.
     pub fn new(state: impl State) -> Self {
@@ -211,9 +242,28 @@ impl Runtime {
         self.engine.shutdown().await;
     }
 
-    /// Starts, runs until `signal` completes, then shuts down.
-    pub async fn run_until(&self, signal: impl Future) -> Result<(), RuntimeError> {
-        self.start().await?;
+    /// Starts (unless it runs already), runs until `signal` completes, then
+    /// shuts down: the last line of a program's `main`.
+    ///
+    /// It returns a `cosi::Result` so that `main` can end with it.
+    ///
+    /// ```no_run
+    /// use cosi::prelude::*;
+    ///
+    /// #[tokio::main]
+    /// async fn main() -> cosi::Result<()> {
+    ///     let state = cosi::state::memory();
+    ///     let runtime = Runtime::from_inventory(state.clone())?;
+    ///     println!("{}", runtime.graph().to_mermaid());
+    ///     // With tokio's `signal` feature: `runtime.run_until(tokio::signal::ctrl_c()).await`.
+    ///     runtime.run_until(std::future::pending::<()>()).await
+    /// }
+    /// ```
+    pub async fn run_until(&self, signal: impl Future) -> crate::Result<()> {
+        match self.start().await {
+            Ok(()) | Err(RuntimeError::AlreadyStarted) => (),
+            Err(error) => return Err(error.into()),
+        }
         signal.await;
         self.shutdown().await;
         Ok(())
