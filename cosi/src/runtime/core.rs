@@ -14,6 +14,7 @@ use crate::controller::{Declaration, Input, InputRef, check_inputs};
 use crate::resource::{Kind, Pointer};
 use crate::runtime::engine::Engine;
 use crate::runtime::queue::Queue;
+use crate::runtime::settle::Activity;
 use crate::state::{Error, Result, State};
 
 pub(crate) struct Core {
@@ -32,8 +33,12 @@ pub(crate) struct Core {
     /// one more reconcile, never none.
     wake: Notify,
     wake_pending: AtomicBool,
+    /// Whether a reconcile runs; set before the wake-up it consumes is
+    /// cleared, so that work is never out of sight of `settled`.
+    busy: AtomicBool,
     /// What caused the pending wake-up, for the reconcile's span.
     trigger: Mutex<Option<Trigger>>,
+    activity: Arc<Activity>,
     engine: Weak<Engine>,
 }
 
@@ -68,7 +73,9 @@ impl Core {
     pub(crate) fn new(
         name: Arc<str>,
         declaration: &'static Declaration,
+        inputs: Vec<Input>,
         state: Arc<dyn State>,
+        activity: Arc<Activity>,
         engine: Weak<Engine>,
     ) -> Self {
         let queue = declaration.concurrency.map(|_| Queue::default());
@@ -78,11 +85,13 @@ impl Core {
             declaration,
             state,
             queue,
-            inputs: RwLock::new(declaration.runtime_inputs().into()),
+            inputs: RwLock::new(inputs.into()),
             touched: Mutex::default(),
             wake: Notify::new(),
             wake_pending: AtomicBool::new(false),
+            busy: AtomicBool::new(false),
             trigger: Mutex::new(None),
+            activity,
             engine,
         }
     }
@@ -93,20 +102,54 @@ impl Core {
 
     /// Asks for a reconcile; coalesces with any not yet started. `trigger`
     /// is only evaluated when this call is the one that wakes the controller.
-    pub(crate) fn wake(&self, trigger: impl FnOnce() -> Trigger) {
-        if !self.wake_pending.swap(true, Ordering::SeqCst) {
-            *self.trigger.lock() = Some(trigger());
-            self.stats.wakeups.fetch_add(1, Ordering::Relaxed);
-            self.wake.notify_one();
+    /// Returns whether it did.
+    pub(crate) fn wake(&self, trigger: impl FnOnce() -> Trigger) -> bool {
+        if self.wake_pending.swap(true, Ordering::SeqCst) {
+            return false;
         }
+        *self.trigger.lock() = Some(trigger());
+        self.stats.wakeups.fetch_add(1, Ordering::Relaxed);
+        self.wake.notify_one();
+        self.activity.bump();
+        true
     }
 
-    /// Waits for a wake-up and consumes it; returns its trigger.
+    /// Waits for a wake-up and consumes it; returns its trigger. The
+    /// controller counts as busy from here until [`finished`](Core::finished).
     pub(crate) async fn woken(&self) -> Trigger {
         self.wake.notified().await;
+        self.busy.store(true, Ordering::SeqCst);
         let trigger = self.trigger.lock().take();
         self.wake_pending.store(false, Ordering::SeqCst);
+        self.activity.bump();
         trigger.unwrap_or(Trigger::Requeue)
+    }
+
+    /// A reconcile starts without a wake-up (its requeue delay passed).
+    pub(crate) fn begin(&self) {
+        self.busy.store(true, Ordering::SeqCst);
+        self.activity.bump();
+    }
+
+    /// The reconcile is over, its writes made.
+    pub(crate) fn finished(&self) {
+        self.busy.store(false, Ordering::SeqCst);
+        self.activity.bump();
+    }
+
+    /// Whether the controller has nothing to do now: no pending wake-up, no
+    /// reconcile running, and (queue controllers) no item due or in progress.
+    /// Work scheduled for later (a requeue delay, a retry in backoff) does not count.
+    pub(crate) fn is_quiet(&self, now: tokio::time::Instant) -> bool {
+        // The wake-up first: `woken` sets `busy` before it clears the wake-up,
+        // so a reconcile starting between the two reads is seen in the second.
+        !self.wake_pending.load(Ordering::SeqCst)
+            && !self.busy.load(Ordering::SeqCst)
+            && self.queue.as_ref().is_none_or(|queue| queue.is_idle(now))
+    }
+
+    pub(crate) fn activity(&self) -> &Arc<Activity> {
+        &self.activity
     }
 
     pub(crate) fn start_reconcile(&self) {

@@ -64,6 +64,7 @@ mod core;
 mod engine;
 mod graph;
 mod queue;
+mod settle;
 mod status;
 
 use std::any::Any;
@@ -234,6 +235,82 @@ impl Runtime {
     /// [`shutdown`](Runtime::shutdown), or use [`run_until`](Runtime::run_until).
     pub async fn start(&self) -> Result<(), RuntimeError> {
         self.engine.start()
+    }
+
+    /// Resolves when the runtime has no pending work: every controller is
+    /// idle, with no wake-up pending and no reconcile running, every queue
+    /// is empty, and every watch has routed every change its state made so
+    /// far. So every write that returned before the call, and every write the
+    /// reconciles it set off made in turn, has been seen by the controllers
+    /// that read it, and their reconciles have finished.
+    ///
+    /// What it does not wait for, by design:
+    ///
+    /// - **Work scheduled for later**: a controller or queue item waiting out
+    ///   a requeue delay or a retry in backoff counts as settled, so a
+    ///   controller that keeps failing does not keep `settled` waiting; check
+    ///   [`stats`](Runtime::stats) to tell success from failure.
+    /// - **Writes that race with the call** from outside the runtime.
+    /// - **The published controller statuses**, which are written on a timer.
+    ///
+    /// # Exact for in-process states, best effort for remote ones
+    ///
+    /// Watches of the in-memory state and of the states built on it
+    /// ([`NamespacedState`](crate::state::NamespacedState) over them, the
+    /// redb state) report how far they have read
+    /// ([`WatchProgress`](crate::state::WatchProgress)), and the runtime notes
+    /// it after routing each batch: a watch is caught up when it has routed
+    /// every event the state has written. That is exact, with no timer
+    /// involved.
+    ///
+    /// A remote state (over gRPC, etcd) cannot tell what is still on the
+    /// wire: for its watches, caught up means established and done routing
+    /// what arrived. A write's event still in flight is then not waited for;
+    /// wait for the result itself ([`StateExt::watch_for`](crate::StateExt::watch_for)).
+    ///
+    /// A runtime that is not running has nothing pending: `settled` returns
+    /// at once before [`start`](Runtime::start), and when the runtime shuts
+    /// down while it waits.
+    ///
+    /// ```
+    /// use cosi::prelude::*;
+    ///
+    /// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    /// #[resource(type = "Greetings.example.org", namespace = "default")]
+    /// pub struct Greeting {
+    ///     pub text: String,
+    /// }
+    ///
+    /// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    /// #[resource(type = "Shouts.example.org", namespace = "default")]
+    /// pub struct Shout {
+    ///     pub text: String,
+    /// }
+    ///
+    /// #[controller(inputs = [Weak<Greeting>], outputs = [Exclusive<Shout>], inventory = false)]
+    /// async fn shout(ctx: &mut Ctx) -> cosi::Result<()> {
+    ///     for greeting in ctx.list::<Greeting>().await? {
+    ///         ctx.modify::<Shout>(greeting.id(), |shout| shout.text = greeting.text.to_uppercase()).await?;
+    ///     }
+    ///     Ok(())
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> cosi::Result<()> {
+    /// let state = cosi::state::memory();
+    /// let runtime = Runtime::new(state.clone());
+    /// runtime.register(shout {})?;
+    /// runtime.start().await?;
+    ///
+    /// state.modify::<Greeting>("hello", UpdateOptions::default(), |greeting| greeting.text = "hello".into()).await?;
+    /// runtime.settled().await;
+    /// assert_eq!(state.get::<Shout>("hello").await?.text, "HELLO");
+    /// runtime.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn settled(&self) {
+        self.engine.settled().await;
     }
 
     /// Stops every controller and watch and waits until all have stopped.

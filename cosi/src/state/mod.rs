@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use crate::resource::{DynamicResource, Kind, Phase, Pointer};
 
 pub use error::{Error, Result};
-pub use event::{Bookmark, Event, EventType, TypedEvent, TypedWatch, Watch};
+pub use event::{Bookmark, Event, EventType, TypedEvent, TypedWatch, Watch, WatchProgress};
 pub use ext::{StateExt, WatchCondition};
 pub use memory::{BackingStore, MemoryOptions, MemoryState, StoreWrite};
 pub use namespaced::NamespacedState;
