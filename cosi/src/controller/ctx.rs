@@ -158,7 +158,9 @@ impl<C: ?Sized> Ctx<C> {
     /// controller owns and did not write in this reconcile: destroys those
     /// without finalizers, tears down the others (to be destroyed by a later
     /// reconcile once their finalizers are gone; declare `DestroyReady<T>` to
-    /// be woken then).
+    /// be woken then). An output already tearing down is destroyed once it has
+    /// no finalizers, even if this reconcile tried to write its ID (the write
+    /// failed on the phase): a later reconcile creates it anew.
     pub fn cleanup_outputs<T: Resource + Writes<C>>(&self) -> CtxFuture<'_, ()> {
         Box::pin(async move { self.dynamic.cleanup_outputs_in::<T>(T::NAMESPACE).await })
     }
@@ -353,10 +355,13 @@ impl DynCtx {
         let touched: HashSet<Pointer> = self.core.touched();
         for resource in self.list_dynamic(kind, &ListOptions::default()).await? {
             let metadata = resource.metadata();
-            if metadata.owner() != Some(&*self.core.name) || touched.contains(metadata.pointer()) {
+            if metadata.owner() != Some(&*self.core.name) {
                 continue;
             }
+            // An output tearing down is a previous generation even when its ID
+            // was written in this reconcile: that write failed on its phase.
             let ready = match metadata.phase() {
+                Phase::Running if touched.contains(metadata.pointer()) => continue,
                 Phase::Running => self.teardown_dynamic(metadata.pointer()).await?,
                 Phase::TearingDown => metadata.finalizers().is_empty(),
             };

@@ -120,6 +120,12 @@ pub trait Register: Sized {
     fn named(self, name: impl Into<std::sync::Arc<str>>) -> Registration {
         self.registration().with_name(name)
     }
+
+    /// The registration with these inputs instead of the declared ones:
+    /// see [`Registration::with_inputs`].
+    fn with_inputs(self, inputs: impl IntoIterator<Item = Input>) -> Registration {
+        self.registration().with_inputs(inputs)
+    }
 }
 
 impl Register for Registration {

@@ -221,44 +221,75 @@ impl Core {
     }
 
     /// Replaces the inputs (COSI's `UpdateInputs`).
-    pub(crate) fn update_inputs(self: &Arc<Self>, mut inputs: Vec<Input>) -> Result<()> {
-        inputs.sort();
-        inputs.dedup();
-        for input in &inputs {
-            let declared = self.declaration.inputs.iter().any(|declared| declared.r#type == input.kind.r#type());
-            if !declared {
-                return Err(Error::invalid_argument(format!(
-                    "controller `{}` cannot take {} as an input: the type is not among its declared inputs",
-                    self.name, input.kind
-                )));
-            }
-            if input.dependency.is_queue() != self.declaration.is_queue() {
-                return Err(Error::invalid_argument(format!(
-                    "controller `{}` cannot take a {} input: {}",
-                    self.name,
-                    input.dependency,
-                    match self.declaration.is_queue() {
-                        true => "queue controllers take primary and mapped inputs",
-                        false => "primary and mapped inputs belong to queue controllers",
-                    }
-                )));
-            }
-            if let Err(error) = input.kind.validate() {
-                return Err(Error::invalid_argument(format!("controller `{}`: invalid input: {error}", self.name)));
-            }
-        }
-        let refs: Vec<InputRef<'_>> = inputs.iter().map(InputRef::from_input).collect();
-        if let Err(conflict) = check_inputs(&self.name, &refs, self.declaration.outputs) {
-            return Err(Error::invalid_argument(conflict.to_string()));
-        }
-        drop(refs);
-        let inputs: Arc<[Input]> = inputs.into();
+    pub(crate) fn update_inputs(self: &Arc<Self>, inputs: Vec<Input>) -> Result<()> {
+        let inputs: Arc<[Input]> =
+            check_runtime_inputs(&self.name, self.declaration, inputs).map_err(Error::InvalidArgument)?.into();
         *self.inputs.write() = Arc::clone(&inputs);
         if let Some(engine) = self.engine.upgrade() {
             engine.reroute(self, &inputs);
         }
         Ok(())
     }
+}
+
+/// Checks inputs a controller is given at run time, at its registration or
+/// by `update_inputs`, against its declaration and each other; returns them
+/// sorted, without duplicates.
+///
+/// Every input must be of a type the declaration names as an input, of a kind
+/// of the same shape (queue or not), and together they must keep the rules of
+/// the declaration itself: no input twice, no output type read as a waking
+/// input in its default namespace (where the controller writes it, unless it
+/// names another).
+pub(crate) fn check_runtime_inputs(
+    name: &str,
+    declaration: &Declaration,
+    mut inputs: Vec<Input>,
+) -> std::result::Result<Vec<Input>, String> {
+    inputs.sort();
+    inputs.dedup();
+    for input in &inputs {
+        let declared = declaration.inputs.iter().any(|declared| declared.r#type == input.kind.r#type());
+        if !declared {
+            return Err(format!(
+                "controller `{name}` cannot take {} as an input: the type is not among its declared inputs",
+                input.kind
+            ));
+        }
+        if input.dependency.is_queue() != declaration.is_queue() {
+            return Err(format!(
+                "controller `{name}` cannot take a {} input: {}",
+                input.dependency,
+                match declaration.is_queue() {
+                    true => "queue controllers take primary and mapped inputs",
+                    false => "primary and mapped inputs belong to queue controllers",
+                }
+            ));
+        }
+        if let Err(error) = input.kind.validate() {
+            return Err(format!("controller `{name}`: invalid input: {error}"));
+        }
+        if let Some(id) = &input.id
+            && let Err(error) = input.kind.pointer(&**id).validate()
+        {
+            return Err(format!("controller `{name}`: invalid input: {error}"));
+        }
+    }
+    // An input in the default namespace of one of the outputs is where the
+    // controller writes: as in a declaration, it may only be destroy-ready.
+    let refs: Vec<InputRef<'_>> = inputs
+        .iter()
+        .map(|input| InputRef {
+            explicit_namespace: !declaration
+                .outputs
+                .iter()
+                .any(|output| output.r#type == input.kind.r#type() && output.namespace == input.kind.namespace()),
+            ..InputRef::from_input(input)
+        })
+        .collect();
+    check_inputs(name, &refs, declaration.outputs).map_err(|conflict| conflict.to_string())?;
+    drop(refs);
+    Ok(inputs)
 }
 
 /// The statistics of one controller, kept as atomics and mirrored to the

@@ -33,7 +33,7 @@ use crate::runtime::settle::{Activity, InFlight};
 use crate::runtime::status::{ControllerStatus, RUNTIME_OWNER};
 use crate::runtime::{
     Body, ControllerStats, Core, ErasedQueue, ErasedReconcile, Graph, GraphController, Registration, RuntimeError,
-    RuntimeOptions,
+    RuntimeOptions, check_runtime_inputs,
 };
 use crate::state::{Event, ListOptions, Registry, State, StateExt, UpdateOptions, WatchKindOptions, WatchProgress};
 
@@ -114,13 +114,19 @@ impl Engine {
     }
 
     pub(crate) fn register(self: &Arc<Self>, registration: Registration) -> Result<(), RuntimeError> {
-        let Registration { name, declaration, body } = registration;
+        let Registration { name, declaration, inputs, body } = registration;
         check_declaration(declaration).map_err(|conflict| RuntimeError::InvalidController(conflict.to_string()))?;
         if name.is_empty() || &*name == RUNTIME_OWNER {
             return Err(RuntimeError::InvalidController(format!(
                 "the name `{name}` is reserved for the runtime itself"
             )));
         }
+        let inputs = match inputs {
+            Some(inputs) => {
+                check_runtime_inputs(&name, declaration, inputs).map_err(RuntimeError::InvalidController)?
+            }
+            None => declaration.runtime_inputs(),
+        };
         let mut run = self.run.lock();
         if matches!(*run, Run::Stopped) {
             return Err(RuntimeError::ShutDown);
@@ -135,7 +141,7 @@ impl Engine {
             let core = Arc::new(Core::new(
                 name,
                 declaration,
-                declaration.runtime_inputs(),
+                inputs,
                 Arc::clone(&self.state),
                 Arc::clone(&self.activity),
                 Arc::downgrade(self),

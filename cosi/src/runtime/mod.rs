@@ -75,7 +75,9 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
-use crate::controller::{BoxError, Controller, Declaration, Outcome, QueueController, ReducedMetadata, Register};
+use crate::controller::{
+    BoxError, Controller, Declaration, Input, Outcome, QueueController, ReducedMetadata, Register,
+};
 use crate::resource::Pointer;
 use crate::state::State;
 
@@ -84,7 +86,7 @@ pub use core::ControllerStats;
 pub use graph::{Graph, GraphController, GraphInput, GraphOutput};
 pub use status::{ControllerStatus, RUNTIME_NAMESPACE, RUNTIME_OWNER};
 
-pub(crate) use core::{Core, Trigger};
+pub(crate) use core::{Core, Trigger, check_runtime_inputs};
 
 use engine::Engine;
 
@@ -355,11 +357,13 @@ fn shared<S: State>(state: S) -> Arc<dyn State> {
     }
 }
 
-/// A controller ready to be registered: its name, its declaration, and how to
-/// build its task. Every `#[controller]` converts into one ([`Register`]).
+/// A controller ready to be registered: its name, its declaration, its
+/// inputs if they are not the declared ones, and how to build its task.
+/// Every `#[controller]` converts into one ([`Register`]).
 pub struct Registration {
     name: Arc<str>,
     declaration: &'static Declaration,
+    inputs: Option<Vec<Input>>,
     body: Body,
 }
 
@@ -374,6 +378,7 @@ impl Registration {
         Registration {
             name: name_of(controller.name()),
             declaration: const { &C::DECLARATION },
+            inputs: None,
             body: Body::Reconcile(Box::new(move |core| {
                 Box::new(Holder { controller, ctx: crate::Ctx::new(core) }) as Box<dyn ErasedReconcile>
             })),
@@ -385,6 +390,7 @@ impl Registration {
         Registration {
             name: name_of(controller.name()),
             declaration: const { &C::DECLARATION },
+            inputs: None,
             body: Body::Queue(Box::new(move |core| {
                 Arc::new(Holder { controller, ctx: crate::Ctx::new(core) }) as Arc<dyn ErasedQueue>
             })),
@@ -405,6 +411,73 @@ impl Registration {
     /// The controller's declaration.
     pub fn declaration(&self) -> &'static Declaration {
         self.declaration
+    }
+
+    /// The same controller starting with `inputs` instead of its declared
+    /// ones: what Go COSI's `Inputs()` returns for one instance. An instance
+    /// registered for one namespace or one ID reads and is woken by just
+    /// that, from its first reconcile on, and the graph shows it.
+    ///
+    /// [`Runtime::register`] checks them with the rules of
+    /// [`Ctx::update_inputs`](crate::Ctx::update_inputs): each must be of a
+    /// type the declaration names as an input, with a kind of the same shape
+    /// (queue or not), no input twice, and no output type read as a waking
+    /// input in its default namespace. The controller may still change them
+    /// while it runs.
+    ///
+    /// ```
+    /// use cosi::prelude::*;
+    ///
+    /// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    /// #[resource(type = "LinkStatuses.net.example.org", namespace = "network")]
+    /// pub struct LinkStatus {
+    ///     pub up: bool,
+    /// }
+    ///
+    /// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    /// #[resource(type = "LinkReports.net.example.org", namespace = "network")]
+    /// pub struct LinkReport {
+    ///     pub up: bool,
+    /// }
+    ///
+    /// /// Reports on whichever links its registration gives it.
+    /// #[controller(inputs = [Weak<LinkStatus>], outputs = [Shared<LinkReport>], inventory = false)]
+    /// async fn link(ctx: &mut Ctx) -> cosi::Result<()> {
+    ///     let inputs = ctx.dynamic().inputs();
+    ///     for input in inputs.iter() {
+    ///         let Some(id) = &input.id else { continue };
+    ///         let up = ctx.get::<LinkStatus>(&**id).await.is_ok_and(|link| link.up);
+    ///         ctx.modify::<LinkReport>(&**id, |report| report.up = up).await?;
+    ///     }
+    ///     Ok(())
+    /// }
+    ///
+    /// let runtime = Runtime::new(cosi::state::memory());
+    /// for name in ["eth0", "eth1"] {
+    ///     let inputs = [Input::of::<LinkStatus>(InputKind::Weak).with_id(name)];
+    ///     runtime.register(link {}.named(format!("link-{name}")).with_inputs(inputs))?;
+    /// }
+    /// let graph = runtime.graph();
+    /// assert_eq!(graph.controllers[0].inputs[0].id.as_deref(), Some("eth0"));
+    ///
+    /// // Refused: the declaration reads no `LinkReport`.
+    /// let error = runtime.register(link {}.named("wrong").with_inputs([Input::of::<LinkReport>(InputKind::Weak)]));
+    /// assert!(error.is_err());
+    /// # Ok::<(), cosi::RuntimeError>(())
+    /// ```
+    #[must_use]
+    pub fn with_inputs(mut self, inputs: impl IntoIterator<Item = Input>) -> Self {
+        self.inputs = Some(inputs.into_iter().collect());
+        self
+    }
+
+    /// The inputs the controller starts with: those given to
+    /// [`with_inputs`](Registration::with_inputs), else the declared ones.
+    pub fn inputs(&self) -> Vec<Input> {
+        match &self.inputs {
+            Some(inputs) => inputs.clone(),
+            None => self.declaration.runtime_inputs(),
+        }
     }
 }
 
