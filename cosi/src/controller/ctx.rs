@@ -16,7 +16,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::controller::{Finalizes, Input, InputKind, Reads, Writes};
+use crate::controller::{Finalizes, Input, InputKind, Reads, Waker, Writes};
 use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
 use crate::runtime::Core;
 use crate::state::{
@@ -182,6 +182,13 @@ impl<C: ?Sized> Ctx<C> {
     /// Asks for another reconcile after this one, even if no input changes.
     pub fn requeue(&self) {
         self.dynamic.requeue();
+    }
+
+    /// A handle that wakes this controller from outside the state: from a
+    /// file watcher thread, a timer, an operator task it started. See
+    /// [`Waker`].
+    pub fn waker(&self) -> Waker {
+        self.dynamic.waker()
     }
 
     /// A future that resolves once the resource at `at` is tearing down or
@@ -399,6 +406,11 @@ impl DynCtx {
     /// As [`Ctx::requeue`].
     pub fn requeue(&self) {
         self.core.wake(|| crate::runtime::Trigger::Requeue);
+    }
+
+    /// As [`Ctx::waker`].
+    pub fn waker(&self) -> Waker {
+        Waker::new(&self.core)
     }
 
     /// The inputs the controller has now.

@@ -48,6 +48,7 @@ mod ctx;
 mod declaration;
 mod generic;
 mod outcome;
+mod waker;
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -60,6 +61,7 @@ pub use declaration::{
 };
 pub use generic::{MERGE_SOURCE, Merge, QueueTransform, Transform};
 pub use outcome::{BoxError, IntoMapped, IntoOutcome, Outcome, Requeue, RequeueError};
+pub use waker::Waker;
 
 #[doc(hidden)]
 pub use declaration::assert_system;

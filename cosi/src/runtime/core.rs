@@ -10,10 +10,10 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
 
-use crate::controller::{Declaration, Input, InputRef, check_inputs};
+use crate::controller::{Declaration, Input, InputKind, InputRef, check_inputs};
 use crate::resource::{Kind, Pointer};
 use crate::runtime::engine::Engine;
-use crate::runtime::queue::Queue;
+use crate::runtime::queue::{Job, Key, Queue};
 use crate::runtime::settle::Activity;
 use crate::state::{Error, Result, State};
 
@@ -55,6 +55,8 @@ pub(crate) enum Trigger {
     Requeue,
     /// A restart after a failure.
     Restart,
+    /// A [`Waker`](crate::controller::Waker): something outside the state.
+    External,
 }
 
 impl std::fmt::Display for Trigger {
@@ -65,6 +67,7 @@ impl std::fmt::Display for Trigger {
             Trigger::Resync => f.write_str("resync"),
             Trigger::Requeue => f.write_str("requeue"),
             Trigger::Restart => f.write_str("restart"),
+            Trigger::External => f.write_str("external"),
         }
     }
 }
@@ -148,8 +151,52 @@ impl Core {
             && self.queue.as_ref().is_none_or(|queue| queue.is_idle(now))
     }
 
-    pub(crate) fn activity(&self) -> &Arc<Activity> {
-        &self.activity
+    /// A [`Waker`](crate::controller::Waker)'s wake-up.
+    pub(crate) fn wake_external(self: &Arc<Self>) {
+        let Some(engine) = self.running_engine() else { return };
+        match &self.queue {
+            None => {
+                if self.wake(|| Trigger::External) {
+                    self.stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Some(_) => {
+                self.stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
+                engine.requeue_primaries(self);
+            }
+        }
+    }
+
+    /// A [`Waker`](crate::controller::Waker)'s wake-up for one item.
+    pub(crate) fn wake_external_item(self: &Arc<Self>, item: &Pointer) -> Result<()> {
+        let Some(queue) = &self.queue else {
+            self.wake_external();
+            return Ok(());
+        };
+        let primary = self.inputs.read().iter().any(|input| {
+            input.dependency == InputKind::Primary
+                && input.kind.namespace() == item.namespace()
+                && input.kind.r#type() == item.r#type()
+                && input.covers(item.id())
+        });
+        if !primary {
+            return Err(Error::invalid_argument(format!(
+                "controller `{}` cannot queue {item}: it is not a resource of a primary input",
+                self.name
+            )));
+        }
+        if self.running_engine().is_none() {
+            return Ok(());
+        }
+        self.stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
+        queue.put(Key { pointer: item.clone(), job: Job::Reconcile }, None);
+        self.activity.bump();
+        Ok(())
+    }
+
+    /// The engine, while it runs.
+    fn running_engine(&self) -> Option<Arc<Engine>> {
+        self.engine.upgrade().filter(|engine| engine.is_running())
     }
 
     pub(crate) fn start_reconcile(&self) {
@@ -296,6 +343,7 @@ pub(crate) fn check_runtime_inputs(
 /// `metrics` facade.
 pub(crate) struct Stats {
     pub(crate) wakeups: AtomicU64,
+    pub(crate) external_wakeups: AtomicU64,
     pub(crate) reconciles: AtomicU64,
     pub(crate) errors: AtomicU64,
     pub(crate) restarts: AtomicU64,
@@ -322,6 +370,7 @@ impl Stats {
         let label = || [("controller", name.to_owned())];
         Stats {
             wakeups: AtomicU64::new(0),
+            external_wakeups: AtomicU64::new(0),
             reconciles: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
@@ -382,6 +431,7 @@ impl Stats {
     pub(crate) fn snapshot(&self, queue_depth: usize) -> ControllerStats {
         ControllerStats {
             wakeups: self.wakeups.load(Ordering::Relaxed),
+            external_wakeups: self.external_wakeups.load(Ordering::Relaxed),
             reconciles: self.reconciles.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
             restarts: self.restarts.load(Ordering::Relaxed),
@@ -400,6 +450,9 @@ impl Stats {
 pub struct ControllerStats {
     /// Wake-ups that led to a reconcile (coalesced ones count once).
     pub wakeups: u64,
+    /// The wake-ups of those that came from a [`Waker`](crate::controller::Waker)
+    /// (queue controllers: each `wake` and `wake_item`).
+    pub external_wakeups: u64,
     /// Reconciles run (queue controllers: items and mappings processed).
     pub reconciles: u64,
     /// Reconciles that failed or panicked.

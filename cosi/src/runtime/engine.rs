@@ -293,6 +293,28 @@ impl Engine {
         });
     }
 
+    /// Queues every resource of `core`'s primary inputs again (a queue
+    /// controller's [`Waker::wake`](crate::controller::Waker::wake)).
+    pub(crate) fn requeue_primaries(self: &Arc<Self>, core: &Arc<Core>) {
+        let in_flight = self.activity.begin();
+        let mut kinds: Vec<Kind> = core
+            .inputs()
+            .iter()
+            .filter(|input| input.dependency == InputKind::Primary)
+            .map(|input| input.kind.clone())
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        let engine = Arc::clone(self);
+        let core = Arc::clone(core);
+        self.spawn(async move {
+            let _in_flight = in_flight;
+            for kind in kinds {
+                engine.resync(&kind, Some(&core)).await;
+            }
+        });
+    }
+
     /// Starts the watch of `kind` unless it runs; returns whether it is established.
     fn ensure_watch(self: &Arc<Self>, kind: &Kind) -> watch::Receiver<bool> {
         let mut watches = self.watches.lock();
