@@ -25,17 +25,22 @@ use tracing::Instrument;
 use crate::controller::{
     Entry, Input, InputKind, Outcome, ReducedMetadata, Requeue, RequeueError, check_declaration, check_pair,
 };
+use crate::resource::ResourceDefinition;
 use crate::resource::{DynamicResource, Kind, Phase};
 use crate::runtime::backoff::Backoff;
 use crate::runtime::core::Trigger;
 use crate::runtime::queue::{Item, Job, Key, Queue};
 use crate::runtime::settle::{Activity, InFlight};
 use crate::runtime::status::{ControllerStatus, RUNTIME_OWNER};
+use crate::runtime::types::Types;
 use crate::runtime::{
     Body, ControllerStats, Core, ErasedQueue, ErasedReconcile, Graph, GraphController, Registration, RuntimeError,
     RuntimeOptions, check_runtime_inputs,
 };
-use crate::state::{Event, ListOptions, Registry, State, StateExt, UpdateOptions, WatchKindOptions, WatchProgress};
+use crate::state::{
+    Error, Event, ListOptions, META_DESCRIPTION, META_NAMESPACE, Registry, State, StateExt, UpdateOptions,
+    WatchKindOptions, WatchProgress,
+};
 
 pub(crate) struct Engine {
     state: Arc<dyn State>,
@@ -47,6 +52,8 @@ pub(crate) struct Engine {
     run: Mutex<Run>,
     /// The epoch of pending work, for `settled`.
     activity: Arc<Activity>,
+    /// The resource types the controllers use, and those registered by hand.
+    types: Mutex<Types>,
     /// The tokio runtime `start` ran on: every task goes there, so a
     /// controller registered later from any thread starts on it too.
     handle: Mutex<Option<tokio::runtime::Handle>>,
@@ -95,6 +102,7 @@ enum Run {
 
 impl Engine {
     pub(crate) fn new(state: Arc<dyn State>, options: RuntimeOptions) -> Arc<Self> {
+        let types = Types::with_builtins(options.status_namespace.is_some());
         Arc::new(Engine {
             state,
             options,
@@ -103,6 +111,7 @@ impl Engine {
             watches: Mutex::default(),
             run: Mutex::new(Run::Idle { pending: Vec::new() }),
             activity: Arc::default(),
+            types: Mutex::new(types),
             handle: Mutex::new(None),
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -138,6 +147,8 @@ impl Engine {
                 let old = Entry { name: &existing.name, outputs: existing.declaration.outputs };
                 check_pair(old, new).map_err(|conflict| RuntimeError::Conflict(conflict.to_string()))?;
             }
+            // The last check: once the types are in, the controller is too.
+            self.types.lock().add(declaration.definitions())?;
             let core = Arc::new(Core::new(
                 name,
                 declaration,
@@ -154,11 +165,73 @@ impl Engine {
             Run::Idle { pending } => pending.push((core, body)),
             Run::Running => {
                 drop(run);
+                self.publish_definitions();
                 self.spawn_controller(core, body);
             }
             Run::Stopped => return Err(RuntimeError::ShutDown),
         }
         Ok(())
+    }
+
+    /// Adds resource types the program uses beyond its controllers' (see `Types`).
+    pub(crate) fn register_types(self: &Arc<Self>, definitions: Vec<ResourceDefinition>) -> Result<(), RuntimeError> {
+        let run = self.run.lock();
+        if matches!(*run, Run::Stopped) {
+            return Err(RuntimeError::ShutDown);
+        }
+        self.types.lock().add(definitions)?;
+        if matches!(*run, Run::Running) {
+            drop(run);
+            self.publish_definitions();
+        }
+        Ok(())
+    }
+
+    /// Publishes the definitions not yet published, in the background; the
+    /// work counts for `settled`.
+    fn publish_definitions(self: &Arc<Self>) {
+        let in_flight = self.activity.begin();
+        let engine = Arc::clone(self);
+        self.spawn(async move {
+            let _in_flight = in_flight;
+            engine.publish().await;
+        });
+    }
+
+    /// Writes the `meta` namespace and each unpublished definition, retrying
+    /// while the state is unreachable; a definition the state refuses is
+    /// logged and left out.
+    async fn publish(&self) {
+        let definitions = self.types.lock().take_unpublished();
+        if definitions.is_empty() {
+            return;
+        }
+        let registry = Registry::new(&*self.state);
+        let mut backoff = Backoff::new(self.options.backoff);
+        let mut definitions = definitions.into_iter().map(Some).collect::<Vec<_>>();
+        definitions.insert(0, None);
+        for definition in definitions {
+            loop {
+                let written = match &definition {
+                    None => registry.register_namespace(META_NAMESPACE, META_DESCRIPTION).await,
+                    Some(definition) => registry.register_definition(definition.clone()).await,
+                };
+                let error = match written {
+                    Ok(()) => break,
+                    Err(error) => error,
+                };
+                let what = definition.as_ref().map_or(META_NAMESPACE, |definition| definition.r#type.as_str());
+                if !matches!(error, Error::Backend(_)) {
+                    tracing::warn!(%error, what, "runtime could not publish a resource definition");
+                    break;
+                }
+                tracing::warn!(%error, what, "runtime could not publish a resource definition; retrying");
+                tokio::select! {
+                    () = self.cancel.cancelled() => return,
+                    () = tokio::time::sleep(backoff.next_delay()) => (),
+                }
+            }
+        }
     }
 
     pub(crate) fn start(self: &Arc<Self>) -> Result<(), RuntimeError> {
@@ -175,6 +248,7 @@ impl Engine {
             }
         };
         *self.handle.lock() = Some(handle);
+        self.publish_definitions();
         let kinds: Vec<Kind> = self.routes.read().keys().cloned().collect();
         for kind in kinds {
             self.ensure_watch(&kind);
@@ -704,9 +778,6 @@ impl Engine {
     /// Writes the status of every controller whose statistics changed, at
     /// most once per interval, and once more at shutdown.
     async fn publish_statuses(self: Arc<Self>, namespace: String) {
-        if let Err(error) = Registry::new(&*self.state).register::<ControllerStatus>().await {
-            tracing::warn!(%error, "runtime could not register the controller status definition");
-        }
         loop {
             self.write_statuses(&namespace).await;
             tokio::select! {
@@ -730,7 +801,7 @@ impl Engine {
             let healthy = core.stats.healthy();
             let written = self
                 .state
-                .modify(&pointer, UpdateOptions::owner(RUNTIME_OWNER), |status: &mut crate::Typed<ControllerStatus>| {
+                .modify::<ControllerStatus>(&pointer, UpdateOptions::owner(RUNTIME_OWNER), |status| {
                     status.inputs.clone_from(&graph.inputs);
                     status.outputs.clone_from(&graph.outputs);
                     status.concurrency = core.declaration.concurrency;

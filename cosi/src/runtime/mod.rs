@@ -66,6 +66,7 @@ mod graph;
 mod queue;
 mod settle;
 mod status;
+mod types;
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -137,6 +138,24 @@ pub enum RuntimeError {
     /// `start` ran outside a tokio runtime.
     #[error("the runtime must be started from within a tokio runtime")]
     NoTokioRuntime,
+    /// Two resource types answer to one name on a command line, and it is
+    /// not an alias both derive automatically (which COSI allows: see
+    /// [`Runtime::register_type`]).
+    #[error(
+        "resource types `{first}` and `{second}` both answer to `{alias}`: a type name or an explicit alias must name one type (only automatically derived aliases may be shared)"
+    )]
+    AliasConflict {
+        /// The name both answer to.
+        alias: String,
+        /// The type registered first.
+        first: String,
+        /// The type being registered.
+        second: String,
+    },
+    /// One resource type with two different definitions: two Rust types
+    /// declare it, with different aliases, columns or default namespaces.
+    #[error("resource type `{0}` has two different definitions in this program")]
+    DefinitionConflict(String),
 }
 
 /// A runtime's refusal as a `cosi::Error` ([`Error::Other`](crate::Error::Other)),
@@ -199,9 +218,81 @@ impl Runtime {
     }
 
     /// Registers a controller, before or after the start. Refused when its
-    /// declaration breaks a rule or it conflicts with a registered controller.
+    /// declaration (or the inputs its registration gives it) breaks a rule,
+    /// it conflicts with a registered controller, or one of its types
+    /// collides with a known type by name (see [`register_type`](Runtime::register_type)).
     pub fn register(&self, controller: impl Register) -> Result<(), RuntimeError> {
         self.engine.register(controller.registration())
+    }
+
+    /// Adds a resource type the program uses beyond its controllers' inputs
+    /// and outputs (one only clients write, say), so its definition is
+    /// published with theirs.
+    ///
+    /// When the runtime starts, it publishes in the state's `meta` namespace
+    /// the `meta` namespace itself and the definition of every type it knows:
+    /// those of `meta` (`ResourceDefinition`, `Namespace`), `ControllerStatus`
+    /// (when it publishes statuses), every type in a registered controller's
+    /// inputs and outputs, and those registered here. Clients list them and
+    /// resolve aliases through them (`cosictl get rd`, `cosictl get hostname`).
+    /// Types registered after the start are published at once.
+    ///
+    /// # Names that collide
+    ///
+    /// Each type answers to its type, its plural and the plural's dotted
+    /// prefixes (`hostnamestatuses`, `hostnamestatuses.net`), its explicit
+    /// aliases, and the aliases COSI derives (the singular, the initials).
+    /// Derived aliases may collide: `HostnameSpecs` and `HostnameStatuses`
+    /// both derive `hs`, as in Talos, and a client asked for `hs` says it is
+    /// ambiguous. Any other collision (an explicit alias or a type name that
+    /// another type also answers to) is a [`RuntimeError::AliasConflict`]
+    /// naming both types, here and in [`register`](Runtime::register); so is
+    /// one type with two different definitions. An explicit alias the type
+    /// would derive anyway counts as derived.
+    ///
+    /// ```
+    /// use cosi::prelude::*;
+    /// use cosi::RuntimeError;
+    ///
+    /// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    /// #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+    /// pub struct HostnameSpec {
+    ///     pub hostname: String,
+    /// }
+    ///
+    /// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    /// #[resource(type = "HostnameStatuses.net.example.org", namespace = "network", aliases = ["hostname"])]
+    /// pub struct HostnameStatus {
+    ///     pub hostname: String,
+    /// }
+    ///
+    /// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    /// #[resource(type = "Hostnames.other.example.org", namespace = "other", aliases = ["hn"])]
+    /// pub struct Hostname {
+    ///     pub hostname: String,
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> cosi::Result<()> {
+    /// let state = cosi::state::memory();
+    /// let runtime = Runtime::new(state.clone());
+    /// // Both derive `hs`: allowed.
+    /// runtime.register_type::<HostnameSpec>()?;
+    /// runtime.register_type::<HostnameStatus>()?;
+    /// // `Hostnames` derives `hostname`, which `HostnameStatuses` names explicitly: refused.
+    /// let error = runtime.register_type::<Hostname>().unwrap_err();
+    /// assert!(matches!(&error, RuntimeError::AliasConflict { alias, .. } if alias == "hostname"));
+    ///
+    /// runtime.start().await?;
+    /// runtime.settled().await;
+    /// let definition = state.get::<cosi::ResourceDefinition>("hostnamespecs.net.example.org").await?;
+    /// assert_eq!(definition.aliases, ["hostnamespec", "hs"]);
+    /// # runtime.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn register_type<T: crate::Resource>(&self) -> Result<(), RuntimeError> {
+        self.engine.register_types(vec![T::definition()])
     }
 
     /// The state the controllers work on.

@@ -28,6 +28,7 @@ pub use namespaced::NamespacedState;
 pub use options::{
     CreateOptions, DestroyOptions, ListOptions, TeardownOptions, UpdateOptions, WatchKindOptions, WatchOptions,
 };
+pub(crate) use registry::META_DESCRIPTION;
 pub use registry::{META_NAMESPACE, META_OWNER, Namespace, Registry};
 
 /// An in-memory state with the default history settings, ready to share.
