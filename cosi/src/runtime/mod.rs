@@ -25,15 +25,16 @@
 //! }
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn main() -> cosi::Result<()> {
 //! let state = cosi::state::memory();
 //! let runtime = Runtime::new(state.clone());
 //! runtime.register(shout {})?;
 //! runtime.start().await?;
 //!
 //! state.create(Typed::new("hello", Greeting { text: "hello".into() }), CreateOptions::default()).await?;
-//! let event = state.watch_for::<Shout>("hello", WatchCondition::new()).await?;
-//! assert_eq!(event.resource().expect("a shout").text, "HELLO");
+//! // Until every controller has caught up.
+//! runtime.settled().await;
+//! assert_eq!(state.get::<Shout>("hello").await?.text, "HELLO");
 //! runtime.shutdown().await;
 //! # Ok(())
 //! # }
