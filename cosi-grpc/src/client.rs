@@ -90,7 +90,7 @@ pub struct ConnectError {
     source: tonic::transport::Error,
 }
 
-/// As a `cosi::Error` ([`Error::Other`](cosi::Error::Other)), for `?` in a
+/// As a [`cosi::Error::Other`], for `?` in a
 /// function returning `cosi::Result`.
 impl From<ConnectError> for cosi::Error {
     fn from(error: ConnectError) -> Self {

@@ -22,7 +22,7 @@ pub struct EndpointError {
     reason: &'static str,
 }
 
-/// As a `cosi::Error` ([`Error::Other`](cosi::Error::Other)), for `?` in a
+/// As a [`cosi::Error::Other`], for `?` in a
 /// function returning `cosi::Result`.
 impl From<EndpointError> for cosi::Error {
     fn from(error: EndpointError) -> Self {

@@ -72,7 +72,7 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
 }
 
-/// As a `cosi::Error` ([`Error::Other`](cosi::Error::Other)), for `?` in a
+/// As a [`cosi::Error::Other`], for `?` in a
 /// function returning `cosi::Result`.
 impl From<ServeError> for cosi::Error {
     fn from(error: ServeError) -> Self {

@@ -174,7 +174,7 @@ pub enum Error {
     Io(#[source] Arc<std::io::Error>),
 }
 
-/// As a `cosi::Error` ([`Error::Other`](cosi::Error::Other)), for `?` in a
+/// As a [`cosi::Error::Other`], for `?` in a
 /// function returning `cosi::Result`.
 impl From<Error> for cosi::Error {
     fn from(error: Error) -> Self {
