@@ -14,8 +14,9 @@ use crate::state::Result;
 ///
 /// A wake-up coalesces with the controller's other triggers, as changes of
 /// its inputs do: many wake-ups while it is busy make one more reconcile,
-/// never none. It shows as the trigger `external` in the reconcile's span,
-/// and in [`ControllerStats::external_wakeups`](crate::runtime::ControllerStats::external_wakeups).
+/// never none. It shows as the trigger `external` in the reconcile's span
+/// (reconcile controllers; a queue item's span names the item instead), and
+/// is counted in [`ControllerStats::external_wakeups`](crate::runtime::ControllerStats::external_wakeups).
 ///
 /// A waker is cheap to clone and to keep: it holds the controller weakly.
 /// It stays valid while the controller restarts after failures, and once the
