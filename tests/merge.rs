@@ -142,4 +142,10 @@ fn a_merge_into_its_own_source_is_refused() {
     let same = Merge::<AddressSpec>::new("loop", "merged", "merged", |spec| (spec.id().to_owned(), 0));
     let error = runtime.register(same).expect_err("source and target are one namespace");
     assert!(error.to_string().contains("twice"), "{error}");
+    // The type's default namespace may be either side.
+    let from_default =
+        Merge::<AddressSpec>::new("from-default", "merged", "elsewhere", |spec| (spec.id().to_owned(), 0));
+    runtime.register(from_default).expect("layers in the type's default namespace");
+    let into_default = Merge::<AddressSpec>::new("into-default", "layers", "merged", |spec| (spec.id().to_owned(), 0));
+    runtime.register(into_default).expect("merged into the type's default namespace");
 }

@@ -285,9 +285,8 @@ impl Core {
 ///
 /// Every input must be of a type the declaration names as an input, of a kind
 /// of the same shape (queue or not), and together they must keep the rules of
-/// the declaration itself: no input twice, no output type read as a waking
-/// input in its default namespace (where the controller writes it, unless it
-/// names another).
+/// the declaration itself (no input twice); a namespace given here counts as
+/// named explicitly, so an output type may be read in it.
 pub(crate) fn check_runtime_inputs(
     name: &str,
     declaration: &Declaration,
@@ -322,18 +321,9 @@ pub(crate) fn check_runtime_inputs(
             return Err(format!("controller `{name}`: invalid input: {error}"));
         }
     }
-    // An input in the default namespace of one of the outputs is where the
-    // controller writes: as in a declaration, it may only be destroy-ready.
-    let refs: Vec<InputRef<'_>> = inputs
-        .iter()
-        .map(|input| InputRef {
-            explicit_namespace: !declaration
-                .outputs
-                .iter()
-                .any(|output| output.r#type == input.kind.r#type() && output.namespace == input.kind.namespace()),
-            ..InputRef::from_input(input)
-        })
-        .collect();
+    // A namespace given at run time is named explicitly: a merge reads its
+    // layers of the type it writes, in a namespace of its own.
+    let refs: Vec<InputRef<'_>> = inputs.iter().map(InputRef::from_input).collect();
     check_inputs(name, &refs, declaration.outputs).map_err(|conflict| conflict.to_string())?;
     drop(refs);
     Ok(inputs)

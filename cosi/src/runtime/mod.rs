@@ -513,9 +513,9 @@ impl Registration {
     /// [`Runtime::register`] checks them with the rules of
     /// [`Ctx::update_inputs`](crate::Ctx::update_inputs): each must be of a
     /// type the declaration names as an input, with a kind of the same shape
-    /// (queue or not), no input twice, and no output type read as a waking
-    /// input in its default namespace. The controller may still change them
-    /// while it runs.
+    /// (queue or not), and none twice; as in a declaration, a namespace named
+    /// here may hold the controller's output type (a merge reads its layers
+    /// there). The controller may still change them while it runs.
     ///
     /// ```
     /// use cosi::prelude::*;
