@@ -234,6 +234,8 @@ async fn a_queue_controller_is_woken_per_item_or_for_all_its_items() {
     let runtime = Runtime::new(state.clone());
     runtime.register(Poller { slot: Arc::clone(&slot), counts: Arc::clone(&counts) }).expect("register");
     runtime.start().await.expect("start");
+    // Once the first listing is done, each create queues its item once.
+    runtime.settled().await;
     for id in ["a", "b"] {
         state
             .create(Typed::new_in("polled", id, IntResource { value: 1 }), CreateOptions::default())
