@@ -193,6 +193,8 @@ async fn work_scheduled_for_later_does_not_count() {
     let runtime = Runtime::new(state.clone());
     runtime.register(Later).expect("register");
     runtime.start().await.expect("start");
+    // After the first listing, so the create queues the item once.
+    settle(&runtime).await;
     set_int(&state, "later", "one", 1).await;
     settle(&runtime).await;
     let stats = runtime.stats("Later").expect("stats");
