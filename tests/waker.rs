@@ -81,6 +81,12 @@ impl tracing::field::Visit for Fields {
     }
 }
 
+/// What a file watcher thread, a timer task or an operator task needs of it.
+const _: fn() = || {
+    fn outside_the_runtime<T: Clone + Send + Sync + 'static>() {}
+    outside_the_runtime::<Waker>();
+};
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thread_outside_the_runtime_wakes_a_controller_with_the_external_trigger() {
     let triggers = triggers();
