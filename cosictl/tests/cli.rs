@@ -150,6 +150,32 @@ async fn get_resolves_aliases_and_prints_every_format() {
     served.terminate().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_names_the_types_that_share_an_automatically_derived_alias() {
+    let mut served = serve().await;
+    let endpoint: Endpoint = served.endpoint.parse().expect("endpoint");
+    let client = Client::connect(&endpoint, ClientSecurity::Insecure).await.expect("connect");
+    let registry = Registry::new(&client);
+    // Both derive `hs`, which a runtime accepts (as Talos does): asking for it is what fails.
+    for r#type in ["HostnameSpecs.net.example.org", "HostnameStatuses.net.example.org"] {
+        registry.register_definition(definition(r#type, &[], &[])).await.expect("register");
+    }
+    let ambiguous = get(&served.endpoint, &["hs"]);
+    assert!(!ambiguous.status.success());
+    let message = String::from_utf8_lossy(&ambiguous.stderr);
+    assert!(
+        message.contains("\"hs\" is ambiguous")
+            && message.contains("HostnameSpecs.net.example.org")
+            && message.contains("HostnameStatuses.net.example.org"),
+        "{message}"
+    );
+    // Their other aliases name one type each.
+    for name in ["hostnamespec", "hostnamestatus", "hostnamestatuses"] {
+        stdout(&get(&served.endpoint, &[name]));
+    }
+    served.terminate().await;
+}
+
 impl Served {
     /// Sends SIGTERM and checks that the server exits 0.
     async fn terminate(&mut self) {

@@ -21,7 +21,6 @@
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
 mod boot;
-mod compat;
 pub mod controllers;
 mod env;
 mod error;

@@ -3,7 +3,6 @@
 
 use cosi::prelude::*;
 
-use crate::compat::WakerExt as _;
 use crate::env::{Env, MACHINE_YAML};
 use crate::error::Error;
 use crate::machine_config::Config;

@@ -13,9 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cosi::controller::Merge;
-
-use crate::compat::{Waker, WakerExt as _};
+use cosi::controller::{Merge, Waker};
 use cosi::prelude::*;
 use parking_lot::Mutex;
 

@@ -5,7 +5,6 @@ use tokio::time::Instant;
 use cosi::controller::{Input, InputKind};
 use cosi::prelude::*;
 
-use crate::compat::WakerExt as _;
 use crate::controllers::optional;
 use crate::env::Env;
 use crate::error::Error;
