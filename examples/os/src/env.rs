@@ -22,8 +22,6 @@ pub struct Timings {
     pub ntp_sync: Duration,
     /// How long the fake NTP client waits before asking again when no server answers.
     pub ntp_retry: Duration,
-    /// How often the health of a running service is checked.
-    pub service_poll: Duration,
     /// How long a file must be quiet after a change before it is read: an
     /// editor's save is several events.
     pub file_debounce: Duration,
@@ -36,22 +34,20 @@ impl Default for Timings {
             dhcp_renew: Duration::from_secs(30),
             ntp_sync: Duration::from_secs(1),
             ntp_retry: Duration::from_secs(3),
-            service_poll: Duration::from_millis(500),
             file_debounce: Duration::from_millis(30),
         }
     }
 }
 
 impl Timings {
-    /// No fake delay: DHCP and NTP answer at once; retries and polls stay
-    /// short but not zero, so nothing spins.
+    /// No fake delay: DHCP and NTP answer at once; retries stay short but
+    /// not zero, so nothing spins.
     pub fn instant() -> Self {
         Timings {
             dhcp_lease: Duration::ZERO,
             dhcp_renew: Duration::from_secs(30),
             ntp_sync: Duration::ZERO,
             ntp_retry: Duration::from_millis(100),
-            service_poll: Duration::from_millis(50),
             file_debounce: Duration::from_millis(30),
         }
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use cosi::controller::{ReducedMetadata, Requeue};
+use cosi::controller::{ReducedMetadata, Requeue, Waker};
 use cosi::prelude::*;
 use parking_lot::Mutex;
 
@@ -167,7 +167,8 @@ struct Process {
     pid: u32,
     /// The spec it was started with: a changed spec restarts it.
     spec: ServiceSpec,
-    /// Set by the process when it exits, with why.
+    /// Set by the process when it exits, with why; it then queues its
+    /// service, so the controller sees the exit at once.
     exit: Arc<Mutex<Option<String>>>,
     _task: Task,
 }
@@ -181,7 +182,9 @@ struct Process {
 /// once, and each has its own backoff, so a crashing service (`crashAfter`)
 /// is restarted with backoff while the others go on. A changed
 /// `EtcFileStatus` or `TimeStatus` is mapped to the services that wait for
-/// it. The health of a running service is polled by requeueing it.
+/// it. Nothing polls a running service: its process queues the service
+/// itself when it exits ([`Waker::wake_item`]), as a real supervisor
+/// learns of an exit from `SIGCHLD`.
 #[controller(
     name = "runtime.ServiceController",
     inputs = [Primary<ServiceSpec>, Mapped<EtcFileStatus>, Mapped<TimeStatus>],
@@ -241,7 +244,6 @@ impl ServiceController {
             return Ok(Requeue::Never);
         }
 
-        let poll = Requeue::After(self.env.timings.service_poll);
         let (pid, exit) = {
             let mut processes = self.processes.lock();
             if processes.get(name).is_some_and(|process| process.spec != *spec.spec()) {
@@ -250,7 +252,7 @@ impl ServiceController {
             match processes.get(name) {
                 Some(process) => (process.pid, process.exit.lock().clone()),
                 None => {
-                    let process = self.start(name, &spec)?;
+                    let process = self.start(name, &spec, ctx.waker())?;
                     tracing::info!("service {name} is running (pid {})", process.pid);
                     let pid = process.pid;
                     processes.insert(name.to_owned(), process);
@@ -267,7 +269,7 @@ impl ServiceController {
                     status.message.clear();
                 })
                 .await?;
-                Ok(poll)
+                Ok(Requeue::Never)
             }
             Some(reason) => {
                 self.processes.lock().remove(name);
@@ -317,7 +319,8 @@ impl ServiceController {
 
     /// Starts the simulated process of `name`: its pid file is written
     /// before this returns, so it is there whenever the status says Running.
-    fn start(&self, name: &str, spec: &Typed<ServiceSpec>) -> Result<Process, Error> {
+    /// When the process exits, it queues its service with `waker`.
+    fn start(&self, name: &str, spec: &Typed<ServiceSpec>, waker: Waker) -> Result<Process, Error> {
         let pid = 1000 + self.next_pid.fetch_add(1, Ordering::Relaxed);
         let pid_file = format!("run/services/{name}.pid");
         let log_file = format!("var/log/services/{name}.log");
@@ -327,6 +330,7 @@ impl ServiceController {
         let exit = Arc::new(Mutex::new(None));
         let crash_after = spec.crash_after_ms.map(Duration::from_millis);
         let heartbeat = Duration::from_millis(spec.heartbeat_ms.max(10));
+        let item = spec.metadata().pointer().clone();
         let task = self.env.tasks.spawn({
             let exit = Arc::clone(&exit);
             async move {
@@ -352,6 +356,12 @@ impl ServiceController {
                 let _ = sandbox.append(log_file.as_str(), &format!("{reason}: exit status 1\n"));
                 let _ = sandbox.remove(pid_file.as_str());
                 *exit.lock() = Some(reason);
+                // The service is a resource of the controller's primary
+                // input, so queueing it cannot be refused; if it were, the
+                // next change of the service would still see the exit.
+                if let Err(error) = waker.wake_item(&item) {
+                    tracing::warn!("service {}: the exit is seen at the next change only: {error}", item.id());
+                }
             }
         });
         Ok(Process { pid, spec: spec.spec().clone(), exit, _task: task })
