@@ -108,8 +108,9 @@ impl Os {
         let mut runtime_options = RuntimeOptions::default();
         runtime_options.backoff = options.backoff;
         let runtime = Runtime::with_options(Arc::clone(&state), runtime_options);
+        // The runtime publishes the definitions of the types its
+        // controllers use (all 17) in `meta`, for `cosictl get`.
         crate::controllers::register(&runtime, &env)?;
-        crate::resources::register_definitions(&*state).await?;
         runtime.start().await?;
 
         let endpoint = Endpoint::Unix(options.sandbox.join(SOCKET));

@@ -15,7 +15,7 @@ pub mod network;
 pub mod runtime;
 pub mod time;
 
-use cosi::controller::{Declared, Entry, Merge, check_graph};
+use cosi::controller::{Declared, Entry, Merge, Register as _, check_graph};
 use cosi::runtime::Graph;
 use cosi::{Runtime, RuntimeError};
 
@@ -92,7 +92,7 @@ pub fn register(runtime: &Runtime, env: &Env) -> Result<(), RuntimeError> {
     runtime.register(runtime::KernelParamSpecController::new(env.clone()))?;
     runtime.register(runtime::service_config {})?;
     runtime.register(runtime::ServiceController::new(env.clone()))?;
-    runtime.register(time::SyncController::new(env.clone()))?;
+    runtime.register(time::SyncController::new(env.clone()).with_inputs(time::SyncController::initial_inputs()))?;
     runtime.register(runtime::MachineStatusController::new(env.clone()))?;
     Ok(())
 }

@@ -94,17 +94,9 @@ pub async fn register_namespaces(state: &dyn cosi::State) -> cosi::Result<()> {
     Ok(())
 }
 
-/// Publishes the definitions of the OS's 17 types in `meta`, so that
-/// clients list them (`cosictl get rd`) and resolve their aliases.
-pub async fn register_definitions(state: &dyn cosi::State) -> cosi::Result<()> {
-    let registry = cosi::state::Registry::new(state);
-    for definition in definitions() {
-        registry.register_definition(definition).await?;
-    }
-    Ok(())
-}
-
-/// The definitions of the OS's 17 types.
+/// The definitions of the OS's 17 types. The runtime publishes them in
+/// `meta` (every one is an input or output of a controller), so clients list
+/// them (`cosictl get rd`) and resolve their aliases.
 pub fn definitions() -> Vec<cosi::ResourceDefinition> {
     use cosi::Resource as _;
     vec![
