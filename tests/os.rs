@@ -4,9 +4,12 @@
 //! sandbox's socket, as `cosictl` reads them) and the files in the sandbox.
 //!
 //! Nothing here sleeps to synchronize: every wait is a watch for a condition
-//! (over gRPC), or for a log line, each bounded by [`WAIT`]. Logs are
-//! captured per test: each test runs on a current-thread runtime with its
-//! own subscriber, so the lines it waits for are its own OS's.
+//! (over gRPC), or the runtime settling ([`Runtime::settled`]) once such a
+//! condition shows the work has begun, each bounded by [`WAIT`]. Only an
+//! invalid `machine.yaml`, which by design changes nothing, is waited for by
+//! its log line. Logs are captured per test: each test runs on a
+//! current-thread runtime with its own subscriber, so the lines it looks for
+//! are its own OS's.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -111,6 +114,30 @@ impl Machine {
         }
     }
 
+    /// Waits until the runtime has nothing left to do: what the last
+    /// observed change set off has all been done (and logged). The OS's own
+    /// background tasks (file events, DHCP, NTP) are outside the runtime, so
+    /// this follows a wait for a condition that shows their effect began.
+    async fn settled(&self) {
+        tokio::time::timeout(WAIT, self.os().runtime().settled()).await.expect("the runtime settles in time");
+    }
+
+    /// Once the runtime has settled, the line logged since the last action
+    /// that contains every one of `parts`.
+    async fn logged(&self, parts: &[&str]) -> String {
+        self.logged_since(self.logs.action.load(std::sync::atomic::Ordering::SeqCst), parts).await
+    }
+
+    /// Once the runtime has settled, the line logged since `from` (a
+    /// [`Logs::mark`]) that contains every one of `parts`.
+    async fn logged_since(&self, from: usize, parts: &[&str]) -> String {
+        self.settled().await;
+        match self.logs.find(from, parts) {
+            Some(line) => line,
+            None => panic!("no log line with {parts:?}; logged:\n{}", self.logs.lines.lock()[from..].join("")),
+        }
+    }
+
     async fn restart(&mut self, between: impl FnOnce(&Path)) {
         self.logs.act();
         self.os.take().expect("the OS runs").shutdown().await.expect("a clean shutdown");
@@ -166,15 +193,18 @@ impl Logs {
         self.action.store(self.mark(), std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// The first line logged since `from` (a [`mark`](Logs::mark)) that contains every one of `parts`.
+    fn find(&self, from: usize, parts: &[&str]) -> Option<String> {
+        self.lines.lock()[from..].iter().find(|line| parts.iter().all(|part| line.contains(part))).cloned()
+    }
+
     /// Waits for a line that contains every one of `parts`, logged since `from` (a [`mark`](Logs::mark)).
     async fn until_since(&self, from: usize, parts: &[&str]) -> String {
         let found = async {
             loop {
                 let added = self.added.notified();
-                if let Some(line) =
-                    self.lines.lock()[from..].iter().find(|line| parts.iter().all(|part| line.contains(part)))
-                {
-                    return line.clone();
+                if let Some(line) = self.find(from, parts) {
+                    return line;
                 }
                 added.await;
             }
@@ -237,7 +267,7 @@ async fn booted(machine: &Machine) {
     let status =
         machine.until::<MachineStatus>("machine", "the machine runs", |s| s.stage == MachineStage::Running).await;
     assert!(status.ready, "{status:?}");
-    assert!(machine.logs.until_since(0, &["the machine is running"]).await.contains("booted in"));
+    assert!(machine.logged_since(0, &["the machine is running"]).await.contains("booted in"));
 
     // The socket is the owner's only.
     use std::os::unix::fs::PermissionsExt;
@@ -318,7 +348,7 @@ async fn step_2_unplug_eth0(machine: &Machine) {
     let eth0 = r#""name":"eth0","index":2,"up":true"#;
     machine.edit("run/kernel/net.json", eth0, &eth0.replace("true", "false"));
     machine.until::<LinkStatus>("eth0", "eth0 is down", |s| !s.up).await;
-    machine.logs.until(&["DHCP on eth0 stopped", "down"]).await;
+    machine.logged(&["DHCP on eth0 stopped", "down"]).await;
     let layered = |r#type: &str, id: &str| Pointer::new(NETWORK_CONFIG, r#type, id);
     machine
         .until_gone::<AddressSpec>(
@@ -370,7 +400,7 @@ async fn step_4_bogus_sysctl(machine: &Machine) {
     let status =
         controller_status(machine, "runtime.KernelParamSpecController", |s| s.restarts >= 2 && !s.healthy).await;
     assert!(status.last_error.as_deref().is_some_and(|error| error.contains("vm.bogus")), "{status:?}");
-    machine.logs.until(&["reconcile failed; restarting", "runtime.KernelParamSpecController", "delay"]).await;
+    machine.logged(&["reconcile failed; restarting", "runtime.KernelParamSpecController", "delay"]).await;
     assert_eq!(machine.read("proc/sys/vm/swappiness"), "10\n", "the other keys are still applied");
     assert!(!machine.exists("proc/sys/vm/bogus"), "no key is created");
     let status = machine
@@ -392,7 +422,7 @@ async fn step_5_flaky_service_and_unsynced_time(machine: &Machine) {
     let web = machine.client.get::<ServiceStatus>("web").await.expect("web");
     assert_eq!(web.state, ServiceState::Running, "web runs while flaky crashes: {flaky:?}");
     assert!(machine.read("var/log/services/flaky.log").contains("simulated crash after 5s"));
-    machine.logs.until_since(0, &["item failed; retrying", "runtime/flaky", "delay"]).await;
+    machine.logged_since(0, &["item failed; retrying", "runtime/flaky", "delay"]).await;
 
     machine.edit("machine.yaml", "servers: [time.example.org]", "servers: [ntp.invalid]");
     machine.until::<TimeStatus>("node", "unsynchronized time", |s| !s.synced && s.servers == ["ntp.invalid"]).await;
@@ -403,7 +433,7 @@ async fn step_5_flaky_service_and_unsynced_time(machine: &Machine) {
         .until::<MachineStatus>("machine", "the unmet time", |s| s.unmet_conditions.iter().any(|c| c.name == "time"))
         .await;
     assert_eq!(status.stage, MachineStage::Running, "the stage stays running: {status:?}");
-    machine.logs.until(&["no NTP server answers", "ntp.invalid"]).await;
+    machine.logged(&["no NTP server answers", "ntp.invalid"]).await;
 
     machine.edit("machine.yaml", "servers: [ntp.invalid]", "servers: [time.example.org]");
     machine.until::<ServiceStatus>("web", "web runs again", |s| s.state == ServiceState::Running).await;
@@ -460,7 +490,7 @@ async fn restart_keeps_the_configuration(machine: &mut Machine) {
         .restart(|sandbox| std::fs::write(sandbox.join("machine.yaml"), "hostname: [broken\n").expect("break it"))
         .await;
     machine.until::<MachineStatus>("machine", "the machine runs again", |s| s.stage == MachineStage::Running).await;
-    let line = machine.logs.until(&["machine.yaml is invalid"]).await;
+    let line = machine.logged(&["machine.yaml is invalid"]).await;
     assert!(line.contains("line 2") || line.contains("line 1"), "{line}");
     let hostname = machine.client.get::<HostnameStatus>("hostname").await.expect("hostname");
     assert_eq!(hostname.hostname, "fixed-node", "the configuration of the last boot");
