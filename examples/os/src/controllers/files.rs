@@ -46,7 +46,7 @@ impl EtcFileConfigController {
             wanted.insert(path.to_owned());
             ctx.modify::<EtcFileSpec>(path, |spec| {
                 spec.contents.clone_from(&file.content);
-                spec.mode = file.mode.0;
+                spec.mode = file.mode;
             })
             .await?;
         }
@@ -103,7 +103,7 @@ impl EtcFileController {
                     if !spec.metadata().finalizers().has(&finalizer) {
                         ctx.add_finalizer(&spec, &finalizer).await?;
                     }
-                    match self.env.sandbox.write_atomic(&path, &spec.contents, spec.mode) {
+                    match self.env.sandbox.write_atomic(&path, &spec.contents, spec.mode.0) {
                         Ok(true) => tracing::info!("wrote {path}"),
                         Ok(false) => (),
                         Err(error) => {

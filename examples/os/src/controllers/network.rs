@@ -21,6 +21,7 @@ use crate::controllers::{MERGES, optional};
 use crate::env::{Env, PLATFORM_JSON};
 use crate::error::Error;
 use crate::kernel::{KernelError, NET_FILE};
+use crate::machine_config::FileMode;
 use crate::platform::PlatformConfig;
 use crate::resources::{
     AddressSpec, AddressStatus, ConfigLayer, EtcFileSpec, HostnameSpec, HostnameStatus, LinkStatus, MachineConfig,
@@ -633,7 +634,7 @@ where
 {
     ctx.modify::<EtcFileSpec>(id, move |file| {
         file.contents.clone_from(&contents);
-        file.mode = 0o644;
+        file.mode = FileMode(0o644);
     })
     .await
     .map(drop)

@@ -2,6 +2,8 @@
 
 use cosi::prelude::*;
 
+use crate::machine_config::FileMode;
+
 /// A file to write under `etc/`; its ID is the path (`hosts`, `motd`).
 /// Sensitive: files may hold secrets.
 #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -15,8 +17,9 @@ use cosi::prelude::*;
 pub struct EtcFileSpec {
     /// The contents.
     pub contents: String,
-    /// The permission bits.
-    pub mode: u32,
+    /// The permission bits, shown in octal (`0644`) as `ls` and
+    /// `machine.yaml` write them.
+    pub mode: FileMode,
 }
 
 /// A file written under `etc/`: which version of its spec is on disk.

@@ -165,6 +165,15 @@ mod tests {
     }
 
     #[test]
+    fn file_modes_show_in_octal() {
+        // What `cosictl get etcfilespecs` prints in its Mode column, and reads back.
+        let spec = EtcFileSpec { contents: "x".into(), mode: crate::machine_config::FileMode(0o640) };
+        let json = serde_json::to_value(&spec).expect("serializes");
+        assert_eq!(json["mode"], "0640");
+        assert_eq!(serde_json::from_value::<EtcFileSpec>(json).expect("deserializes"), spec);
+    }
+
+    #[test]
     fn layers_order_as_talos_does() {
         let layers = [
             ConfigLayer::Default,
