@@ -5,9 +5,9 @@
 //!
 //! Nothing here sleeps to synchronize: every wait is a watch for a condition
 //! (over gRPC), or the runtime settling ([`Runtime::settled`]) once such a
-//! condition shows the work has begun, each bounded by [`WAIT`]. Only an
-//! invalid `machine.yaml`, which by design changes nothing, is waited for by
-//! its log line. Logs are captured per test: each test runs on a
+//! condition shows the work has begun, each bounded by [`WAIT`]. Only edits
+//! that by design change nothing (an invalid `machine.yaml`, and undoing
+//! one) are waited for by their log lines. Logs are captured per test: each test runs on a
 //! current-thread runtime with its own subscriber, so the lines it looks for
 //! are its own OS's.
 
@@ -476,6 +476,12 @@ async fn invalid_yaml_keeps_the_last_good_configuration(machine: &Machine) {
     machine.save("machine.yaml", &format!("{good}hostnmae: typo\n"));
     let line = machine.logs.until(&["machine.yaml is invalid", "keeping the last good configuration"]).await;
     assert!(line.contains("unknown field `hostnmae`") && line.contains("line") && line.contains("column"), "{line}");
+    let after = machine.client.get::<MachineConfig>(MachineConfig::ID).await.expect("the configuration");
+    assert_eq!(after.metadata().version(), before.metadata().version());
+
+    // Undoing the typo is said too, though the configuration in force does not change.
+    machine.save("machine.yaml", &good);
+    machine.logs.until(&["machine.yaml is valid again", "unchanged"]).await;
     let after = machine.client.get::<MachineConfig>(MachineConfig::ID).await.expect("the configuration");
     assert_eq!(after.metadata().version(), before.metadata().version());
 

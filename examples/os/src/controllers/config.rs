@@ -23,12 +23,15 @@ pub struct MachineConfigController {
     /// The text last read, accepted or not, so that a wake-up with the file
     /// unchanged reports nothing again.
     last_read: Option<String>,
+    /// Whether the text last read was invalid, so that fixing it says so
+    /// even when the fixed file is the configuration already in force.
+    invalid: bool,
 }
 
 impl MachineConfigController {
     /// The controller for the sandbox of `env`.
     pub fn new(env: Env) -> Self {
-        MachineConfigController { env, watch: None, last_read: None }
+        MachineConfigController { env, watch: None, last_read: None, invalid: false }
     }
 
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> Result<(), Error> {
@@ -56,9 +59,11 @@ impl MachineConfigController {
             Ok(config) => config,
             Err(error) => {
                 tracing::error!("{MACHINE_YAML} is invalid, keeping the last good configuration: {error}");
+                self.invalid = true;
                 return Ok(());
             }
         };
+        let was_invalid = std::mem::take(&mut self.invalid);
         let before = match ctx.get::<MachineConfig>(MachineConfig::ID).await {
             Ok(current) => Some(current.metadata().version()),
             Err(error) if error.is_not_found() => None,
@@ -72,6 +77,8 @@ impl MachineConfigController {
             .await?;
         if before != Some(stored.metadata().version()) {
             tracing::info!("accepted {MACHINE_YAML} (configuration version {})", stored.metadata().version());
+        } else if was_invalid {
+            tracing::info!("{MACHINE_YAML} is valid again: the configuration in force is unchanged");
         }
         Ok(())
     }
