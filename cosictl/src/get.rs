@@ -36,12 +36,10 @@ pub struct GetArgs {
     /// Goes on printing changes after the current state.
     #[arg(long, short = 'w')]
     watch: bool,
-    #[command(flatten)]
-    connect: ConnectArgs,
 }
 
-pub async fn run(args: GetArgs) -> Result<(), CliError> {
-    let client = args.connect.connect().await?;
+pub async fn run(args: GetArgs, connect: &ConnectArgs) -> Result<(), CliError> {
+    let client = connect.connect().await?;
     let definition = resolve(&client, &args.r#type).await?;
     let namespace = args.namespace.clone().unwrap_or_else(|| definition.default_namespace.clone());
     let kind = Kind::new(&namespace, &definition.r#type);

@@ -35,8 +35,6 @@ pub struct GraphArgs {
     /// The namespace the runtimes publish their controller statuses in.
     #[arg(long, short = 'n', default_value = RUNTIME_NAMESPACE)]
     namespace: String,
-    #[command(flatten)]
-    connect: ConnectArgs,
 }
 
 /// A controller whose last reconcile failed.
@@ -47,8 +45,8 @@ struct Unhealthy {
     last_error: Option<String>,
 }
 
-pub async fn run(args: GraphArgs) -> Result<(), CliError> {
-    let client = args.connect.connect().await?;
+pub async fn run(args: GraphArgs, connect: &ConnectArgs) -> Result<(), CliError> {
+    let client = connect.connect().await?;
     let statuses = client.list_in::<ControllerStatus>(&args.namespace, &ListOptions::default()).await?;
     if statuses.is_empty() {
         eprintln!(

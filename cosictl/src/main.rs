@@ -22,6 +22,8 @@ use cosi_grpc::{Client, ClientSecurity, ClientTls, Endpoint};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    connect: ConnectArgs,
 }
 
 #[derive(Subcommand)]
@@ -57,23 +59,24 @@ struct ServeArgs {
     client_ca: Option<PathBuf>,
 }
 
-/// How `get` and `graph` reach the server.
+/// How `get` and `graph` reach the server. Global, so they may come before
+/// the command (`cosictl -e unix:sandbox/cosi.sock get rd`) or after it.
 #[derive(Args)]
 struct ConnectArgs {
-    /// The server: unix:PATH or tcp://IP:PORT.
-    #[arg(long, short = 'e', env = "COSI_ENDPOINT", default_value_t = default_endpoint())]
+    /// The server (get, graph): unix:PATH or tcp://IP:PORT.
+    #[arg(long, short = 'e', global = true, env = "COSI_ENDPOINT", default_value_t = default_endpoint())]
     endpoint: Endpoint,
     /// The CA of the server's certificate (PEM); enables mutual TLS.
-    #[arg(long, requires_all = ["cert", "key"])]
+    #[arg(long, global = true, requires_all = ["cert", "key"])]
     ca: Option<PathBuf>,
     /// The client certificate (PEM).
-    #[arg(long)]
+    #[arg(long, global = true)]
     cert: Option<PathBuf>,
     /// The client key (PEM).
-    #[arg(long)]
+    #[arg(long, global = true)]
     key: Option<PathBuf>,
     /// The name in the server's certificate.
-    #[arg(long, default_value = "localhost")]
+    #[arg(long, global = true, default_value = "localhost")]
     server_name: String,
 }
 
@@ -114,8 +117,8 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => serve::run(args).await,
-            Command::Get(args) => get::run(args).await,
-            Command::Graph(args) => graph::run(args).await,
+            Command::Get(args) => get::run(args, &cli.connect).await,
+            Command::Graph(args) => graph::run(args, &cli.connect).await,
         }
     });
     match result {

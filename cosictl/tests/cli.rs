@@ -105,6 +105,10 @@ async fn get_resolves_aliases_and_prints_every_format() {
     let document: serde_json::Value = serde_json::from_str(json.trim()).expect("one JSON object");
     assert_eq!(document["spec"]["hostname"], "talos", "{json}");
 
+    // The endpoint may also come first, as `cosictl -e unix:sandbox/cosi.sock get hostname` has it.
+    let before = Command::new(COSICTL).args(["-e", &endpoint, "get", "hostname"]).output().expect("cosictl runs");
+    assert_eq!(stdout(&before), table);
+
     let definitions = stdout(&get(&endpoint, &["rd"]));
     assert!(definitions.contains("hostnames.net.example.org"), "{definitions}");
 

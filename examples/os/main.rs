@@ -1,0 +1,46 @@
+//! The example OS: `cargo run --example os [-- --sandbox DIR]`.
+//!
+//! Boots a small, Talos-shaped control plane whose every side effect is a
+//! file in the sandbox directory, serves its state on `DIR/cosi.sock`, and
+//! runs until Ctrl-C. The OS itself is the `example-os` crate beside this
+//! file; the README walks through what to do with it.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use example_os::{Options, Os};
+
+/// The example OS: edit `DIR/machine.yaml` while it runs, and look at it with
+/// `cosictl -e unix:DIR/cosi.sock get ...`.
+#[derive(Parser)]
+#[command(name = "os", version)]
+struct Args {
+    /// The sandbox directory: created with starter files on first boot, and
+    /// the only place the OS writes to.
+    #[arg(long, default_value = "sandbox")]
+    sandbox: PathBuf,
+}
+
+#[tokio::main]
+async fn main() -> cosi::Result<()> {
+    let args = Args::parse();
+    example_os::logging::init();
+    let os = Os::boot(Options::new(args.sandbox)).await.inspect_err(|error| tracing::error!("cannot boot: {error}"))?;
+    os.run_until(stop_signal()).await.inspect_err(|error| tracing::error!("{error}"))?;
+    Ok(())
+}
+
+/// Ctrl-C, or SIGTERM (what `kill` and service managers send).
+async fn stop_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let terminated = async {
+        match &mut terminate {
+            Some(terminate) => drop(terminate.recv().await),
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => (),
+        () = terminated => (),
+    }
+}

@@ -1,0 +1,453 @@
+//! The sandbox: the one directory every side effect of the OS lands in.
+//!
+//! Every path the OS reads or writes goes through [`SandboxRoot`], and every
+//! relative path through [`RelativePath`], so one place decides what stays
+//! inside: a relative path is refused when it is empty, absolute, or has a
+//! `..` (or `.`) component, and a path on disk is refused when a symbolic link
+//! along it leads outside the root. A hostile `machine.yaml`
+//! (`files: [{path: ../../x}]`) or a link planted in the sandbox gets a clear
+//! error, and nothing is written outside.
+//!
+//! The checks run before each operation. A process that swaps a directory for
+//! a link between the check and the write could still redirect it; nothing
+//! but the OS itself and its user write in the sandbox, so this is about
+//! mistakes and hostile configuration, not about a hostile local process.
+
+use std::fmt;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A path that stays inside whatever directory it is joined to: relative,
+/// not empty, and made of plain names only (no `..`, no `.`, no root).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RelativePath(String);
+
+/// Why the sandbox refused a path or an operation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxError {
+    /// The path itself would leave the directory it is relative to.
+    #[error("path {path:?} is not allowed: {reason}")]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A symbolic link along the path leads outside the sandbox.
+    #[error("path {path} leads outside the sandbox: {link} is a symbolic link to {target}")]
+    Escape {
+        /// The path asked for, relative to the sandbox.
+        path: String,
+        /// The link, relative to the sandbox.
+        link: String,
+        /// Where it points.
+        target: String,
+    },
+    /// The file system refused.
+    #[error("{operation} {path}: {source}")]
+    Io {
+        /// What was being done: `read`, `write`, `remove`, ...
+        operation: &'static str,
+        /// The path, relative to the sandbox.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl RelativePath {
+    /// Checks `path`: it must be relative, not empty, and have no `..`, `.`
+    /// or empty components (`a//b`).
+    pub fn new(path: &str) -> Result<Self, SandboxError> {
+        let invalid = |reason| SandboxError::InvalidPath { path: path.to_owned(), reason };
+        if path.is_empty() {
+            return Err(invalid("it is empty"));
+        }
+        if path.starts_with('/') {
+            return Err(invalid("it is absolute; paths are relative to the sandbox"));
+        }
+        if path.contains('\0') {
+            return Err(invalid("it contains a NUL character"));
+        }
+        for part in path.split('/') {
+            match part {
+                "" => return Err(invalid("it has an empty component")),
+                "." => return Err(invalid("it has a `.` component")),
+                ".." => return Err(invalid("it has a `..` component, which would leave its directory")),
+                _ => (),
+            }
+        }
+        // `Path` agrees: every component is a plain name.
+        if !Path::new(path).components().all(|component| matches!(component, Component::Normal(_))) {
+            return Err(invalid("it is not made of plain names"));
+        }
+        Ok(RelativePath(path.to_owned()))
+    }
+
+    /// The path as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// `self/other`.
+    pub fn join(&self, other: &RelativePath) -> RelativePath {
+        RelativePath(format!("{}/{}", self.0, other.0))
+    }
+
+    /// The parent directory, if the path has one.
+    pub fn parent(&self) -> Option<RelativePath> {
+        self.0.rsplit_once('/').map(|(parent, _)| RelativePath(parent.to_owned()))
+    }
+
+    /// The last component.
+    pub fn file_name(&self) -> &str {
+        self.0.rsplit_once('/').map_or(&self.0, |(_, name)| name)
+    }
+}
+
+impl fmt::Display for RelativePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Anything that names a path inside the sandbox: a checked [`RelativePath`],
+/// or a string, checked on use.
+pub trait IntoRelative {
+    /// The checked path.
+    fn into_relative(self) -> Result<RelativePath, SandboxError>;
+}
+
+impl IntoRelative for &RelativePath {
+    fn into_relative(self) -> Result<RelativePath, SandboxError> {
+        Ok(self.clone())
+    }
+}
+
+impl IntoRelative for &str {
+    fn into_relative(self) -> Result<RelativePath, SandboxError> {
+        RelativePath::new(self)
+    }
+}
+
+impl IntoRelative for &String {
+    fn into_relative(self) -> Result<RelativePath, SandboxError> {
+        RelativePath::new(self)
+    }
+}
+
+/// The sandbox directory, and the only way the OS touches files.
+#[derive(Clone, Debug)]
+pub struct SandboxRoot {
+    root: PathBuf,
+}
+
+/// Tells temporary files of concurrent atomic writes apart.
+static TEMPORARY: AtomicU64 = AtomicU64::new(0);
+
+impl SandboxRoot {
+    /// The sandbox at `dir`, created when missing. The root is resolved once
+    /// (it may itself be reached through links); everything below it is checked.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self, SandboxError> {
+        let dir = dir.as_ref();
+        let io = |operation, source| SandboxError::Io { operation, path: dir.display().to_string(), source };
+        std::fs::create_dir_all(dir).map_err(|source| io("create the sandbox", source))?;
+        let root = dir.canonicalize().map_err(|source| io("resolve the sandbox", source))?;
+        Ok(SandboxRoot { root })
+    }
+
+    /// The sandbox at `dir`, without touching the disk: the root is taken as
+    /// it is (made absolute), not resolved. Links inside are then checked
+    /// against the unresolved root, which can only refuse more, never less.
+    pub fn at(dir: impl AsRef<Path>) -> Self {
+        let dir = dir.as_ref();
+        SandboxRoot { root: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()) }
+    }
+
+    /// The sandbox directory, resolved.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where `path` is on disk, once checked: lexically (see [`RelativePath`]),
+    /// and against every symbolic link along it that exists, which must
+    /// resolve inside the sandbox.
+    pub fn resolve(&self, path: impl IntoRelative) -> Result<PathBuf, SandboxError> {
+        let relative = path.into_relative()?;
+        let mut current = self.root.clone();
+        let mut walked = String::new();
+        for part in relative.as_str().split('/') {
+            current.push(part);
+            if !walked.is_empty() {
+                walked.push('/');
+            }
+            walked.push_str(part);
+            let metadata = match std::fs::symlink_metadata(&current) {
+                Ok(metadata) => metadata,
+                // The rest does not exist yet: it will be created as plain
+                // directories and files, inside.
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => break,
+                Err(source) => return Err(SandboxError::Io { operation: "inspect", path: walked, source }),
+            };
+            if metadata.file_type().is_symlink() {
+                let target = std::fs::read_link(&current).map_or_else(|_| "?".to_owned(), |t| t.display().to_string());
+                let escape = || SandboxError::Escape {
+                    path: relative.to_string(),
+                    link: walked.clone(),
+                    target: target.clone(),
+                };
+                // A dangling link is refused too: where it would lead cannot be checked.
+                let resolved = current.canonicalize().map_err(|_| escape())?;
+                if !resolved.starts_with(&self.root) {
+                    return Err(escape());
+                }
+            }
+        }
+        Ok(self.root.join(relative.as_str()))
+    }
+
+    /// The contents of a file, or `None` when it does not exist.
+    pub fn read(&self, path: impl IntoRelative) -> Result<Option<String>, SandboxError> {
+        let relative = path.into_relative()?;
+        let full = self.resolve(&relative)?;
+        match std::fs::read_to_string(&full) {
+            Ok(contents) => Ok(Some(contents)),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(self.io("read", &relative, source)),
+        }
+    }
+
+    /// Whether the file or directory exists.
+    pub fn exists(&self, path: impl IntoRelative) -> Result<bool, SandboxError> {
+        Ok(self.resolve(path)?.exists())
+    }
+
+    /// Creates a directory and its parents.
+    pub fn create_dir_all(&self, path: impl IntoRelative) -> Result<(), SandboxError> {
+        let relative = path.into_relative()?;
+        let full = self.resolve(&relative)?;
+        std::fs::create_dir_all(&full).map_err(|source| self.io("create the directory", &relative, source))?;
+        // The directories just created were checked as "not there yet"; check
+        // again now that they exist, in case one raced into a link.
+        self.resolve(&relative).map(drop)
+    }
+
+    /// Writes a file atomically: the contents go to a temporary file in the
+    /// same directory, which is then renamed over the file, so a reader sees
+    /// the old contents or the new ones, never a mix. Creates the parent
+    /// directories. Returns whether anything changed: a file that already
+    /// has these contents and mode is left alone.
+    pub fn write_atomic(&self, path: impl IntoRelative, contents: &str, mode: u32) -> Result<bool, SandboxError> {
+        let relative = path.into_relative()?;
+        let full = self.resolve(&relative)?;
+        if unchanged(&full, contents, Some(mode)) {
+            return Ok(false);
+        }
+        if let Some(parent) = relative.parent() {
+            self.create_dir_all(&parent)?;
+        }
+        let temporary = full.with_file_name(format!(
+            ".{}.{}.{}.tmp",
+            relative.file_name(),
+            std::process::id(),
+            TEMPORARY.fetch_add(1, Ordering::Relaxed)
+        ));
+        let written = (|| {
+            let mut file = std::fs::File::create(&temporary)?;
+            file.write_all(contents.as_bytes())?;
+            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            std::fs::rename(&temporary, &full)
+        })();
+        if let Err(source) = written {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(self.io("write", &relative, source));
+        }
+        Ok(true)
+    }
+
+    /// Writes an existing file in place, as `/proc/sys` is written: no
+    /// temporary file, and a missing file is an error (`NotFound`), never
+    /// created. Returns whether the contents changed.
+    pub fn write_existing(&self, path: impl IntoRelative, contents: &str) -> Result<bool, SandboxError> {
+        let relative = path.into_relative()?;
+        let full = self.resolve(&relative)?;
+        if unchanged(&full, contents, None) {
+            return Ok(false);
+        }
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&full)
+            .and_then(|mut file| file.write_all(contents.as_bytes()));
+        written.map_err(|source| self.io("write", &relative, source))?;
+        Ok(true)
+    }
+
+    /// Appends to a file, creating it (and its directories) when missing.
+    pub fn append(&self, path: impl IntoRelative, contents: &str) -> Result<(), SandboxError> {
+        let relative = path.into_relative()?;
+        let full = self.resolve(&relative)?;
+        if let Some(parent) = relative.parent() {
+            self.create_dir_all(&parent)?;
+        }
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&full)
+            .and_then(|mut file| file.write_all(contents.as_bytes()))
+            .map_err(|source| self.io("append to", &relative, source))
+    }
+
+    /// Removes a file; returns whether there was one.
+    pub fn remove(&self, path: impl IntoRelative) -> Result<bool, SandboxError> {
+        let relative = path.into_relative()?;
+        let full = self.resolve(&relative)?;
+        match std::fs::remove_file(&full) {
+            Ok(()) => Ok(true),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(source) => Err(self.io("remove", &relative, source)),
+        }
+    }
+
+    /// Removes a directory and everything in it; nothing when it is missing.
+    pub fn remove_dir_all(&self, path: impl IntoRelative) -> Result<(), SandboxError> {
+        let relative = path.into_relative()?;
+        let full = self.resolve(&relative)?;
+        match std::fs::remove_dir_all(&full) {
+            Ok(()) => Ok(()),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(self.io("remove", &relative, source)),
+        }
+    }
+
+    /// Opens (creating when missing) a file to lock, as the fake kernel does.
+    pub fn open_lock_file(&self, path: impl IntoRelative) -> Result<std::fs::File, SandboxError> {
+        let relative = path.into_relative()?;
+        let full = self.resolve(&relative)?;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&full)
+            .map_err(|source| self.io("open", &relative, source))
+    }
+
+    fn io(&self, operation: &'static str, path: &RelativePath, source: std::io::Error) -> SandboxError {
+        SandboxError::Io { operation, path: path.to_string(), source }
+    }
+}
+
+/// Whether the file at `full` is a plain file with `contents` (and `mode`).
+fn unchanged(full: &Path, contents: &str, mode: Option<u32>) -> bool {
+    let Ok(metadata) = std::fs::symlink_metadata(full) else { return false };
+    if !metadata.is_file() || mode.is_some_and(|mode| metadata.permissions().mode() & 0o7777 != mode) {
+        return false;
+    }
+    std::fs::read(full).is_ok_and(|current| current == contents.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sandbox() -> (tempfile::TempDir, SandboxRoot) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let root = SandboxRoot::open(dir.path().join("sandbox")).expect("the sandbox opens");
+        (dir, root)
+    }
+
+    #[test]
+    fn relative_paths_stay_inside() {
+        for good in ["motd", "etc/hosts", "a/b/c.conf", "..hidden", "a..b"] {
+            assert_eq!(RelativePath::new(good).expect(good).as_str(), good);
+        }
+        for (bad, reason) in [
+            ("", "empty"),
+            ("/etc/passwd", "absolute"),
+            ("../../x", "`..`"),
+            ("etc/../../x", "`..`"),
+            ("a/..", "`..`"),
+            ("./motd", "`.`"),
+            ("a//b", "empty component"),
+            ("a/", "empty component"),
+            ("a\0b", "NUL"),
+        ] {
+            let error = RelativePath::new(bad).expect_err(bad).to_string();
+            assert!(error.contains(reason), "{bad:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn writes_atomically_inside_and_reports_changes() {
+        let (_dir, root) = sandbox();
+        assert!(root.write_atomic("etc/motd", "hello\n", 0o644).expect("write"));
+        assert!(!root.write_atomic("etc/motd", "hello\n", 0o644).expect("same again"));
+        assert!(root.write_atomic("etc/motd", "hello\n", 0o600).expect("new mode"));
+        let full = root.root().join("etc/motd");
+        assert_eq!(std::fs::read_to_string(&full).expect("read"), "hello\n");
+        assert_eq!(std::fs::metadata(&full).expect("stat").permissions().mode() & 0o777, 0o600);
+        assert_eq!(root.read("etc/motd").expect("read").as_deref(), Some("hello\n"));
+        assert_eq!(root.read("etc/missing").expect("read"), None);
+        // No temporary file is left behind.
+        let names: Vec<String> = std::fs::read_dir(root.root().join("etc"))
+            .expect("list")
+            .map(|entry| entry.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["motd"]);
+        assert!(root.remove("etc/motd").expect("remove"));
+        assert!(!root.remove("etc/motd").expect("remove again"));
+    }
+
+    #[test]
+    fn refuses_escaping_paths_and_writes_nothing_outside() {
+        let (dir, root) = sandbox();
+        for bad in ["../x", "etc/../../x", "/tmp/x"] {
+            assert!(matches!(root.write_atomic(bad, "x", 0o644), Err(SandboxError::InvalidPath { .. })), "{bad}");
+        }
+        assert!(!dir.path().join("x").exists());
+    }
+
+    #[test]
+    fn refuses_a_symlink_planted_inside_that_points_out() {
+        let (dir, root) = sandbox();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).expect("mkdir");
+        std::fs::create_dir(root.root().join("etc")).expect("mkdir");
+        // A directory link and a file link, both leading out.
+        std::os::unix::fs::symlink(&outside, root.root().join("etc/evil")).expect("symlink");
+        std::os::unix::fs::symlink(outside.join("passwd"), root.root().join("etc/motd")).expect("symlink");
+
+        let error = root.write_atomic("etc/evil/x", "pwned", 0o644).expect_err("a link out");
+        assert!(matches!(&error, SandboxError::Escape { link, .. } if link == "etc/evil"), "unexpected error: {error}");
+        assert!(error.to_string().contains("leads outside the sandbox"), "{error}");
+        let error = root.write_atomic("etc/motd", "pwned", 0o644).expect_err("a dangling link out");
+        assert!(matches!(error, SandboxError::Escape { .. }), "{error}");
+        assert!(matches!(root.read("etc/evil/x"), Err(SandboxError::Escape { .. })));
+        assert!(matches!(root.remove("etc/motd"), Err(SandboxError::Escape { .. })));
+        assert!(!outside.join("x").exists() && !outside.join("passwd").exists());
+        assert_eq!(std::fs::read_dir(&outside).expect("list").count(), 0);
+    }
+
+    #[test]
+    fn allows_a_symlink_that_stays_inside() {
+        let (_dir, root) = sandbox();
+        std::fs::create_dir_all(root.root().join("var/data")).expect("mkdir");
+        std::os::unix::fs::symlink(root.root().join("var/data"), root.root().join("data")).expect("symlink");
+        assert!(root.write_atomic("data/file", "ok", 0o644).expect("write through an inside link"));
+        assert_eq!(std::fs::read_to_string(root.root().join("var/data/file")).expect("read"), "ok");
+    }
+
+    #[test]
+    fn writes_existing_files_in_place_only() {
+        let (_dir, root) = sandbox();
+        root.write_atomic("proc/sys/vm/swappiness", "60\n", 0o644).expect("seed");
+        assert!(root.write_existing("proc/sys/vm/swappiness", "10\n").expect("write"));
+        assert!(!root.write_existing("proc/sys/vm/swappiness", "10\n").expect("same"));
+        let error = root.write_existing("proc/sys/vm/bogus", "1\n").expect_err("missing");
+        assert!(matches!(&error, SandboxError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound));
+        assert!(!root.root().join("proc/sys/vm/bogus").exists());
+    }
+}
