@@ -38,9 +38,14 @@ pub struct Metadata {
 impl Metadata {
     /// Metadata for a resource that is not stored yet: version undefined, phase running, no owner.
     pub fn new(namespace: impl AsRef<str>, r#type: impl AsRef<str>, id: impl AsRef<str>) -> Self {
+        Metadata::at(Pointer::new(namespace, r#type, id))
+    }
+
+    /// Metadata for a resource at `pointer` that is not stored yet.
+    pub(crate) fn at(pointer: Pointer) -> Self {
         let now = SystemTime::now();
         Metadata {
-            pointer: Pointer::new(namespace, r#type, id),
+            pointer,
             version: Version::UNDEFINED,
             owner: None,
             phase: Phase::Running,
@@ -75,6 +80,11 @@ impl Metadata {
     /// The (namespace, type, ID) triple.
     pub fn pointer(&self) -> &Pointer {
         &self.pointer
+    }
+
+    /// Shares the namespace and type of `kind`, which must be this resource's.
+    pub(crate) fn share_kind(&mut self, kind: &Kind) {
+        self.pointer.share_kind(kind);
     }
 
     /// The version: 1 on create, +1 on each update, undefined before the first write.

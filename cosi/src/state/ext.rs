@@ -25,7 +25,14 @@ pub trait StateExt: State {
     /// The resource of type `T` at `at`.
     fn get<T: Resource>(&self, at: impl At<T>) -> impl Future<Output = Result<Typed<T>>> + Send {
         let pointer = at.pointer();
-        async move { Typed::try_from(self.get_dynamic(&pointer).await?) }
+        async move {
+            // In-process states answer at once, without a boxed future.
+            let resource = match self.get_now_dynamic(&pointer) {
+                Some(found) => found?,
+                None => self.get_dynamic(&pointer).await?,
+            };
+            Typed::try_from(resource)
+        }
     }
 
     /// The resources of type `T` in `T`'s default namespace that match `options`, sorted by ID.
@@ -39,7 +46,7 @@ pub trait StateExt: State {
         namespace: &str,
         options: &ListOptions,
     ) -> impl Future<Output = Result<Vec<Typed<T>>>> + Send {
-        let kind = Kind::new(namespace, T::TYPE);
+        let kind = Kind::typed(namespace, T::TYPE);
         async move { self.list_dynamic(&kind, options).await?.into_iter().map(Typed::try_from).collect() }
     }
 
@@ -129,7 +136,7 @@ pub trait StateExt: State {
         namespace: &str,
         options: WatchKindOptions,
     ) -> impl Future<Output = Result<TypedWatch<T>>> + Send {
-        let kind = Kind::new(namespace, T::TYPE);
+        let kind = Kind::typed(namespace, T::TYPE);
         async move { Ok(TypedWatch::new(self.watch_kind_dynamic(&kind, options).await?)) }
     }
 

@@ -60,6 +60,18 @@ pub trait State: Send + Sync + 'static {
     /// The resource at `pointer`.
     async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>>;
 
+    /// The resource at `pointer` when the backend can answer at once, without
+    /// waiting for anything; `None` when it cannot (the caller then calls
+    /// [`get_dynamic`](State::get_dynamic)).
+    ///
+    /// In-process states answer here, so a typed [`get`](StateExt::get)
+    /// costs a lookup and no boxed future; remote states keep the default.
+    /// When it answers, the answer is the one `get_dynamic` would give.
+    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<Arc<DynamicResource>>> {
+        let _ = pointer;
+        None
+    }
+
     /// The resources of `kind` that match `options`, sorted by ID.
     async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>>;
 
@@ -112,6 +124,10 @@ pub trait State: Send + Sync + 'static {
 impl<S: State + ?Sized> State for Arc<S> {
     async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
         (**self).get_dynamic(pointer).await
+    }
+
+    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<Arc<DynamicResource>>> {
+        (**self).get_now_dynamic(pointer)
     }
 
     async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {

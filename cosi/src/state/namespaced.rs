@@ -73,6 +73,13 @@ impl State for NamespacedState {
         self.route(pointer.namespace())?.get_dynamic(pointer).await
     }
 
+    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<Arc<DynamicResource>>> {
+        match self.route(pointer.namespace()) {
+            Ok(state) => state.get_now_dynamic(pointer),
+            Err(err) => Some(Err(err)),
+        }
+    }
+
     async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
         self.route(kind.namespace())?.list_dynamic(kind, options).await
     }
