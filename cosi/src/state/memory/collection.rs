@@ -101,7 +101,7 @@ impl Collection {
 
     /// Puts back a resource loaded from the backing store: no history, no store write.
     pub(super) fn restore(&self, mut resource: DynamicResource) -> Result<()> {
-        resource.metadata.share_kind(&self.kind);
+        resource.metadata.prepare_to_store(&self.kind);
         let mut inner = self.inner.lock();
         if inner.resources.get(resource.id()).is_some() {
             return Err(Error::AlreadyExists(resource.metadata.pointer().clone()));
@@ -127,7 +127,7 @@ impl Collection {
         mut resource: DynamicResource,
         options: CreateOptions,
     ) -> Submitted<Arc<DynamicResource>> {
-        resource.metadata.share_kind(&self.kind);
+        resource.metadata.prepare_to_store(&self.kind);
         let resource = match prepare_create(resource, options) {
             Ok(resource) => resource,
             Err(err) => return Submitted::Done(Err(err)),
@@ -147,7 +147,7 @@ impl Collection {
         mut resource: DynamicResource,
         options: UpdateOptions,
     ) -> Submitted<Arc<DynamicResource>> {
-        resource.metadata.share_kind(&self.kind);
+        resource.metadata.prepare_to_store(&self.kind);
         if self.store.is_some() {
             return Submitted::Queued(self.enqueue(Write::Update(resource, options)));
         }
