@@ -315,7 +315,7 @@ impl Collection {
         let mut bytes = [0u8; 16];
         bytes[..8].copy_from_slice(&self.cookie.to_be_bytes());
         bytes[8..].copy_from_slice(&pos.to_be_bytes());
-        Bookmark::from_bytes(&bytes[..])
+        Bookmark::from_slice(&bytes)
     }
 
     /// The position a bookmark names, if it is one of ours and still in the history.
