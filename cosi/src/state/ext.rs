@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
 use crate::state::{
-    CreateOptions, DestroyOptions, Error, Event, EventType, ListOptions, Result, State, TeardownOptions, TypedEvent,
-    TypedWatch, UpdateOptions, WatchKindOptions, WatchOptions, phase_matches,
+    CreateOptions, DestroyOptions, Error, Event, EventType, Immediate, ListOptions, Result, State, TeardownOptions,
+    TypedEvent, TypedWatch, UpdateOptions, WatchKindOptions, WatchOptions, phase_matches,
 };
 
 /// The typed face of every [`State`]: `use cosi::StateExt;` (or the prelude).
@@ -56,7 +56,14 @@ pub trait StateExt: State {
         resource: Typed<T>,
         options: CreateOptions,
     ) -> impl Future<Output = Result<Typed<T>>> + Send {
-        async move { Typed::try_from(self.create_dynamic(resource.into(), options).await?) }
+        async move {
+            // In-memory states write at once, without a boxed future.
+            let stored = match self.create_now_dynamic(resource.into(), &options) {
+                Immediate::Done(result) => result?,
+                Immediate::Deferred(resource) => self.create_dynamic(resource, options).await?,
+            };
+            Typed::try_from(stored)
+        }
     }
 
     /// Replaces a resource (it must carry the stored version); returns it as stored.
@@ -65,7 +72,13 @@ pub trait StateExt: State {
         resource: Typed<T>,
         options: UpdateOptions,
     ) -> impl Future<Output = Result<Typed<T>>> + Send {
-        async move { Typed::try_from(self.update_dynamic(resource.into(), options).await?) }
+        async move {
+            let stored = match self.update_now_dynamic(resource.into(), &options) {
+                Immediate::Done(result) => result?,
+                Immediate::Deferred(resource) => self.update_dynamic(resource, options).await?,
+            };
+            Typed::try_from(stored)
+        }
     }
 
     /// Removes the resource of type `T` at `at`, which must have no finalizers left.

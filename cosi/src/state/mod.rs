@@ -83,6 +83,33 @@ pub trait State: Send + Sync + 'static {
     /// Replaces a resource; `resource` must carry the stored version.
     async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>>;
 
+    /// [`create_dynamic`](State::create_dynamic) done at once when the backend
+    /// can write without waiting (an in-memory state without a backing
+    /// store), else the resource handed back ([`Immediate::Deferred`]).
+    ///
+    /// The typed [`create`](StateExt::create) tries this first, so a create
+    /// in memory costs no boxed future.
+    fn create_now_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: &CreateOptions,
+    ) -> Immediate<Arc<DynamicResource>> {
+        let _ = options;
+        Immediate::Deferred(resource)
+    }
+
+    /// [`update_dynamic`](State::update_dynamic) done at once when the backend
+    /// can write without waiting, else the resource handed back; the typed
+    /// [`update`](StateExt::update) tries this first.
+    fn update_now_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: &UpdateOptions,
+    ) -> Immediate<Arc<DynamicResource>> {
+        let _ = options;
+        Immediate::Deferred(resource)
+    }
+
     /// Removes a resource that has no finalizers left.
     async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()>;
 
@@ -122,6 +149,17 @@ pub trait State: Send + Sync + 'static {
     }
 }
 
+/// A write a backend did at once, or handed back to be done the usual way
+/// (see [`State::create_now_dynamic`]).
+#[derive(Debug)]
+pub enum Immediate<T> {
+    /// Done: what the `_dynamic` method would have returned.
+    Done(Result<T>),
+    /// Not done, because the backend cannot write without waiting: the
+    /// resource, to pass to the `_dynamic` method.
+    Deferred(DynamicResource),
+}
+
 /// The boxed future `#[async_trait]` makes of a trait method.
 type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -143,6 +181,22 @@ impl<S: State + ?Sized> State for Arc<S> {
 
     fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<Arc<DynamicResource>>> {
         (**self).get_now_dynamic(pointer)
+    }
+
+    fn create_now_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: &CreateOptions,
+    ) -> Immediate<Arc<DynamicResource>> {
+        (**self).create_now_dynamic(resource, options)
+    }
+
+    fn update_now_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: &UpdateOptions,
+    ) -> Immediate<Arc<DynamicResource>> {
+        (**self).update_now_dynamic(resource, options)
     }
 
     fn list_dynamic<'a, 'b, 'c, 'f>(

@@ -8,7 +8,7 @@ use parking_lot::RwLock;
 
 use crate::resource::{DynamicResource, Kind, Pointer};
 use crate::state::{
-    CreateOptions, DestroyOptions, Error, ListOptions, Result, State, TeardownOptions, UpdateOptions, Watch,
+    CreateOptions, DestroyOptions, Error, Immediate, ListOptions, Result, State, TeardownOptions, UpdateOptions, Watch,
     WatchKindOptions, WatchOptions,
 };
 
@@ -77,6 +77,28 @@ impl State for NamespacedState {
         match self.route(pointer.namespace()) {
             Ok(state) => state.get_now_dynamic(pointer),
             Err(err) => Some(Err(err)),
+        }
+    }
+
+    fn create_now_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: &CreateOptions,
+    ) -> Immediate<Arc<DynamicResource>> {
+        match self.route(resource.metadata.namespace()) {
+            Ok(state) => state.create_now_dynamic(resource, options),
+            Err(err) => Immediate::Done(Err(err)),
+        }
+    }
+
+    fn update_now_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: &UpdateOptions,
+    ) -> Immediate<Arc<DynamicResource>> {
+        match self.route(resource.metadata.namespace()) {
+            Ok(state) => state.update_now_dynamic(resource, options),
+            Err(err) => Immediate::Done(Err(err)),
         }
     }
 

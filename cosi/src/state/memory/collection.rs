@@ -125,7 +125,7 @@ impl Collection {
     pub(super) fn create(
         &self,
         mut resource: DynamicResource,
-        options: CreateOptions,
+        options: &CreateOptions,
     ) -> Submitted<Arc<DynamicResource>> {
         resource.metadata.prepare_to_store(&self.kind);
         let resource = match prepare_create(resource, options) {
@@ -145,15 +145,15 @@ impl Collection {
     pub(super) fn update(
         &self,
         mut resource: DynamicResource,
-        options: UpdateOptions,
+        options: &UpdateOptions,
     ) -> Submitted<Arc<DynamicResource>> {
         resource.metadata.prepare_to_store(&self.kind);
         if self.store.is_some() {
-            return Submitted::Queued(self.enqueue(Write::Update(resource, options)));
+            return Submitted::Queued(self.enqueue(Write::Update(resource, options.clone())));
         }
         let mut inner = self.inner.lock();
         Submitted::Done(
-            check_update(inner.resources.get(resource.id()), resource, &options)
+            check_update(inner.resources.get(resource.id()), resource, options)
                 .map(|resource| self.apply_update(&mut inner, Arc::new(resource))),
         )
     }
@@ -362,7 +362,7 @@ fn check_owner(pointer: &Pointer, stored: &DynamicResource, owner: Option<&str>)
 }
 
 /// Sets the owner, version and timestamps of a new resource; checks nothing stored.
-fn prepare_create(mut resource: DynamicResource, options: CreateOptions) -> Result<DynamicResource> {
+fn prepare_create(mut resource: DynamicResource, options: &CreateOptions) -> Result<DynamicResource> {
     match (resource.metadata.owner(), options.owner.as_deref()) {
         (Some(existing), Some(requested)) if existing != requested => {
             return Err(Error::invalid_argument(format!(

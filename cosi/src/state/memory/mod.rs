@@ -17,8 +17,8 @@ use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
 
 use crate::resource::{DynamicResource, Kind, Pointer};
 use crate::state::{
-    CreateOptions, DestroyOptions, Error, ListOptions, Result, State, UpdateOptions, Watch, WatchKindOptions,
-    WatchOptions,
+    CreateOptions, DestroyOptions, Error, Immediate, ListOptions, Result, State, UpdateOptions, Watch,
+    WatchKindOptions, WatchOptions,
 };
 
 use collection::{Collection, Submitted};
@@ -195,6 +195,31 @@ impl MemoryState {
         found.ok_or_else(|| not_found(pointer))
     }
 
+    /// Hands a create to its collection: done at once, or queued for the backing store.
+    fn submit_create(&self, resource: DynamicResource, options: &CreateOptions) -> Result<Pending> {
+        let pointer = resource.metadata.pointer();
+        // The collection checks the namespace and type when it is created,
+        // so only the ID, new to the state, is left to check.
+        let collection = self.collection(pointer.namespace(), pointer.r#type())?;
+        crate::resource::validate_name("id", pointer.id()).map_err(Error::InvalidArgument)?;
+        Ok(match collection.create(resource, options) {
+            Submitted::Done(result) => Pending::Done(result),
+            Submitted::Queued(ticket) => Pending::Queued(Arc::clone(&collection), ticket),
+        })
+    }
+
+    /// Hands an update to its collection: done at once, or queued for the backing store.
+    fn submit_update(&self, resource: DynamicResource, options: &UpdateOptions) -> Pending {
+        let pointer = resource.metadata.pointer();
+        let Some(collection) = self.existing(pointer.namespace(), pointer.r#type()) else {
+            return Pending::Done(Err(not_found(pointer)));
+        };
+        match collection.update(resource, options) {
+            Submitted::Done(result) => Pending::Done(result),
+            Submitted::Queued(ticket) => Pending::Queued(Arc::clone(&collection), ticket),
+        }
+    }
+
     /// How many collections exist: what reads and watches must not leave behind.
     #[cfg(test)]
     fn collection_count(&self) -> usize {
@@ -212,9 +237,29 @@ fn not_found(pointer: &Pointer) -> Error {
     }
 }
 
-/// What a put handed to the backing store stored.
-fn stored(outcome: Result<Option<Arc<DynamicResource>>>) -> Result<Arc<DynamicResource>> {
-    outcome?.ok_or_else(|| Error::backend(std::io::Error::other("a put through the backing store stored nothing")))
+/// A put handed to a collection, with the state's map no longer locked.
+enum Pending {
+    Done(Result<Arc<DynamicResource>>),
+    /// Queued for the backing store: [`finish`](Pending::finish) waits for its batch.
+    Queued(Arc<Collection>, u64),
+}
+
+impl Pending {
+    /// The stored resource; a pointer that found nothing is checked, so a bad name is an `InvalidArgument`.
+    fn finish(self) -> Result<Arc<DynamicResource>> {
+        let result = match self {
+            Pending::Done(result) => result,
+            Pending::Queued(collection, ticket) => collection.wait(ticket).and_then(|stored| {
+                stored.ok_or_else(|| {
+                    Error::backend(std::io::Error::other("a put through the backing store stored nothing"))
+                })
+            }),
+        };
+        match result {
+            Err(Error::NotFound(pointer)) => Err(not_found(&pointer)),
+            result => result,
+        }
+    }
 }
 
 #[async_trait]
@@ -239,36 +284,33 @@ impl State for MemoryState {
     }
 
     async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
-        let pointer = resource.metadata.pointer();
-        // The collection checks the namespace and type when it is created,
-        // so only the ID, new to the state, is left to check.
-        let collection = self.collection(pointer.namespace(), pointer.r#type())?;
-        crate::resource::validate_name("id", pointer.id()).map_err(Error::InvalidArgument)?;
-        match collection.create(resource, options) {
-            Submitted::Done(result) => result,
-            Submitted::Queued(ticket) => {
-                let collection = Arc::clone(&collection);
-                stored(collection.wait(ticket))
-            }
+        self.submit_create(resource, &options)?.finish()
+    }
+
+    fn create_now_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: &CreateOptions,
+    ) -> Immediate<Arc<DynamicResource>> {
+        if self.store.is_some() {
+            return Immediate::Deferred(resource);
         }
+        Immediate::Done(self.submit_create(resource, options).and_then(Pending::finish))
     }
 
     async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
-        let pointer = resource.metadata.pointer();
-        let Some(collection) = self.existing(pointer.namespace(), pointer.r#type()) else {
-            return Err(not_found(pointer));
-        };
-        let result = match collection.update(resource, options) {
-            Submitted::Done(result) => result,
-            Submitted::Queued(ticket) => {
-                let collection = Arc::clone(&collection);
-                stored(collection.wait(ticket))
-            }
-        };
-        match result {
-            Err(Error::NotFound(pointer)) => Err(not_found(&pointer)),
-            result => result,
+        self.submit_update(resource, &options).finish()
+    }
+
+    fn update_now_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: &UpdateOptions,
+    ) -> Immediate<Arc<DynamicResource>> {
+        if self.store.is_some() {
+            return Immediate::Deferred(resource);
         }
+        Immediate::Done(self.submit_update(resource, options).finish())
     }
 
     async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
@@ -403,5 +445,47 @@ mod tests {
             Some(Event::Created { resource, .. }) => assert_eq!(resource.id(), "a"),
             other => panic!("expected the create after the bookmark, got {other:?}"),
         }
+    }
+
+    struct NullStore;
+
+    impl BackingStore for NullStore {
+        fn load(&self) -> Result<Vec<DynamicResource>> {
+            Ok(Vec::new())
+        }
+
+        fn write(&self, _batch: &[StoreWrite<'_>]) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Writes happen at once only where nothing makes them wait: a backing store's writes block.
+    #[test]
+    fn writes_are_immediate_without_a_backing_store() {
+        let plain = MemoryState::default();
+        match plain.create_now_dynamic(resource("ns", "a"), &CreateOptions::default()) {
+            Immediate::Done(Ok(stored)) => assert_eq!(stored.metadata.version().get(), Some(1)),
+            other => panic!("expected a create done at once, got {other:?}"),
+        }
+        let mut update = resource("ns", "a");
+        update.metadata.set_version(crate::resource::Version::new(1));
+        assert!(matches!(
+            plain.update_now_dynamic(update, &UpdateOptions::default()),
+            Immediate::Done(Ok(stored)) if stored.metadata.version().get() == Some(2)
+        ));
+        assert!(matches!(
+            plain.update_now_dynamic(resource("ns", "absent"), &UpdateOptions::default()),
+            Immediate::Done(Err(Error::NotFound(_)))
+        ));
+
+        let backed = MemoryState::with_store(MemoryOptions::default(), Arc::new(NullStore)).unwrap();
+        match backed.create_now_dynamic(resource("ns", "a"), &CreateOptions::default()) {
+            Immediate::Deferred(handed_back) => assert_eq!(handed_back.id(), "a"),
+            other => panic!("expected the create handed back, got {other:?}"),
+        }
+        assert!(matches!(
+            backed.update_now_dynamic(resource("ns", "a"), &UpdateOptions::default()),
+            Immediate::Deferred(_)
+        ));
     }
 }
