@@ -147,7 +147,8 @@ pub fn validate_name(what: &str, value: &str) -> Result<(), String> {
         return Err(format!("{what} is {} bytes long, the limit is {MAX_NAME_LEN}", value.len()));
     }
     let allow_space = what == "id";
-    if allow_space && value.trim() != value {
+    // The same test as `value.trim() != value`, without scanning for the trimmed string.
+    if allow_space && (value.starts_with(char::is_whitespace) || value.ends_with(char::is_whitespace)) {
         return Err(format!("{what} {value:?} starts or ends with whitespace"));
     }
     // Every state operation checks its names: the common all-ASCII case is a byte scan.
@@ -271,6 +272,18 @@ mod tests {
         for (r#type, error) in cases {
             assert_eq!(derive(r#type, &[]), Err(error.to_owned()), "{type}");
         }
+    }
+
+    #[test]
+    fn ids_with_surrounding_whitespace_are_refused() {
+        for id in [" a", "a ", "\ta", "a\n", "\u{2003}a", "a\u{3000}", " "] {
+            let err = validate_name("id", id).expect_err(id);
+            assert!(err.contains("starts or ends with whitespace"), "{id:?}: {err}");
+        }
+        for id in ["a", "a b", "a  b", "\u{e9}t\u{e9}"] {
+            assert_eq!(validate_name("id", id), Ok(()), "{id:?}");
+        }
+        assert!(validate_name("namespace", "a b").is_err());
     }
 
     #[test]

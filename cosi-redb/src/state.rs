@@ -135,6 +135,11 @@ impl State for RedbState {
         self.memory.get_dynamic(pointer).await
     }
 
+    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<cosi::Result<Arc<DynamicResource>>> {
+        // Reads are the memory state's own: they never touch the file.
+        self.memory.get_now_dynamic(pointer)
+    }
+
     async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<Arc<DynamicResource>>> {
         self.memory.list_dynamic(kind, options).await
     }

@@ -13,42 +13,54 @@ use crate::resource::{Kind, Pointer};
 /// Identity (namespace, type, ID) never changes. The state broker owns
 /// `version`, `created` and `updated`: whatever a caller puts there is
 /// replaced on create and update.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone)]
 pub struct Metadata {
-    #[serde(flatten)]
     pointer: Pointer,
     version: Version,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     owner: Option<String>,
-    #[serde(default)]
     phase: Phase,
-    #[serde(with = "timestamp")]
     created: SystemTime,
-    #[serde(with = "timestamp")]
     updated: SystemTime,
-    #[serde(default, skip_serializing_if = "Labels::is_empty")]
+    /// Labels, annotations and finalizers. Most resources have none, so they
+    /// live behind one box that such a resource does without: 8 bytes
+    /// instead of 72 in every stored resource.
+    extra: Option<Box<Extra>>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Extra {
     labels: Labels,
-    #[serde(default, skip_serializing_if = "Labels::is_empty")]
     annotations: Labels,
-    #[serde(default, skip_serializing_if = "Finalizers::is_empty")]
     finalizers: Finalizers,
 }
+
+impl Extra {
+    fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.annotations.is_empty() && self.finalizers.is_empty()
+    }
+}
+
+/// What the getters of a resource without labels, annotations or finalizers return.
+static NO_LABELS: Labels = Labels(BTreeMap::new());
+static NO_FINALIZERS: Finalizers = Finalizers(Vec::new());
 
 impl Metadata {
     /// Metadata for a resource that is not stored yet: version undefined, phase running, no owner.
     pub fn new(namespace: impl AsRef<str>, r#type: impl AsRef<str>, id: impl AsRef<str>) -> Self {
+        Metadata::at(Pointer::new(namespace, r#type, id))
+    }
+
+    /// Metadata for a resource at `pointer` that is not stored yet.
+    pub(crate) fn at(pointer: Pointer) -> Self {
         let now = SystemTime::now();
         Metadata {
-            pointer: Pointer::new(namespace, r#type, id),
+            pointer,
             version: Version::UNDEFINED,
             owner: None,
             phase: Phase::Running,
             created: now,
             updated: now,
-            labels: Labels::default(),
-            annotations: Labels::default(),
-            finalizers: Finalizers::default(),
+            extra: None,
         }
     }
 
@@ -75,6 +87,14 @@ impl Metadata {
     /// The (namespace, type, ID) triple.
     pub fn pointer(&self) -> &Pointer {
         &self.pointer
+    }
+
+    /// Makes the metadata as small as it gets before a state stores it: the
+    /// namespace and type of `kind` (which must be this resource's) shared,
+    /// empty labels, annotations and finalizers dropped.
+    pub(crate) fn prepare_to_store(&mut self, kind: &Kind) {
+        self.pointer.share_kind(kind);
+        self.compact();
     }
 
     /// The version: 1 on create, +1 on each update, undefined before the first write.
@@ -125,32 +145,151 @@ impl Metadata {
 
     /// The labels, which label queries select on.
     pub fn labels(&self) -> &Labels {
-        &self.labels
+        self.extra.as_ref().map_or(&NO_LABELS, |extra| &extra.labels)
     }
 
     /// The labels, for editing.
     pub fn labels_mut(&mut self) -> &mut Labels {
-        &mut self.labels
+        &mut self.extra_mut().labels
     }
 
     /// The annotations: free-form data that queries do not see.
     pub fn annotations(&self) -> &Labels {
-        &self.annotations
+        self.extra.as_ref().map_or(&NO_LABELS, |extra| &extra.annotations)
     }
 
     /// The annotations, for editing.
     pub fn annotations_mut(&mut self) -> &mut Labels {
-        &mut self.annotations
+        &mut self.extra_mut().annotations
     }
 
     /// The finalizers: while any is present, the resource cannot be destroyed.
     pub fn finalizers(&self) -> &Finalizers {
-        &self.finalizers
+        self.extra.as_ref().map_or(&NO_FINALIZERS, |extra| &extra.finalizers)
     }
 
     /// The finalizers, for editing.
     pub fn finalizers_mut(&mut self) -> &mut Finalizers {
-        &mut self.finalizers
+        &mut self.extra_mut().finalizers
+    }
+
+    fn extra_mut(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(Box::default)
+    }
+
+    /// Drops the box of labels, annotations and finalizers when all are
+    /// empty (an edit may have emptied them); states call it before storing.
+    pub(crate) fn compact(&mut self) {
+        if self.extra.as_ref().is_some_and(|extra| extra.is_empty()) {
+            self.extra = None;
+        }
+    }
+}
+
+impl fmt::Debug for Metadata {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metadata")
+            .field("pointer", &self.pointer)
+            .field("version", &self.version)
+            .field("owner", &self.owner)
+            .field("phase", &self.phase)
+            .field("created", &self.created)
+            .field("updated", &self.updated)
+            .field("labels", self.labels())
+            .field("annotations", self.annotations())
+            .field("finalizers", self.finalizers())
+            .finish()
+    }
+}
+
+/// The serialized form: every field at the top level, empty collections left out.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MetadataRef<'a> {
+    #[serde(flatten)]
+    pointer: &'a Pointer,
+    version: Version,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<&'a str>,
+    phase: Phase,
+    #[serde(with = "timestamp")]
+    created: SystemTime,
+    #[serde(with = "timestamp")]
+    updated: SystemTime,
+    #[serde(skip_serializing_if = "no_labels")]
+    labels: &'a Labels,
+    #[serde(skip_serializing_if = "no_labels")]
+    annotations: &'a Labels,
+    #[serde(skip_serializing_if = "no_finalizers")]
+    finalizers: &'a Finalizers,
+}
+
+fn no_labels(labels: &&Labels) -> bool {
+    labels.is_empty()
+}
+
+fn no_finalizers(finalizers: &&Finalizers) -> bool {
+    finalizers.is_empty()
+}
+
+/// The deserialized form, the same as [`MetadataRef`]'s.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MetadataRepr {
+    #[serde(flatten)]
+    pointer: Pointer,
+    version: Version,
+    #[serde(default)]
+    owner: Option<String>,
+    #[serde(default)]
+    phase: Phase,
+    #[serde(with = "timestamp")]
+    created: SystemTime,
+    #[serde(with = "timestamp")]
+    updated: SystemTime,
+    #[serde(default)]
+    labels: Labels,
+    #[serde(default)]
+    annotations: Labels,
+    #[serde(default)]
+    finalizers: Finalizers,
+}
+
+impl Serialize for Metadata {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        MetadataRef {
+            pointer: &self.pointer,
+            version: self.version,
+            owner: self.owner.as_deref(),
+            phase: self.phase,
+            created: self.created,
+            updated: self.updated,
+            labels: self.labels(),
+            annotations: self.annotations(),
+            finalizers: self.finalizers(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Metadata {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let repr = MetadataRepr::deserialize(deserializer)?;
+        let mut metadata = Metadata {
+            pointer: repr.pointer,
+            version: repr.version,
+            owner: repr.owner,
+            phase: repr.phase,
+            created: repr.created,
+            updated: repr.updated,
+            extra: Some(Box::new(Extra {
+                labels: repr.labels,
+                annotations: repr.annotations,
+                finalizers: repr.finalizers,
+            })),
+        };
+        metadata.compact();
+        Ok(metadata)
     }
 }
 
@@ -161,9 +300,9 @@ impl PartialEq for Metadata {
             && self.version == other.version
             && self.owner == other.owner
             && self.phase == other.phase
-            && self.labels == other.labels
-            && self.annotations == other.annotations
-            && self.finalizers == other.finalizers
+            && self.labels() == other.labels()
+            && self.annotations() == other.annotations()
+            && self.finalizers() == other.finalizers()
     }
 }
 

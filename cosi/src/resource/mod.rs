@@ -11,7 +11,6 @@ mod query;
 mod typed;
 
 use std::fmt;
-use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -60,26 +59,42 @@ pub trait Resource: Clone + PartialEq + fmt::Debug + Send + Sync + Serialize + D
 
     /// The kind in the default namespace.
     fn kind() -> Kind {
-        Kind::new(Self::NAMESPACE, Self::TYPE)
+        Kind { namespace: Name::new_static(Self::NAMESPACE), r#type: Name::new_static(Self::TYPE) }
     }
 
     /// A pointer to the resource `id` in the default namespace.
     fn pointer(id: impl AsRef<str>) -> Pointer {
-        Pointer::new(Self::NAMESPACE, Self::TYPE, id)
+        Pointer {
+            namespace: Name::new_static(Self::NAMESPACE),
+            r#type: Name::new_static(Self::TYPE),
+            id: Name::new(id),
+        }
     }
 }
+
+/// A namespace, type or ID as identities hold it: a name known at compile
+/// time is borrowed, a short one (up to 23 bytes, most IDs) is stored inline,
+/// and a longer one is shared behind an `Arc`. So building the pointer of a
+/// typed resource allocates nothing, cloning any identity allocates nothing,
+/// and a stored resource's namespace and type are its collection's.
+type Name = smol_str::SmolStr;
 
 /// A (namespace, type) pair: what a list or a kind watch addresses.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Kind {
-    namespace: Arc<str>,
-    r#type: Arc<str>,
+    namespace: Name,
+    r#type: Name,
 }
 
 impl Kind {
     /// A kind; it is validated when a state receives it.
     pub fn new(namespace: impl AsRef<str>, r#type: impl AsRef<str>) -> Self {
-        Kind { namespace: namespace.as_ref().into(), r#type: r#type.as_ref().into() }
+        Kind { namespace: Name::new(namespace), r#type: Name::new(r#type) }
+    }
+
+    /// A kind of a type known at compile time.
+    pub(crate) fn typed(namespace: impl AsRef<str>, r#type: &'static str) -> Self {
+        Kind { namespace: Name::new(namespace), r#type: Name::new_static(r#type) }
     }
 
     /// The namespace.
@@ -94,7 +109,7 @@ impl Kind {
 
     /// The resource `id` of this kind.
     pub fn pointer(&self, id: impl AsRef<str>) -> Pointer {
-        Pointer { namespace: Arc::clone(&self.namespace), r#type: Arc::clone(&self.r#type), id: id.as_ref().into() }
+        Pointer { namespace: self.namespace.clone(), r#type: self.r#type.clone(), id: Name::new(id) }
     }
 }
 
@@ -107,16 +122,34 @@ impl fmt::Display for Kind {
 /// A (namespace, type, ID) triple: the address of one resource.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
 pub struct Pointer {
-    namespace: Arc<str>,
+    namespace: Name,
     #[serde(rename = "type")]
-    r#type: Arc<str>,
-    id: Arc<str>,
+    r#type: Name,
+    id: Name,
 }
 
 impl Pointer {
     /// A pointer; it is validated when a state receives it.
     pub fn new(namespace: impl AsRef<str>, r#type: impl AsRef<str>, id: impl AsRef<str>) -> Self {
-        Pointer { namespace: namespace.as_ref().into(), r#type: r#type.as_ref().into(), id: id.as_ref().into() }
+        Pointer { namespace: Name::new(namespace), r#type: Name::new(r#type), id: Name::new(id) }
+    }
+
+    /// A pointer of a type known at compile time.
+    pub(crate) fn typed(namespace: impl AsRef<str>, r#type: &'static str, id: impl AsRef<str>) -> Self {
+        Pointer { namespace: Name::new(namespace), r#type: Name::new_static(r#type), id: Name::new(id) }
+    }
+
+    /// Shares the namespace and type of `kind`, which must be this pointer's
+    /// (the state's collections do this, so their resources share one copy).
+    /// Names stored inline or known at compile time cost nothing to keep and are left alone.
+    pub(crate) fn share_kind(&mut self, kind: &Kind) {
+        debug_assert!(self.namespace == kind.namespace && self.r#type == kind.r#type);
+        if self.namespace.is_heap_allocated() {
+            self.namespace = kind.namespace.clone();
+        }
+        if self.r#type.is_heap_allocated() {
+            self.r#type = kind.r#type.clone();
+        }
     }
 
     /// The namespace.
@@ -136,7 +169,7 @@ impl Pointer {
 
     /// The (namespace, type) part.
     pub fn kind(&self) -> Kind {
-        Kind { namespace: Arc::clone(&self.namespace), r#type: Arc::clone(&self.r#type) }
+        Kind { namespace: self.namespace.clone(), r#type: self.r#type.clone() }
     }
 }
 

@@ -30,7 +30,7 @@ impl<S: Resource> Typed<S> {
 
     /// A new resource `id` in `namespace`.
     pub fn new_in(namespace: impl AsRef<str>, id: impl AsRef<str>, spec: S) -> Self {
-        let metadata = Metadata::new(namespace, S::TYPE, id);
+        let metadata = Metadata::at(Pointer::typed(namespace, S::TYPE, id));
         Typed { resource: Arc::new(DynamicResource::new(metadata, Spec::empty())), spec: Arc::new(spec) }
     }
 

@@ -135,25 +135,65 @@ impl Event {
 ///
 /// Only the state that issued a bookmark can read it; any other bookmark,
 /// including one from before a restart, is rejected as invalid.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Bookmark(Arc<[u8]>);
+#[derive(Clone)]
+pub struct Bookmark(BookmarkBytes);
+
+/// A bookmark's bytes: inline up to `INLINE_BOOKMARK` bytes, as the memory
+/// state's are (it issues one with every event, so this saves an allocation
+/// per write), shared beyond that.
+#[derive(Clone)]
+enum BookmarkBytes {
+    Inline(u8, [u8; INLINE_BOOKMARK]),
+    Shared(Arc<[u8]>),
+}
+
+const INLINE_BOOKMARK: usize = 16;
 
 impl Bookmark {
     /// A bookmark from its bytes, as they travel on the wire.
     pub fn from_bytes(bytes: impl Into<Arc<[u8]>>) -> Self {
-        Bookmark(bytes.into())
+        Bookmark(BookmarkBytes::Shared(bytes.into()))
+    }
+
+    /// A bookmark from a slice, stored inline when it is short.
+    pub(crate) fn from_slice(bytes: &[u8]) -> Self {
+        match u8::try_from(bytes.len()) {
+            Ok(len) if bytes.len() <= INLINE_BOOKMARK => {
+                let mut inline = [0; INLINE_BOOKMARK];
+                inline[..bytes.len()].copy_from_slice(bytes);
+                Bookmark(BookmarkBytes::Inline(len, inline))
+            }
+            _ => Bookmark(BookmarkBytes::Shared(bytes.into())),
+        }
     }
 
     /// The bytes.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+        match &self.0 {
+            BookmarkBytes::Inline(len, bytes) => &bytes[..usize::from(*len)],
+            BookmarkBytes::Shared(bytes) => bytes,
+        }
+    }
+}
+
+impl PartialEq for Bookmark {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for Bookmark {}
+
+impl std::hash::Hash for Bookmark {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
     }
 }
 
 impl fmt::Debug for Bookmark {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Bookmark(")?;
-        for byte in self.0.iter() {
+        for byte in self.as_bytes() {
             write!(f, "{byte:02x}")?;
         }
         f.write_str(")")
@@ -515,5 +555,27 @@ impl<T: Resource> Stream for TypedWatch<T> {
 impl<T> fmt::Debug for TypedWatch<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TypedWatch").field("watch", &self.watch).field("ended", &self.ended).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::hash::{BuildHasher, RandomState};
+
+    use super::Bookmark;
+
+    #[test]
+    fn bookmarks_compare_by_bytes_however_they_are_stored() {
+        let hasher = RandomState::new();
+        for len in [0, 1, 15, 16, 17, 64] {
+            let bytes: Vec<u8> = (0..len as u8).collect();
+            let inline = Bookmark::from_slice(&bytes);
+            let shared = Bookmark::from_bytes(bytes.clone());
+            assert_eq!(inline.as_bytes(), &bytes[..]);
+            assert_eq!(inline, shared);
+            assert_eq!(hasher.hash_one(&inline), hasher.hash_one(&shared));
+            assert_eq!(format!("{inline:?}"), format!("{shared:?}"));
+        }
+        assert_ne!(Bookmark::from_slice(&[1, 2]), Bookmark::from_slice(&[1, 2, 0]));
     }
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
 use crate::state::{
-    CreateOptions, DestroyOptions, Error, Event, EventType, ListOptions, Result, State, TeardownOptions, TypedEvent,
-    TypedWatch, UpdateOptions, WatchKindOptions, WatchOptions, phase_matches,
+    CreateOptions, DestroyOptions, Error, Event, EventType, Immediate, ListOptions, Result, State, TeardownOptions,
+    TypedEvent, TypedWatch, UpdateOptions, WatchKindOptions, WatchOptions, phase_matches,
 };
 
 /// The typed face of every [`State`]: `use cosi::StateExt;` (or the prelude).
@@ -25,7 +25,14 @@ pub trait StateExt: State {
     /// The resource of type `T` at `at`.
     fn get<T: Resource>(&self, at: impl At<T>) -> impl Future<Output = Result<Typed<T>>> + Send {
         let pointer = at.pointer();
-        async move { Typed::try_from(self.get_dynamic(&pointer).await?) }
+        async move {
+            // In-process states answer at once, without a boxed future.
+            let resource = match self.get_now_dynamic(&pointer) {
+                Some(found) => found?,
+                None => self.get_dynamic(&pointer).await?,
+            };
+            Typed::try_from(resource)
+        }
     }
 
     /// The resources of type `T` in `T`'s default namespace that match `options`, sorted by ID.
@@ -39,7 +46,7 @@ pub trait StateExt: State {
         namespace: &str,
         options: &ListOptions,
     ) -> impl Future<Output = Result<Vec<Typed<T>>>> + Send {
-        let kind = Kind::new(namespace, T::TYPE);
+        let kind = Kind::typed(namespace, T::TYPE);
         async move { self.list_dynamic(&kind, options).await?.into_iter().map(Typed::try_from).collect() }
     }
 
@@ -49,7 +56,14 @@ pub trait StateExt: State {
         resource: Typed<T>,
         options: CreateOptions,
     ) -> impl Future<Output = Result<Typed<T>>> + Send {
-        async move { Typed::try_from(self.create_dynamic(resource.into(), options).await?) }
+        async move {
+            // In-memory states write at once, without a boxed future.
+            let stored = match self.create_now_dynamic(resource.into(), &options) {
+                Immediate::Done(result) => result?,
+                Immediate::Deferred(resource) => self.create_dynamic(resource, options).await?,
+            };
+            Typed::try_from(stored)
+        }
     }
 
     /// Replaces a resource (it must carry the stored version); returns it as stored.
@@ -58,7 +72,13 @@ pub trait StateExt: State {
         resource: Typed<T>,
         options: UpdateOptions,
     ) -> impl Future<Output = Result<Typed<T>>> + Send {
-        async move { Typed::try_from(self.update_dynamic(resource.into(), options).await?) }
+        async move {
+            let stored = match self.update_now_dynamic(resource.into(), &options) {
+                Immediate::Done(result) => result?,
+                Immediate::Deferred(resource) => self.update_dynamic(resource, options).await?,
+            };
+            Typed::try_from(stored)
+        }
     }
 
     /// Removes the resource of type `T` at `at`, which must have no finalizers left.
@@ -129,7 +149,7 @@ pub trait StateExt: State {
         namespace: &str,
         options: WatchKindOptions,
     ) -> impl Future<Output = Result<TypedWatch<T>>> + Send {
-        let kind = Kind::new(namespace, T::TYPE);
+        let kind = Kind::typed(namespace, T::TYPE);
         async move { Ok(TypedWatch::new(self.watch_kind_dynamic(&kind, options).await?)) }
     }
 

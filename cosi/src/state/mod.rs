@@ -14,6 +14,8 @@ mod namespaced;
 mod options;
 mod registry;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -60,6 +62,18 @@ pub trait State: Send + Sync + 'static {
     /// The resource at `pointer`.
     async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>>;
 
+    /// The resource at `pointer` when the backend can answer at once, without
+    /// waiting for anything; `None` when it cannot (the caller then calls
+    /// [`get_dynamic`](State::get_dynamic)).
+    ///
+    /// In-process states answer here, so a typed [`get`](StateExt::get)
+    /// costs a lookup and no boxed future; remote states keep the default.
+    /// When it answers, the answer is the one `get_dynamic` would give.
+    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<Arc<DynamicResource>>> {
+        let _ = pointer;
+        None
+    }
+
     /// The resources of `kind` that match `options`, sorted by ID.
     async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>>;
 
@@ -68,6 +82,33 @@ pub trait State: Send + Sync + 'static {
 
     /// Replaces a resource; `resource` must carry the stored version.
     async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>>;
+
+    /// [`create_dynamic`](State::create_dynamic) done at once when the backend
+    /// can write without waiting (an in-memory state without a backing
+    /// store), else the resource handed back ([`Immediate::Deferred`]).
+    ///
+    /// The typed [`create`](StateExt::create) tries this first, so a create
+    /// in memory costs no boxed future.
+    fn create_now_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: &CreateOptions,
+    ) -> Immediate<Arc<DynamicResource>> {
+        let _ = options;
+        Immediate::Deferred(resource)
+    }
+
+    /// [`update_dynamic`](State::update_dynamic) done at once when the backend
+    /// can write without waiting, else the resource handed back; the typed
+    /// [`update`](StateExt::update) tries this first.
+    fn update_now_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: &UpdateOptions,
+    ) -> Immediate<Arc<DynamicResource>> {
+        let _ = options;
+        Immediate::Deferred(resource)
+    }
 
     /// Removes a resource that has no finalizers left.
     async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()>;
@@ -108,50 +149,171 @@ pub trait State: Send + Sync + 'static {
     }
 }
 
+/// A write a backend did at once, or handed back to be done the usual way
+/// (see [`State::create_now_dynamic`]).
+#[derive(Debug)]
+pub enum Immediate<T> {
+    /// Done: what the `_dynamic` method would have returned.
+    Done(Result<T>),
+    /// Not done, because the backend cannot write without waiting: the
+    /// resource, to pass to the `_dynamic` method.
+    Deferred(DynamicResource),
+}
+
+/// The boxed future `#[async_trait]` makes of a trait method.
+type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A shared state is a state. The forwarding methods hand out the inner
+/// state's own boxed future rather than boxing it again, so a call through an
+/// `Arc<dyn State>` allocates one future, not two. (They are written out as
+/// `#[async_trait]` would generate them, which leaves methods that are not
+/// `async` as they are.)
 #[async_trait]
 impl<S: State + ?Sized> State for Arc<S> {
-    async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
-        (**self).get_dynamic(pointer).await
+    fn get_dynamic<'a, 'b, 'f>(&'a self, pointer: &'b Pointer) -> Boxed<'f, Result<Arc<DynamicResource>>>
+    where
+        'a: 'f,
+        'b: 'f,
+        Self: 'f,
+    {
+        (**self).get_dynamic(pointer)
     }
 
-    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
-        (**self).list_dynamic(kind, options).await
+    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<Arc<DynamicResource>>> {
+        (**self).get_now_dynamic(pointer)
     }
 
-    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
-        (**self).create_dynamic(resource, options).await
+    fn create_now_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: &CreateOptions,
+    ) -> Immediate<Arc<DynamicResource>> {
+        (**self).create_now_dynamic(resource, options)
     }
 
-    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
-        (**self).update_dynamic(resource, options).await
+    fn update_now_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: &UpdateOptions,
+    ) -> Immediate<Arc<DynamicResource>> {
+        (**self).update_now_dynamic(resource, options)
     }
 
-    async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
-        (**self).destroy_dynamic(pointer, options).await
+    fn list_dynamic<'a, 'b, 'c, 'f>(
+        &'a self,
+        kind: &'b Kind,
+        options: &'c ListOptions,
+    ) -> Boxed<'f, Result<Vec<Arc<DynamicResource>>>>
+    where
+        'a: 'f,
+        'b: 'f,
+        'c: 'f,
+        Self: 'f,
+    {
+        (**self).list_dynamic(kind, options)
     }
 
-    async fn watch_dynamic(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
-        (**self).watch_dynamic(pointer, options).await
+    fn create_dynamic<'a, 'f>(
+        &'a self,
+        resource: DynamicResource,
+        options: CreateOptions,
+    ) -> Boxed<'f, Result<Arc<DynamicResource>>>
+    where
+        'a: 'f,
+        Self: 'f,
+    {
+        (**self).create_dynamic(resource, options)
     }
 
-    async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
-        (**self).watch_kind_dynamic(kind, options).await
+    fn update_dynamic<'a, 'f>(
+        &'a self,
+        resource: DynamicResource,
+        options: UpdateOptions,
+    ) -> Boxed<'f, Result<Arc<DynamicResource>>>
+    where
+        'a: 'f,
+        Self: 'f,
+    {
+        (**self).update_dynamic(resource, options)
     }
 
-    async fn teardown_dynamic(&self, pointer: &Pointer, options: TeardownOptions) -> Result<bool> {
-        (**self).teardown_dynamic(pointer, options).await
+    fn destroy_dynamic<'a, 'b, 'f>(&'a self, pointer: &'b Pointer, options: DestroyOptions) -> Boxed<'f, Result<()>>
+    where
+        'a: 'f,
+        'b: 'f,
+        Self: 'f,
+    {
+        (**self).destroy_dynamic(pointer, options)
     }
 
-    async fn teardown_and_destroy_dynamic(&self, pointer: &Pointer, options: TeardownOptions) -> Result<()> {
-        (**self).teardown_and_destroy_dynamic(pointer, options).await
+    fn watch_dynamic<'a, 'b, 'f>(&'a self, pointer: &'b Pointer, options: WatchOptions) -> Boxed<'f, Result<Watch>>
+    where
+        'a: 'f,
+        'b: 'f,
+        Self: 'f,
+    {
+        (**self).watch_dynamic(pointer, options)
     }
 
-    async fn add_finalizers_dynamic(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<Arc<DynamicResource>> {
-        (**self).add_finalizers_dynamic(pointer, finalizers).await
+    fn watch_kind_dynamic<'a, 'b, 'f>(&'a self, kind: &'b Kind, options: WatchKindOptions) -> Boxed<'f, Result<Watch>>
+    where
+        'a: 'f,
+        'b: 'f,
+        Self: 'f,
+    {
+        (**self).watch_kind_dynamic(kind, options)
     }
 
-    async fn remove_finalizers_dynamic(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<Arc<DynamicResource>> {
-        (**self).remove_finalizers_dynamic(pointer, finalizers).await
+    fn teardown_dynamic<'a, 'b, 'f>(&'a self, pointer: &'b Pointer, options: TeardownOptions) -> Boxed<'f, Result<bool>>
+    where
+        'a: 'f,
+        'b: 'f,
+        Self: 'f,
+    {
+        (**self).teardown_dynamic(pointer, options)
+    }
+
+    fn teardown_and_destroy_dynamic<'a, 'b, 'f>(
+        &'a self,
+        pointer: &'b Pointer,
+        options: TeardownOptions,
+    ) -> Boxed<'f, Result<()>>
+    where
+        'a: 'f,
+        'b: 'f,
+        Self: 'f,
+    {
+        (**self).teardown_and_destroy_dynamic(pointer, options)
+    }
+
+    fn add_finalizers_dynamic<'a, 'b, 'c, 'd, 'f>(
+        &'a self,
+        pointer: &'b Pointer,
+        finalizers: &'c [&'d str],
+    ) -> Boxed<'f, Result<Arc<DynamicResource>>>
+    where
+        'a: 'f,
+        'b: 'f,
+        'c: 'f,
+        'd: 'f,
+        Self: 'f,
+    {
+        (**self).add_finalizers_dynamic(pointer, finalizers)
+    }
+
+    fn remove_finalizers_dynamic<'a, 'b, 'c, 'd, 'f>(
+        &'a self,
+        pointer: &'b Pointer,
+        finalizers: &'c [&'d str],
+    ) -> Boxed<'f, Result<Arc<DynamicResource>>>
+    where
+        'a: 'f,
+        'b: 'f,
+        'c: 'f,
+        'd: 'f,
+        Self: 'f,
+    {
+        (**self).remove_finalizers_dynamic(pointer, finalizers)
     }
 }
 

@@ -8,7 +8,7 @@ use parking_lot::RwLock;
 
 use crate::resource::{DynamicResource, Kind, Pointer};
 use crate::state::{
-    CreateOptions, DestroyOptions, Error, ListOptions, Result, State, TeardownOptions, UpdateOptions, Watch,
+    CreateOptions, DestroyOptions, Error, Immediate, ListOptions, Result, State, TeardownOptions, UpdateOptions, Watch,
     WatchKindOptions, WatchOptions,
 };
 
@@ -71,6 +71,35 @@ impl std::fmt::Debug for NamespacedState {
 impl State for NamespacedState {
     async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
         self.route(pointer.namespace())?.get_dynamic(pointer).await
+    }
+
+    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<Arc<DynamicResource>>> {
+        match self.route(pointer.namespace()) {
+            Ok(state) => state.get_now_dynamic(pointer),
+            Err(err) => Some(Err(err)),
+        }
+    }
+
+    fn create_now_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: &CreateOptions,
+    ) -> Immediate<Arc<DynamicResource>> {
+        match self.route(resource.metadata.namespace()) {
+            Ok(state) => state.create_now_dynamic(resource, options),
+            Err(err) => Immediate::Done(Err(err)),
+        }
+    }
+
+    fn update_now_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: &UpdateOptions,
+    ) -> Immediate<Arc<DynamicResource>> {
+        match self.route(resource.metadata.namespace()) {
+            Ok(state) => state.update_now_dynamic(resource, options),
+            Err(err) => Immediate::Done(Err(err)),
+        }
     }
 
     async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {

@@ -1,10 +1,12 @@
 // Package bench measures Go COSI's in-memory state the way Talos builds it,
 // as a baseline for the Rust benchmark in cosi/benches/state.rs.
 //
-// Each benchmark mirrors one Rust measurement; see BENCHMARKS.md, section
-// "Go COSI baseline". Run with:
+// Each benchmark mirrors one Rust measurement; see BENCHMARKS.md. As on the
+// Rust side, every ID and resource is built before the timed loop, and creates
+// go into a fresh state every createBatch creates. Run at GOMAXPROCS=2, the
+// Rust side's two tokio workers:
 //
-//	go test ./bench -run '^$' -bench . -benchmem -count 3
+//	go test ./bench -run '^$' -bench 'Create|Get|Update|List|WatchFanOut' -benchmem -cpu 2 -count 3
 package bench
 
 import (
@@ -26,6 +28,8 @@ const (
 	benchNamespace = resource.Namespace("bench")
 	benchType      = resource.Type("BenchSpecs.bench.cosi.dev")
 	listSize       = 10_000
+	// createBatch is how many creates go into one state before the next starts empty.
+	createBatch = 10_000
 )
 
 // BenchSpec is the spec of the benchmark resource: the same fields as the
@@ -56,7 +60,8 @@ type BenchResource = typed.Resource[BenchSpec, BenchExtension]
 func newBench(id resource.ID, value uint64) *BenchResource {
 	return typed.NewResource[BenchSpec, BenchExtension](
 		resource.NewMetadata(benchNamespace, benchType, id, resource.VersionUndefined),
-		// A spec of realistic size, built per operation as in the Rust benchmark.
+		// A spec of realistic size, with a payload of its own (as the Rust
+		// resources have), built before the timed loop.
 		BenchSpec{Value: value, Payload: strings.Repeat("x", 256)},
 	)
 }
@@ -71,14 +76,24 @@ func newState() state.State { //nolint:ireturn
 	return state.WrapCore(namespaced.NewState(inmem.Build))
 }
 
-func stateWith(b *testing.B, n int) state.State { //nolint:ireturn
+// ids returns n IDs formatted as format, built once, before any timed loop.
+func ids(format string, n int) []resource.ID {
+	out := make([]resource.ID, n)
+	for i := range out {
+		out[i] = fmt.Sprintf(format, i)
+	}
+
+	return out
+}
+
+func stateWith(b *testing.B, ids []resource.ID) state.State { //nolint:ireturn
 	b.Helper()
 
 	st := newState()
 	ctx := context.Background()
 
-	for i := range n {
-		if err := st.Create(ctx, newBench(fmt.Sprintf("r%06d", i), uint64(i))); err != nil {
+	for i, id := range ids {
+		if err := st.Create(ctx, newBench(id, uint64(i))); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -86,30 +101,50 @@ func stateWith(b *testing.B, n int) state.State { //nolint:ireturn
 	return st
 }
 
-// BenchmarkCreate: Rust memory/create. Fresh state per run, ID formatted per op.
+// BenchmarkCreate: Rust memory/create. A fresh state every createBatch
+// creates (as on the Rust side), so the state never grows past createBatch
+// resources; the resources of a batch are built with the timer stopped.
 func BenchmarkCreate(b *testing.B) {
-	st := newState()
 	ctx := context.Background()
+	createIDs := ids("r%d", createBatch)
 
 	b.ResetTimer()
 
-	for i := range b.N {
-		if err := st.Create(ctx, newBench(fmt.Sprintf("r%d", i), uint64(i))); err != nil {
-			b.Fatal(err)
+	for done := 0; done < b.N; {
+		n := min(createBatch, b.N-done)
+
+		b.StopTimer()
+
+		st := newState()
+		resources := make([]*BenchResource, n)
+
+		for i := range resources {
+			resources[i] = newBench(createIDs[i], uint64(i))
 		}
+
+		b.StartTimer()
+
+		for _, res := range resources {
+			if err := st.Create(ctx, res); err != nil {
+				b.Fatal(err)
+			}
+		}
+
+		done += n
 	}
 }
 
 // BenchmarkGet: Rust memory/get. safe.StateGetByID (state.Get + type assertion)
-// from 10,000 resources, ID formatted per op.
+// from 10,000 resources, IDs built beforehand.
 func BenchmarkGet(b *testing.B) {
-	st := stateWith(b, listSize)
+	getIDs := ids("r%06d", listSize)
+	st := stateWith(b, getIDs)
 	ctx := context.Background()
 
 	b.ResetTimer()
 
 	for i := range b.N {
-		res, err := safe.StateGetByID[*BenchResource](ctx, st, fmt.Sprintf("r%06d", i%listSize))
+		res, err := safe.StateGetByID[*BenchResource](ctx, st, getIDs[i%listSize])
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -120,7 +155,7 @@ func BenchmarkGet(b *testing.B) {
 
 // BenchmarkUpdate: Rust memory/update. safe.StateGet, edit the spec, state.Update.
 func BenchmarkUpdate(b *testing.B) {
-	st := stateWith(b, listSize)
+	st := stateWith(b, ids("r%06d", listSize))
 	ctx := context.Background()
 	ptr := resource.NewMetadata(benchNamespace, benchType, "r000000", resource.VersionUndefined)
 
@@ -142,7 +177,7 @@ func BenchmarkUpdate(b *testing.B) {
 
 // BenchmarkListTyped: Rust memory/list/typed/10000. safe.StateListAll.
 func BenchmarkListTyped(b *testing.B) {
-	st := stateWith(b, listSize)
+	st := stateWith(b, ids("r%06d", listSize))
 	ctx := context.Background()
 
 	b.ResetTimer()
@@ -161,7 +196,7 @@ func BenchmarkListTyped(b *testing.B) {
 
 // BenchmarkListDynamic: Rust memory/list/dynamic/10000. Plain state.List.
 func BenchmarkListDynamic(b *testing.B) {
-	st := stateWith(b, listSize)
+	st := stateWith(b, ids("r%06d", listSize))
 	ctx := context.Background()
 	kind := benchKind()
 
@@ -191,11 +226,18 @@ func BenchmarkWatchFanOut(b *testing.B) {
 	)
 
 	kind := benchKind()
+	writeIDs := ids("r%d", writes)
 
-	for iter := range b.N {
+	for range b.N {
 		b.StopTimer()
 
 		st := newState()
+		resources := make([]*BenchResource, writes)
+
+		for i := range resources {
+			resources[i] = newBench(writeIDs[i], uint64(i))
+		}
+
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, watchers)
 
@@ -228,8 +270,8 @@ func BenchmarkWatchFanOut(b *testing.B) {
 
 		b.StartTimer()
 
-		for i := range writes {
-			if err := st.Create(ctx, newBench(fmt.Sprintf("r%d-%d", iter, i), uint64(i))); err != nil {
+		for _, res := range resources {
+			if err := st.Create(ctx, res); err != nil {
 				b.Fatal(err)
 			}
 		}

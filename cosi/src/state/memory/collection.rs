@@ -7,9 +7,7 @@
 //! position has fallen out of the ring gets one `Errored` event instead of a
 //! silent gap.
 
-use std::collections::BTreeMap;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::SystemTime;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -18,15 +16,24 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::resource::{DynamicResource, Kind, Phase, Pointer};
-use crate::state::memory::{BackingStore, MemoryOptions};
+use crate::state::memory::{BackingStore, Collections, MemoryOptions};
 
 mod backed;
+mod resources;
 
 use crate::state::{
     Bookmark, CreateOptions, DestroyOptions, Error, Event, ListOptions, Result, UpdateOptions, Watch, WatchKindOptions,
     WatchOptions, WatchProgress, phase_matches,
 };
 use backed::{Combiner, Write};
+use resources::Resources;
+
+/// A write handed to a collection: done, or queued for the backing store
+/// (wait for it with [`Collection::wait`], without holding the state's map).
+pub(super) enum Submitted<T> {
+    Done(Result<T>),
+    Queued(u64),
+}
 
 pub(super) struct Collection {
     kind: Kind,
@@ -34,9 +41,12 @@ pub(super) struct Collection {
     store: Option<Arc<dyn BackingStore>>,
     /// With a store: the writes waiting for the next batch (see `backed`).
     combiner: Combiner,
-    /// Random per collection, so a bookmark from another collection or from
-    /// before a restart is rejected rather than misread.
+    /// Random per state and kind, so a bookmark from another collection or
+    /// from before a restart is rejected rather than misread, while one from
+    /// a freed collection of the same kind stays valid (see `release`).
     cookie: u64,
+    /// The state's map, to leave it when this collection no longer holds anything.
+    home: Weak<Collections>,
     inner: Mutex<Inner>,
     /// Woken after every event, when anyone watches.
     written: Notify,
@@ -52,7 +62,7 @@ impl std::fmt::Debug for Collection {
 
 #[derive(Debug)]
 struct Inner {
-    resources: BTreeMap<String, Arc<DynamicResource>>,
+    resources: Resources,
     /// Event `p` lives at `history[p % capacity]` while `write_pos - p <= capacity`.
     history: Vec<Event>,
     capacity: usize,
@@ -63,14 +73,21 @@ struct Inner {
 }
 
 impl Collection {
-    pub(super) fn new(kind: Kind, options: &MemoryOptions, store: Option<Arc<dyn BackingStore>>) -> Self {
+    pub(super) fn new(
+        kind: Kind,
+        cookie: u64,
+        options: &MemoryOptions,
+        store: Option<Arc<dyn BackingStore>>,
+        home: Weak<Collections>,
+    ) -> Self {
         Collection {
             kind,
             store,
             combiner: Combiner::default(),
-            cookie: RandomState::new().hash_one(SystemTime::now()),
+            cookie,
+            home,
             inner: Mutex::new(Inner {
-                resources: BTreeMap::new(),
+                resources: Resources::default(),
                 history: Vec::with_capacity(options.history_initial_capacity),
                 capacity: options.history_initial_capacity,
                 max_capacity: options.history_max_capacity,
@@ -83,13 +100,13 @@ impl Collection {
     }
 
     /// Puts back a resource loaded from the backing store: no history, no store write.
-    pub(super) fn restore(&self, resource: DynamicResource) -> Result<()> {
+    pub(super) fn restore(&self, mut resource: DynamicResource) -> Result<()> {
+        resource.metadata.prepare_to_store(&self.kind);
         let mut inner = self.inner.lock();
-        if inner.resources.contains_key(resource.id()) {
+        if inner.resources.get(resource.id()).is_some() {
             return Err(Error::AlreadyExists(resource.metadata.pointer().clone()));
         }
-        inner.resources.insert(resource.id().to_owned(), Arc::new(resource));
-        Ok(())
+        inner.resources.insert(Arc::new(resource))
     }
 
     pub(super) fn get(&self, id: &str) -> Option<Arc<DynamicResource>> {
@@ -97,56 +114,73 @@ impl Collection {
     }
 
     pub(super) fn list(&self, options: &ListOptions) -> Vec<Arc<DynamicResource>> {
-        let inner = self.inner.lock();
+        let mut inner = self.inner.lock();
         if options.labels.is_empty() && options.id.is_none() {
             // An exact size hint: one allocation for the whole list.
-            return inner.resources.values().cloned().collect();
+            return inner.resources.sorted().cloned().collect();
         }
-        inner.resources.values().filter(|resource| options.matches(resource)).cloned().collect()
+        inner.resources.sorted().filter(|resource| options.matches(resource)).cloned().collect()
     }
 
-    pub(super) fn create(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
-        let resource = prepare_create(resource, options)?;
+    pub(super) fn create(
+        &self,
+        mut resource: DynamicResource,
+        options: &CreateOptions,
+    ) -> Submitted<Arc<DynamicResource>> {
+        resource.metadata.prepare_to_store(&self.kind);
+        let resource = match prepare_create(resource, options) {
+            Ok(resource) => resource,
+            Err(err) => return Submitted::Done(Err(err)),
+        };
         if self.store.is_some() {
-            return self.write_through(Write::Create(resource)).map(|stored| stored.expect("a create stores"));
+            return Submitted::Queued(self.enqueue(Write::Create(resource)));
         }
         let mut inner = self.inner.lock();
-        check_create(inner.resources.get(resource.id()), &resource)?;
-        Ok(self.apply_create(&mut inner, Arc::new(resource)))
+        Submitted::Done(
+            check_create(inner.resources.get(resource.id()), &resource, inner.resources.room())
+                .and_then(|()| self.apply_create(&mut inner, Arc::new(resource))),
+        )
     }
 
-    pub(super) fn update(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
+    pub(super) fn update(
+        &self,
+        mut resource: DynamicResource,
+        options: &UpdateOptions,
+    ) -> Submitted<Arc<DynamicResource>> {
+        resource.metadata.prepare_to_store(&self.kind);
         if self.store.is_some() {
-            return self
-                .write_through(Write::Update(resource, options))
-                .map(|stored| stored.expect("an update stores"));
+            return Submitted::Queued(self.enqueue(Write::Update(resource, options.clone())));
         }
         let mut inner = self.inner.lock();
-        let resource = check_update(inner.resources.get(resource.id()), resource, &options)?;
-        Ok(self.apply_update(&mut inner, Arc::new(resource)))
+        Submitted::Done(
+            check_update(inner.resources.get(resource.id()), resource, options)
+                .map(|resource| self.apply_update(&mut inner, Arc::new(resource))),
+        )
     }
 
-    pub(super) fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
+    pub(super) fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Submitted<()> {
         if self.store.is_some() {
-            return self.write_through(Write::Destroy(pointer.clone(), options)).map(drop);
+            return Submitted::Queued(self.enqueue(Write::Destroy(pointer.clone(), options)));
         }
         let mut inner = self.inner.lock();
-        check_destroy(inner.resources.get(pointer.id()), pointer, &options)?;
-        self.apply_destroy(&mut inner, pointer);
-        Ok(())
+        Submitted::Done(
+            check_destroy(inner.resources.get(pointer.id()), pointer, &options)
+                .map(|()| self.apply_destroy(&mut inner, pointer)),
+        )
     }
 
     /// Stores a checked create and publishes its event.
-    fn apply_create(&self, inner: &mut Inner, stored: Arc<DynamicResource>) -> Arc<DynamicResource> {
-        inner.resources.insert(stored.id().to_owned(), Arc::clone(&stored));
+    ///
+    /// Fails only when the collection already holds the most resources it can.
+    fn apply_create(&self, inner: &mut Inner, stored: Arc<DynamicResource>) -> Result<Arc<DynamicResource>> {
+        inner.resources.insert(Arc::clone(&stored))?;
         self.publish(inner, |bookmark| Event::Created { resource: Arc::clone(&stored), bookmark });
-        stored
+        Ok(stored)
     }
 
     /// Stores a checked update and publishes its event.
     fn apply_update(&self, inner: &mut Inner, stored: Arc<DynamicResource>) -> Arc<DynamicResource> {
-        if let Some(slot) = inner.resources.get_mut(stored.id()) {
-            let old = std::mem::replace(slot, Arc::clone(&stored));
+        if let Some(old) = inner.resources.replace(Arc::clone(&stored)) {
             self.publish(inner, |bookmark| Event::Updated { resource: Arc::clone(&stored), old, bookmark });
         }
         stored
@@ -156,6 +190,41 @@ impl Collection {
     fn apply_destroy(&self, inner: &mut Inner, pointer: &Pointer) {
         if let Some(old) = inner.resources.remove(pointer.id()) {
             self.publish(inner, |bookmark| Event::Destroyed { resource: old, bookmark });
+        }
+    }
+
+    /// Leaves the state's map if this collection holds nothing: no resource,
+    /// no event ever written, no watcher and no write waiting for the store.
+    ///
+    /// Such a collection was only ever watched, and its only bookmark (the
+    /// position before its first event) means the same in a collection of
+    /// the same kind created later, which gets the same cookie; so freeing it
+    /// changes nothing a client can see. A collection that was ever written
+    /// keeps its history, and its bookmarks, for as long as the state lives.
+    pub(super) fn release(&self) {
+        let Some(home) = self.home.upgrade() else {
+            return;
+        };
+        let mut collections = home.write();
+        let Some(types) = collections.get_mut(self.kind.namespace()) else {
+            return;
+        };
+        // Another collection of this kind may have replaced this one already.
+        if !types.get(self.kind.r#type()).is_some_and(|current| std::ptr::eq(Arc::as_ptr(current), self)) {
+            return;
+        }
+        // Watchers and writes register under the map's lock, which is held
+        // here: what these checks see stays true until the collection is gone.
+        let unused = {
+            let inner = self.inner.lock();
+            inner.write_pos == 0 && inner.resources.is_empty()
+        } && self.watchers.load(Ordering::Acquire) == 0
+            && self.combiner.is_idle();
+        if unused {
+            types.remove(self.kind.r#type());
+            if types.is_empty() {
+                collections.remove(self.kind.namespace());
+            }
         }
     }
 
@@ -191,7 +260,7 @@ impl Collection {
     }
 
     pub(super) fn watch_kind(self: Arc<Self>, options: WatchKindOptions) -> Result<Watch> {
-        let inner = self.inner.lock();
+        let mut inner = self.inner.lock();
         let mut initial = Vec::new();
         let start = if let Some(bookmark) = &options.start_from {
             let pos = self.decode(bookmark, &inner, true)?;
@@ -207,7 +276,7 @@ impl Collection {
             initial.extend(
                 inner
                     .resources
-                    .values()
+                    .sorted()
                     .filter(|resource| options.matches(resource))
                     .map(|resource| Event::Created { resource: Arc::clone(resource), bookmark: None }),
             );
@@ -246,7 +315,7 @@ impl Collection {
         let mut bytes = [0u8; 16];
         bytes[..8].copy_from_slice(&self.cookie.to_be_bytes());
         bytes[8..].copy_from_slice(&pos.to_be_bytes());
-        Bookmark::from_bytes(&bytes[..])
+        Bookmark::from_slice(&bytes)
     }
 
     /// The position a bookmark names, if it is one of ours and still in the history.
@@ -293,7 +362,7 @@ fn check_owner(pointer: &Pointer, stored: &DynamicResource, owner: Option<&str>)
 }
 
 /// Sets the owner, version and timestamps of a new resource; checks nothing stored.
-fn prepare_create(mut resource: DynamicResource, options: CreateOptions) -> Result<DynamicResource> {
+fn prepare_create(mut resource: DynamicResource, options: &CreateOptions) -> Result<DynamicResource> {
     match (resource.metadata.owner(), options.owner.as_deref()) {
         (Some(existing), Some(requested)) if existing != requested => {
             return Err(Error::invalid_argument(format!(
@@ -310,10 +379,14 @@ fn prepare_create(mut resource: DynamicResource, options: CreateOptions) -> Resu
     Ok(resource)
 }
 
-/// A create against what is stored under its ID now.
-fn check_create(current: Option<&Arc<DynamicResource>>, resource: &DynamicResource) -> Result<()> {
+/// A create against what is stored under its ID now, with `room` for that many more resources.
+fn check_create(current: Option<&Arc<DynamicResource>>, resource: &DynamicResource, room: usize) -> Result<()> {
     match current {
         Some(_) => Err(Error::AlreadyExists(resource.metadata.pointer().clone())),
+        None if room == 0 => Err(Error::backend(std::io::Error::other(format!(
+            "cannot create {}: its collection holds as many resources as it can",
+            resource.metadata.pointer()
+        )))),
         None => Ok(()),
     }
 }
@@ -459,6 +532,8 @@ impl Cursor {
 
 impl Drop for Cursor {
     fn drop(&mut self) {
-        self.collection.watchers.fetch_sub(1, Ordering::AcqRel);
+        if self.collection.watchers.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.collection.release();
+        }
     }
 }

@@ -8,19 +8,20 @@
 
 mod collection;
 
-use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use parking_lot::RwLock;
+use hashbrown::HashMap;
+use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
 
 use crate::resource::{DynamicResource, Kind, Pointer};
 use crate::state::{
-    CreateOptions, DestroyOptions, Error, ListOptions, Result, State, UpdateOptions, Watch, WatchKindOptions,
-    WatchOptions,
+    CreateOptions, DestroyOptions, Error, Immediate, ListOptions, Result, State, UpdateOptions, Watch,
+    WatchKindOptions, WatchOptions,
 };
 
-use collection::Collection;
+use collection::{Collection, Submitted};
 
 /// How much history each (namespace, type) keeps for watches.
 ///
@@ -82,14 +83,32 @@ pub enum StoreWrite<'a> {
 /// A [`State`] that keeps everything in memory.
 ///
 /// Each (namespace, type) is a collection of its own with its own lock and
-/// history, so writers of different kinds never contend.
-#[derive(Default)]
+/// history, so writers of different kinds never contend. A collection exists
+/// while it holds resources, was ever written, or is watched: reads of a kind
+/// nobody wrote create nothing, and the collection a watch of such a kind
+/// needs is freed when its last watcher leaves (see [`MemoryState::watch_kind_dynamic`]).
 pub struct MemoryState {
     options: MemoryOptions,
-    /// Namespace, then type: two levels, so a lookup borrows the caller's strings.
-    collections: RwLock<HashMap<String, HashMap<String, Arc<Collection>>>>,
+    collections: Arc<Collections>,
+    /// Seeds each collection's bookmark cookie together with its (namespace, type).
+    seed: RandomState,
     /// Where writes go through to; `None` for a plain in-memory state.
     store: Option<Arc<dyn BackingStore>>,
+}
+
+/// Namespace, then type: two levels, so a lookup borrows the caller's strings.
+///
+/// Lock order: this map, then a collection's locks. Whatever makes a
+/// collection hold something (a write, a watcher) is registered with the
+/// collection while this map is locked, and a collection is freed only under
+/// its write lock after checking it holds nothing, so a collection is never
+/// freed under a writer or a watcher that found it.
+type Collections = RwLock<HashMap<String, HashMap<String, Arc<Collection>>>>;
+
+impl Default for MemoryState {
+    fn default() -> Self {
+        MemoryState::with_options(MemoryOptions::default())
+    }
 }
 
 impl std::fmt::Debug for MemoryState {
@@ -117,7 +136,11 @@ impl MemoryState {
             history_initial_capacity: options.history_initial_capacity.clamp(1, options.history_max_capacity),
             ..options
         };
-        Ok(MemoryState { options, collections: RwLock::default(), store: None })
+        Ok(MemoryState::with_options(options))
+    }
+
+    fn with_options(options: MemoryOptions) -> Self {
+        MemoryState { options, collections: Arc::default(), seed: RandomState::new(), store: None }
     }
 
     /// A state that holds what `store` holds and writes every change through to it.
@@ -132,78 +155,337 @@ impl MemoryState {
         for resource in resources {
             let pointer = resource.metadata.pointer();
             pointer.validate().map_err(Error::InvalidArgument)?;
-            state.collection(pointer.namespace(), pointer.r#type()).restore(resource)?;
+            state.collection(pointer.namespace(), pointer.r#type())?.restore(resource)?;
         }
         Ok(state)
     }
 
-    /// The collection of (namespace, type), if anything ever touched it.
-    fn existing(&self, namespace: &str, r#type: &str) -> Option<Arc<Collection>> {
-        self.collections.read().get(namespace)?.get(r#type).cloned()
+    /// The collection of (namespace, type), if it exists, with the map read-locked.
+    fn existing(&self, namespace: &str, r#type: &str) -> Option<MappedRwLockReadGuard<'_, Arc<Collection>>> {
+        RwLockReadGuard::try_map(self.collections.read(), |collections| collections.get(namespace)?.get(r#type)).ok()
     }
 
-    /// The collection of (namespace, type), created on first use.
-    fn collection(&self, namespace: &str, r#type: &str) -> Arc<Collection> {
-        if let Some(collection) = self.existing(namespace, r#type) {
-            return collection;
+    /// The collection of (namespace, type), created if needed, with the map read-locked.
+    ///
+    /// Checks the namespace and type before it creates anything, so bad input
+    /// never leaves a collection behind.
+    fn collection(&self, namespace: &str, r#type: &str) -> Result<MappedRwLockReadGuard<'_, Arc<Collection>>> {
+        loop {
+            if let Some(collection) = self.existing(namespace, r#type) {
+                return Ok(collection);
+            }
+            let kind = Kind::new(namespace, r#type);
+            kind.validate().map_err(Error::InvalidArgument)?;
+            let mut collections = self.collections.write();
+            collections.entry_ref(namespace).or_default().entry_ref(r#type).or_insert_with(|| {
+                let cookie = self.seed.hash_one((namespace, r#type));
+                let home = Arc::downgrade(&self.collections);
+                Arc::new(Collection::new(kind, cookie, &self.options, self.store.clone(), home))
+            });
+            // Read it again under the read lock. A new collection holds
+            // nothing, so a watcher leaving it meanwhile may have freed it
+            // again; then the loop creates another.
         }
-        let mut collections = self.collections.write();
-        let types = collections.entry(namespace.to_owned()).or_default();
-        let collection = types.entry(r#type.to_owned()).or_insert_with(|| {
-            Arc::new(Collection::new(Kind::new(namespace, r#type), &self.options, self.store.clone()))
-        });
-        Arc::clone(collection)
+    }
+
+    /// The resource at `pointer`: a hash lookup of its kind, one of its ID, and a reference count.
+    fn get_now(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+        let found =
+            self.existing(pointer.namespace(), pointer.r#type()).and_then(|collection| collection.get(pointer.id()));
+        found.ok_or_else(|| not_found(pointer))
+    }
+
+    /// Hands a create to its collection: done at once, or queued for the backing store.
+    fn submit_create(&self, resource: DynamicResource, options: &CreateOptions) -> Result<Pending> {
+        let pointer = resource.metadata.pointer();
+        // The collection checks the namespace and type when it is created,
+        // so only the ID, new to the state, is left to check.
+        let collection = self.collection(pointer.namespace(), pointer.r#type())?;
+        crate::resource::validate_name("id", pointer.id()).map_err(Error::InvalidArgument)?;
+        Ok(match collection.create(resource, options) {
+            Submitted::Done(result) => Pending::Done(result),
+            Submitted::Queued(ticket) => Pending::Queued(Arc::clone(&collection), ticket),
+        })
+    }
+
+    /// Hands an update to its collection: done at once, or queued for the backing store.
+    fn submit_update(&self, resource: DynamicResource, options: &UpdateOptions) -> Pending {
+        let pointer = resource.metadata.pointer();
+        let Some(collection) = self.existing(pointer.namespace(), pointer.r#type()) else {
+            return Pending::Done(Err(not_found(pointer)));
+        };
+        match collection.update(resource, options) {
+            Submitted::Done(result) => Pending::Done(result),
+            Submitted::Queued(ticket) => Pending::Queued(Arc::clone(&collection), ticket),
+        }
+    }
+
+    /// How many collections exist: what reads and watches must not leave behind.
+    #[cfg(test)]
+    fn collection_count(&self) -> usize {
+        self.collections.read().values().map(HashMap::len).sum()
+    }
+}
+
+/// Checks a pointer that found nothing, so the error says what is wrong with
+/// it; one that finds a resource needs no check, since its names equal those
+/// of a resource that was checked when it was written.
+fn not_found(pointer: &Pointer) -> Error {
+    match pointer.validate() {
+        Ok(()) => Error::NotFound(pointer.clone()),
+        Err(reason) => Error::InvalidArgument(reason),
+    }
+}
+
+/// A put handed to a collection, with the state's map no longer locked.
+enum Pending {
+    Done(Result<Arc<DynamicResource>>),
+    /// Queued for the backing store: [`finish`](Pending::finish) waits for its batch.
+    Queued(Arc<Collection>, u64),
+}
+
+impl Pending {
+    /// The stored resource; a pointer that found nothing is checked, so a bad name is an `InvalidArgument`.
+    fn finish(self) -> Result<Arc<DynamicResource>> {
+        let result = match self {
+            Pending::Done(result) => result,
+            Pending::Queued(collection, ticket) => collection.wait(ticket).and_then(|stored| {
+                stored.ok_or_else(|| {
+                    Error::backend(std::io::Error::other("a put through the backing store stored nothing"))
+                })
+            }),
+        };
+        match result {
+            Err(Error::NotFound(pointer)) => Err(not_found(&pointer)),
+            result => result,
+        }
     }
 }
 
 #[async_trait]
 impl State for MemoryState {
     async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
-        pointer.validate().map_err(Error::InvalidArgument)?;
-        self.existing(pointer.namespace(), pointer.r#type())
-            .and_then(|collection| collection.get(pointer.id()))
-            .ok_or_else(|| Error::NotFound(pointer.clone()))
+        self.get_now(pointer)
+    }
+
+    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<Arc<DynamicResource>>> {
+        Some(self.get_now(pointer))
     }
 
     async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
-        kind.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;
-        let collection = self.existing(kind.namespace(), kind.r#type());
-        Ok(collection.map(|collection| collection.list(options)).unwrap_or_default())
-    }
-
-    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
-        let pointer = resource.metadata.pointer();
-        pointer.validate().map_err(Error::InvalidArgument)?;
-        self.collection(pointer.namespace(), pointer.r#type()).create(resource, options)
-    }
-
-    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
-        let pointer = resource.metadata.pointer();
-        pointer.validate().map_err(Error::InvalidArgument)?;
-        match self.existing(pointer.namespace(), pointer.r#type()) {
-            Some(collection) => collection.update(resource, options),
-            None => Err(Error::NotFound(pointer.clone())),
+        match self.existing(kind.namespace(), kind.r#type()) {
+            Some(collection) => Ok(collection.list(options)),
+            None => {
+                kind.validate().map_err(Error::InvalidArgument)?;
+                Ok(Vec::new())
+            }
         }
     }
 
+    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
+        self.submit_create(resource, &options)?.finish()
+    }
+
+    fn create_now_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: &CreateOptions,
+    ) -> Immediate<Arc<DynamicResource>> {
+        if self.store.is_some() {
+            return Immediate::Deferred(resource);
+        }
+        Immediate::Done(self.submit_create(resource, options).and_then(Pending::finish))
+    }
+
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
+        self.submit_update(resource, &options).finish()
+    }
+
+    fn update_now_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: &UpdateOptions,
+    ) -> Immediate<Arc<DynamicResource>> {
+        if self.store.is_some() {
+            return Immediate::Deferred(resource);
+        }
+        Immediate::Done(self.submit_update(resource, options).finish())
+    }
+
     async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
-        pointer.validate().map_err(Error::InvalidArgument)?;
-        match self.existing(pointer.namespace(), pointer.r#type()) {
-            Some(collection) => collection.destroy(pointer, options),
-            None => Err(Error::NotFound(pointer.clone())),
+        let Some(collection) = self.existing(pointer.namespace(), pointer.r#type()) else {
+            return Err(not_found(pointer));
+        };
+        let result = match collection.destroy(pointer, options) {
+            Submitted::Done(result) => result,
+            Submitted::Queued(ticket) => {
+                let collection = Arc::clone(&collection);
+                collection.wait(ticket).map(drop)
+            }
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(Error::NotFound(pointer)) => Err(not_found(&pointer)),
+            Err(err) => Err(err),
         }
     }
 
     async fn watch_dynamic(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
         pointer.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;
-        self.collection(pointer.namespace(), pointer.r#type()).watch(pointer.id(), options)
+        let guard = self.collection(pointer.namespace(), pointer.r#type())?;
+        let collection = Arc::clone(&guard);
+        let watch = Arc::clone(&collection).watch(pointer.id(), options);
+        drop(guard);
+        // A watch refused (a bookmark out of the history) leaves nothing behind.
+        if watch.is_err() {
+            collection.release();
+        }
+        watch
     }
 
+    /// Watches every resource of a kind.
+    ///
+    /// Watching a kind nobody wrote creates its collection; when the last
+    /// watcher leaves and still nobody wrote it, the collection is freed. A
+    /// bookmark it handed out stays valid: such a collection only ever hands
+    /// out the position before its first event, which means the same in the
+    /// collection that replaces it (its cookie comes from the state and the
+    /// kind, not from the collection).
     async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
         kind.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;
-        self.collection(kind.namespace(), kind.r#type()).watch_kind(options)
+        let guard = self.collection(kind.namespace(), kind.r#type())?;
+        let collection = Arc::clone(&guard);
+        let watch = Arc::clone(&collection).watch_kind(options);
+        drop(guard);
+        // A watch refused (a bookmark out of the history) leaves nothing behind.
+        if watch.is_err() {
+            collection.release();
+        }
+        watch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::{Metadata, Spec};
+    use crate::state::{Bookmark, Event};
+
+    fn resource(namespace: &str, id: &str) -> DynamicResource {
+        DynamicResource::new(Metadata::new(namespace, "Things.test.cosi.dev", id), Spec::empty())
+    }
+
+    /// A read-only client must not grow the state: reads of kinds nobody
+    /// wrote leave nothing, and a watch's collection goes with its last watcher.
+    #[tokio::test]
+    async fn reads_and_watches_of_unwritten_kinds_leave_nothing() {
+        let state = MemoryState::default();
+        for i in 0..100 {
+            let namespace = format!("ns{i}");
+            let kind = Kind::new(&namespace, "Things.test.cosi.dev");
+            let pointer = kind.pointer("absent");
+            assert!(matches!(state.get_dynamic(&pointer).await, Err(Error::NotFound(_))));
+            assert!(state.list_dynamic(&kind, &ListOptions::default()).await.unwrap().is_empty());
+            assert!(matches!(
+                state.destroy_dynamic(&pointer, DestroyOptions::default()).await,
+                Err(Error::NotFound(_))
+            ));
+            let update = resource(&namespace, "absent");
+            assert!(matches!(state.update_dynamic(update, UpdateOptions::default()).await, Err(Error::NotFound(_))));
+            let one = state.watch_dynamic(&pointer, WatchOptions::default()).await.unwrap();
+            let all = state.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.unwrap();
+            let again = state.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.unwrap();
+            drop((one, all));
+            assert_eq!(state.collection_count(), 1, "a collection stays while it is watched");
+            drop(again);
+            assert_eq!(state.collection_count(), 0, "the last watcher took the collection with it");
+            let refused =
+                WatchKindOptions { start_from: Some(Bookmark::from_bytes(&[0u8; 16][..])), ..Default::default() };
+            assert!(state.watch_kind_dynamic(&kind, refused).await.is_err());
+            assert_eq!(state.collection_count(), 0, "a refused watch leaves nothing");
+        }
+    }
+
+    /// A written collection keeps its history (and bookmarks) after its watchers leave.
+    #[tokio::test]
+    async fn written_collections_stay() {
+        let state = MemoryState::default();
+        let kind = Kind::new("ns", "Things.test.cosi.dev");
+        let watch = state.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.unwrap();
+        state.create_dynamic(resource("ns", "a"), CreateOptions::default()).await.unwrap();
+        state.destroy_dynamic(&kind.pointer("a"), DestroyOptions::default()).await.unwrap();
+        drop(watch);
+        assert_eq!(state.collection_count(), 1);
+        let tail = WatchKindOptions { tail_events: 2, ..Default::default() };
+        let mut watch = state.watch_kind_dynamic(&kind, tail).await.unwrap();
+        let events = watch.recv_batch().await.unwrap();
+        assert_eq!(events.len(), 2, "{events:?}");
+    }
+
+    /// The bookmark of an unwritten kind's bootstrap still works after its collection was freed.
+    #[tokio::test]
+    async fn bookmarks_of_freed_collections_stay_valid() {
+        let state = MemoryState::default();
+        let kind = Kind::new("ns", "Things.test.cosi.dev");
+        let options = WatchKindOptions { bootstrap_bookmark: true, ..Default::default() };
+        let mut watch = state.watch_kind_dynamic(&kind, options).await.unwrap();
+        let bookmark = match watch.recv().await {
+            Some(Event::Noop { bookmark: Some(bookmark), .. }) => bookmark,
+            other => panic!("expected the bootstrap bookmark, got {other:?}"),
+        };
+        drop(watch);
+        assert_eq!(state.collection_count(), 0);
+        state.create_dynamic(resource("ns", "a"), CreateOptions::default()).await.unwrap();
+        let resumed = WatchKindOptions { start_from: Some(bookmark), ..Default::default() };
+        let mut watch = state.watch_kind_dynamic(&kind, resumed).await.unwrap();
+        match watch.recv().await {
+            Some(Event::Created { resource, .. }) => assert_eq!(resource.id(), "a"),
+            other => panic!("expected the create after the bookmark, got {other:?}"),
+        }
+    }
+
+    struct NullStore;
+
+    impl BackingStore for NullStore {
+        fn load(&self) -> Result<Vec<DynamicResource>> {
+            Ok(Vec::new())
+        }
+
+        fn write(&self, _batch: &[StoreWrite<'_>]) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Writes happen at once only where nothing makes them wait: a backing store's writes block.
+    #[test]
+    fn writes_are_immediate_without_a_backing_store() {
+        let plain = MemoryState::default();
+        match plain.create_now_dynamic(resource("ns", "a"), &CreateOptions::default()) {
+            Immediate::Done(Ok(stored)) => assert_eq!(stored.metadata.version().get(), Some(1)),
+            other => panic!("expected a create done at once, got {other:?}"),
+        }
+        let mut update = resource("ns", "a");
+        update.metadata.set_version(crate::resource::Version::new(1));
+        assert!(matches!(
+            plain.update_now_dynamic(update, &UpdateOptions::default()),
+            Immediate::Done(Ok(stored)) if stored.metadata.version().get() == Some(2)
+        ));
+        assert!(matches!(
+            plain.update_now_dynamic(resource("ns", "absent"), &UpdateOptions::default()),
+            Immediate::Done(Err(Error::NotFound(_)))
+        ));
+
+        let backed = MemoryState::with_store(MemoryOptions::default(), Arc::new(NullStore)).unwrap();
+        match backed.create_now_dynamic(resource("ns", "a"), &CreateOptions::default()) {
+            Immediate::Deferred(handed_back) => assert_eq!(handed_back.id(), "a"),
+            other => panic!("expected the create handed back, got {other:?}"),
+        }
+        assert!(matches!(
+            backed.update_now_dynamic(resource("ns", "a"), &UpdateOptions::default()),
+            Immediate::Deferred(_)
+        ));
     }
 }

@@ -45,7 +45,7 @@ impl Write {
 }
 
 /// What a write stores once its batch is durable: `Some` resource for a put, `None` for a destroy.
-type Outcome = Result<Option<Arc<DynamicResource>>>;
+pub(in crate::state::memory) type Outcome = Result<Option<Arc<DynamicResource>>>;
 
 #[derive(Default)]
 pub(in crate::state::memory) struct Combiner {
@@ -64,13 +64,31 @@ struct Waiting {
     outcomes: HashMap<u64, Outcome>,
 }
 
+impl Combiner {
+    /// Whether no write waits and no batch is at work.
+    pub(in crate::state::memory) fn is_idle(&self) -> bool {
+        let waiting = self.state.lock();
+        waiting.queue.is_empty() && !waiting.busy
+    }
+}
+
 impl Collection {
-    /// Runs `write` through the store, in a batch with whatever else waits.
-    pub(super) fn write_through(&self, write: Write) -> Outcome {
+    /// Queues `write` for the next batch; returns its ticket for [`wait`](Collection::wait).
+    ///
+    /// Called with the state's map locked: from here until its batch is
+    /// applied, the write keeps the collection from being freed.
+    pub(in crate::state::memory) fn enqueue(&self, write: Write) -> u64 {
         let mut waiting = self.combiner.state.lock();
         let ticket = waiting.next_ticket;
         waiting.next_ticket += 1;
         waiting.queue.push((ticket, write));
+        ticket
+    }
+
+    /// Runs the write of `ticket` through the store, in a batch with whatever
+    /// else waits, and returns what it stored.
+    pub(in crate::state::memory) fn wait(&self, ticket: u64) -> Outcome {
+        let mut waiting = self.combiner.state.lock();
         loop {
             if let Some(outcome) = waiting.outcomes.remove(&ticket) {
                 return outcome;
@@ -121,14 +139,14 @@ impl Collection {
                 let mut inner = self.inner.lock();
                 for (ticket, planned) in planned {
                     let outcome = match planned {
-                        Planned::Create(resource) => Some(self.apply_create(&mut inner, resource)),
-                        Planned::Update(resource) => Some(self.apply_update(&mut inner, resource)),
+                        Planned::Create(resource) => self.apply_create(&mut inner, resource).map(Some),
+                        Planned::Update(resource) => Ok(Some(self.apply_update(&mut inner, resource))),
                         Planned::Destroy(pointer) => {
                             self.apply_destroy(&mut inner, &pointer);
-                            None
+                            Ok(None)
                         }
                     };
-                    outcomes.push((ticket, Ok(outcome)));
+                    outcomes.push((ticket, outcome));
                 }
                 outcomes
             }
@@ -145,6 +163,7 @@ impl Collection {
     /// the batch; failures go to `outcomes`, the rest are returned in order.
     fn check_batch(&self, batch: &[(u64, Write)], outcomes: &mut Vec<(u64, Outcome)>) -> Vec<(u64, Planned)> {
         let inner = self.inner.lock();
+        let mut room = inner.resources.room();
         let mut planned = Vec::with_capacity(batch.len());
         // What the batch's earlier writes leave under an ID: `None` once destroyed.
         let mut overlay: HashMap<&str, Option<Arc<DynamicResource>>> = HashMap::new();
@@ -155,9 +174,10 @@ impl Collection {
                 None => inner.resources.get(id),
             };
             let checked = match write {
-                Write::Create(resource) => {
-                    check_create(current, resource).map(|()| Planned::Create(Arc::new(resource.clone())))
-                }
+                Write::Create(resource) => check_create(current, resource, room).map(|()| {
+                    room -= 1;
+                    Planned::Create(Arc::new(resource.clone()))
+                }),
                 Write::Update(resource, options) => {
                     check_update(current, resource.clone(), options).map(|resource| Planned::Update(Arc::new(resource)))
                 }

@@ -1,0 +1,118 @@
+//! Instruction counts per state operation, for `valgrind --tool=callgrind`.
+//!
+//! Wall-clock numbers on a machine shared with other builds move by tens of
+//! per cent between runs; instruction counts do not. Each operation runs
+//! many times inside one future whose `poll` is never inlined (`Measured`),
+//! with everything built before the loop and awaited from a task of a
+//! 2-worker multi-thread runtime, as in `state.rs`, so callgrind can count
+//! that function alone:
+//!
+//! ```text
+//! cargo bench -p cosi --bench ops --no-run   # prints the binary's path
+//! valgrind --tool=callgrind --toggle-collect='*Measured*poll*' TARGET/release/deps/ops-HASH --bench get
+//! ```
+//!
+//! and divide the total by the count it prints on standard error. The
+//! argument names the operation (`create`, `get`, `update`, `list`); without
+//! `--bench` (`cargo test --benches`) each runs a few times, as a smoke test.
+
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use cosi::prelude::*;
+use cosi::state::MemoryState;
+
+#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[resource(type = "BenchSpecs.bench.cosi.dev", namespace = "bench")]
+struct BenchSpec {
+    value: u64,
+    payload: String,
+}
+
+const LIST_SIZE: usize = 10_000;
+
+fn spec(value: u64) -> BenchSpec {
+    BenchSpec { value, payload: "x".repeat(256) }
+}
+
+/// A future whose `poll` is never inlined: the function callgrind counts.
+struct Measured<F>(Pin<Box<F>>);
+
+impl<F: Future> Future for Measured<F> {
+    type Output = F::Output;
+
+    #[inline(never)]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+fn measured<F: Future>(future: F) -> Measured<F> {
+    Measured(Box::pin(future))
+}
+
+async fn measure_create(state: &Arc<dyn State>, resources: Vec<Typed<BenchSpec>>) {
+    for resource in resources {
+        black_box(state.create(resource, CreateOptions::default()).await.unwrap());
+    }
+}
+
+async fn measure_get(state: &Arc<dyn State>, ids: &[String], ops: usize) {
+    for i in 0..ops {
+        black_box(state.get::<BenchSpec>(&ids[i % LIST_SIZE]).await.unwrap());
+    }
+}
+
+async fn measure_update(state: &Arc<dyn State>, pointer: &Pointer, ops: usize) {
+    for i in 0..ops {
+        let mut current = state.get::<BenchSpec>(pointer).await.unwrap();
+        current.value = i as u64;
+        black_box(state.update(current, UpdateOptions::default()).await.unwrap());
+    }
+}
+
+async fn measure_list(state: &Arc<dyn State>, ops: usize) {
+    for _ in 0..ops {
+        black_box(state.list::<BenchSpec>(&ListOptions::default()).await.unwrap());
+    }
+}
+
+fn main() {
+    let full = std::env::args().any(|arg| arg == "--bench");
+    let ops = if full { 100_000 } else { 10 };
+    let which: Vec<String> = std::env::args().skip(1).filter(|arg| !arg.starts_with("--")).collect();
+    let wanted = move |name: &str| which.is_empty() || which.iter().any(|w| w == name);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime");
+
+    rt.block_on(rt.spawn(async move {
+        let ids: Vec<String> = (0..LIST_SIZE).map(|i| format!("r{i:06}")).collect();
+        if wanted("create") {
+            let state: Arc<dyn State> = Arc::new(MemoryState::default());
+            let count = ops.min(LIST_SIZE);
+            eprintln!("create: {count} operations");
+            let resources = ids[..count].iter().enumerate().map(|(i, id)| Typed::new(id, spec(i as u64))).collect();
+            measured(measure_create(&state, resources)).await;
+        }
+        let state: Arc<dyn State> = Arc::new(MemoryState::default());
+        for (i, id) in ids.iter().enumerate() {
+            state.create(Typed::new(id, spec(i as u64)), CreateOptions::default()).await.unwrap();
+        }
+        if wanted("get") {
+            eprintln!("get: {ops} operations");
+            measured(measure_get(&state, &ids, ops)).await;
+        }
+        if wanted("update") {
+            eprintln!("update: {ops} operations");
+            measured(measure_update(&state, &BenchSpec::pointer("r000000"), ops)).await;
+        }
+        if wanted("list") {
+            let lists = ops / 1000 + 1;
+            eprintln!("list: {lists} operations");
+            measured(measure_list(&state, lists)).await;
+        }
+    }))
+    .expect("benchmark task");
+}
