@@ -92,7 +92,7 @@ impl Os {
         sandbox.create_dir_all("var/lib/cosi")?;
         let store_path = sandbox.resolve(CONFIG_STORE)?;
         let store = RedbState::open(&store_path, cosi_redb::Options::default())
-            .map_err(|source| Error::Store { path: store_path.display().to_string(), source })?;
+            .map_err(|source| Error::Store { path: store_path.display().to_string(), source: Box::new(source) })?;
         let store = Arc::new(store);
         let durable: Arc<dyn State> = Arc::clone(&store) as Arc<dyn State>;
         let state: Arc<dyn State> = Arc::new(

@@ -24,8 +24,8 @@ pub enum Error {
     Store {
         /// The file.
         path: String,
-        /// Why.
-        source: cosi_redb::Error,
+        /// Why (boxed: the store's error is large, and every `Result` of the OS carries this type).
+        source: Box<cosi_redb::Error>,
     },
     /// The gRPC server could not start.
     #[error(transparent)]
