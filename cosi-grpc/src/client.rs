@@ -29,6 +29,7 @@ use tonic::{Code, Status, Streaming};
 
 use crate::convert;
 use crate::endpoint::Endpoint;
+use crate::limits::DEFAULT_CLIENT_MAX_MESSAGE_SIZE;
 use crate::proto;
 use crate::proto::state_client::StateClient;
 use crate::status::{CallContext, RemoteError, Rpc, from_status};
@@ -144,10 +145,22 @@ impl Client {
     /// A client over a channel built by the caller.
     pub fn from_channel(channel: Channel) -> Self {
         Client {
-            inner: StateClient::new(channel).max_decoding_message_size(usize::MAX),
+            inner: StateClient::new(channel)
+                .max_decoding_message_size(DEFAULT_CLIENT_MAX_MESSAGE_SIZE)
+                .max_encoding_message_size(usize::MAX),
             retry: RetryOptions::default(),
             no_teardown_rpc: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Limits each response the client accepts to `bytes` (default
+    /// [`DEFAULT_CLIENT_MAX_MESSAGE_SIZE`], the largest a server with default
+    /// [`Limits`](crate::Limits) sends): a server cannot make the client
+    /// allocate more for one message. A larger response fails its call with `OUT_OF_RANGE`.
+    #[must_use]
+    pub fn max_message_size(mut self, bytes: usize) -> Self {
+        self.inner = self.inner.max_decoding_message_size(bytes);
+        self
     }
 
     /// Sets how broken watches are resumed.
