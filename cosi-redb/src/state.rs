@@ -62,11 +62,16 @@ impl RedbState {
     /// Opens the store at `path`, creating it when the file is missing or empty,
     /// and loads every stored resource.
     ///
+    /// A missing file is created with mode 0600, whatever the process umask:
+    /// the store holds the state of the machine, and its metadata is never
+    /// encrypted. An existing file keeps its mode.
+    ///
     /// This blocks on file I/O; from async code, call it in `spawn_blocking`.
     /// Fails with a clear [`Error`] when the file is another program's, damaged,
     /// encrypted with another key, or already open (by this process or another).
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Self, Error> {
         let path = path.as_ref().to_path_buf();
+        create_private(&path).map_err(|err| Error::Io(Arc::new(err)))?;
         let db = guard(&path, || redb::Builder::new().create(&path).map_err(|err| open_error(&path, err)))?;
         RedbState::start(db, path, options)
     }
@@ -168,6 +173,18 @@ impl State for RedbState {
 
     async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> cosi::Result<Watch> {
         self.memory.watch_kind_dynamic(kind, options).await
+    }
+}
+
+/// Creates `path` empty with mode 0600 unless something is there already, so
+/// that redb never creates it with the process umask.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(err) => Err(err),
     }
 }
 
