@@ -103,6 +103,39 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use crypto::EncryptionKey;
+
+/// Not API: the record codec, for the fuzz targets of the workspace's `fuzz/`.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    use cosi::DynamicResource;
+
+    use crate::crypto::Cipher;
+    use crate::{EncryptionKey, Error};
+
+    /// The record of `resource`, as the store writes it.
+    pub fn encode_record(resource: &DynamicResource, key: Option<&EncryptionKey>) -> Result<Vec<u8>, Error> {
+        crate::format::encode(resource, key.map(Cipher::new).as_ref())
+    }
+
+    /// The resource a record under `key` holds, as the store reads it at open.
+    pub fn decode_record(
+        record_key: (&str, &str, &str),
+        record: &[u8],
+        key: Option<&EncryptionKey>,
+    ) -> Result<DynamicResource, Error> {
+        crate::format::decode(record_key, record, key.map(Cipher::new).as_ref())
+    }
+
+    /// As [`decode_record`], accepting format 1 records as a migration does.
+    pub fn decode_legacy_record(
+        record_key: (&str, &str, &str),
+        record: &[u8],
+        key: Option<&EncryptionKey>,
+    ) -> Result<DynamicResource, Error> {
+        crate::format::decode_legacy(record_key, record, key.map(Cipher::new).as_ref())
+    }
+}
 pub use state::{Options, RedbState};
 
 #[doc(no_inline)]
