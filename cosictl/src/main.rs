@@ -55,6 +55,27 @@ struct ServeArgs {
     /// The CA that signs client certificates (PEM); their Organization names the role.
     #[arg(long)]
     client_ca: Option<PathBuf>,
+    /// A file holding the 256-bit key that encrypts specs at rest (redb only):
+    /// 32 raw bytes, or 64 hexadecimal digits. It must not be readable by
+    /// group or others. A store created with a key opens only with it.
+    #[arg(long)]
+    encryption_key_file: Option<PathBuf>,
+    /// The largest request message, in bytes.
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().max_message_size)]
+    max_message_size: usize,
+    /// The most watches one connection may hold open.
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().max_watches_per_connection)]
+    max_watches_per_connection: usize,
+    /// The most watches the server holds open in all.
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().max_watches)]
+    max_watches: usize,
+    /// Seconds between keepalive pings on an idle connection; a peer that does
+    /// not answer within 10 seconds is disconnected.
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().keepalive_interval.as_secs())]
+    keepalive_interval: u64,
+    /// Seconds a graceful shutdown waits for calls in flight before closing their connections.
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().shutdown_grace.as_secs())]
+    shutdown_grace: u64,
 }
 
 /// How `get` and `graph` reach the server.
@@ -96,6 +117,8 @@ enum CliError {
     Read { path: PathBuf, source: std::io::Error },
     #[error("cannot open the state {state}: {reason}")]
     Open { state: String, reason: String },
+    #[error("cannot use the encryption key file {path}: {reason}")]
+    Key { path: PathBuf, reason: String },
     #[error("{0}")]
     Usage(String),
     #[error("cannot write the output: {0}")]

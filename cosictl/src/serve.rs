@@ -5,17 +5,21 @@
 //!   listens: the server never serves a state it could not open.
 //! - Reaching etcd is bounded by [`ETCD_CONNECT_TIMEOUT`]: etcd's client
 //!   connects lazily, so an unreachable cluster would otherwise hang the first call.
-//! - On SIGTERM or SIGINT the server stops, then the last handle on the
-//!   backend is dropped before the process exits: a redb file is committed
-//!   and closed, and opens again without repair.
+//! - On SIGTERM or SIGINT the server stops (waiting at most `--shutdown-grace`
+//!   for calls in flight), then the last handle on the backend is dropped
+//!   before the process exits: a redb file is committed and closed, and opens
+//!   again without repair.
+//! - Secrets stay closed: a new redb file is created 0600 (by `cosi_redb`),
+//!   and an encryption key file readable by group or others is refused.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cosi::state::{MemoryState, Registry, State};
-use cosi_grpc::{Endpoint, Security, Server, ServerTls};
+use cosi_grpc::{Endpoint, Limits, Security, Server, ServerTls};
+use zeroize::Zeroize;
 
 use crate::{CliError, ServeArgs, read};
 
@@ -72,8 +76,23 @@ fn is_etcd_url(url: &str) -> bool {
 /// Opens the backend, publishes the default definitions, serves until a signal, closes the backend.
 pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let security = security(&args)?;
-    let state = open(&args.state).await?;
-    let listening = Server::new(Arc::clone(&state)).bind(&args.listen, security).await?;
+    let key = match (&args.encryption_key_file, &args.state) {
+        (None, _) => None,
+        (Some(path), StateSpec::Redb(_)) => Some(read_key(path)?),
+        (Some(_), _) => {
+            return Err(CliError::Usage("--encryption-key-file needs a redb state (--state redb:PATH)".into()));
+        }
+    };
+    let limits = Limits {
+        max_message_size: args.max_message_size,
+        max_watches_per_connection: args.max_watches_per_connection,
+        max_watches: args.max_watches,
+        keepalive_interval: Duration::from_secs(args.keepalive_interval),
+        shutdown_grace: Duration::from_secs(args.shutdown_grace),
+        ..Limits::default()
+    };
+    let state = open(&args.state, key).await?;
+    let listening = Server::new(Arc::clone(&state)).limits(limits).bind(&args.listen, security).await?;
     println!("listening on {}", listening.endpoint());
     let served = listening.serve_with_shutdown(shutdown_signal()).await;
     close(state).await;
@@ -96,18 +115,67 @@ fn security(args: &ServeArgs) -> Result<Security, CliError> {
     }
 }
 
+/// The encryption key in `path`: 32 raw bytes or 64 hexadecimal digits
+/// (surrounding whitespace ignored), in a file only its owner can read.
+fn read_key(path: &Path) -> Result<cosi_redb::EncryptionKey, CliError> {
+    use std::os::unix::fs::PermissionsExt;
+
+    let bad = |reason: String| CliError::Key { path: path.to_path_buf(), reason };
+    let metadata = std::fs::metadata(path).map_err(|err| bad(err.to_string()))?;
+    let mode = metadata.permissions().mode();
+    if mode & 0o077 != 0 {
+        return Err(bad(format!("its mode {:o} lets group or others read it; chmod 600 it", mode & 0o777)));
+    }
+    let mut bytes = std::fs::read(path).map_err(|err| bad(err.to_string()))?;
+    let key = match bytes.len() {
+        32 => cosi_redb::EncryptionKey::try_from(bytes.as_slice()).map_err(|err| bad(err.to_string())),
+        _ => {
+            let text = std::str::from_utf8(&bytes).map(str::trim).unwrap_or_default();
+            match (text.len(), decode_hex(text)) {
+                (64, Some(mut decoded)) => {
+                    let key =
+                        cosi_redb::EncryptionKey::try_from(decoded.as_slice()).map_err(|err| bad(err.to_string()));
+                    decoded.zeroize();
+                    key
+                }
+                _ => {
+                    Err(bad(format!("it holds {} bytes: expected 32 raw bytes or 64 hexadecimal digits", bytes.len())))
+                }
+            }
+        }
+    };
+    // The bytes read are wiped; the key wipes itself when dropped.
+    bytes.zeroize();
+    key
+}
+
+fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    let digits = text.as_bytes();
+    digits.len().is_multiple_of(2).then_some(())?;
+    digits
+        .chunks(2)
+        .map(|pair| {
+            let high = char::from(pair[0]).to_digit(16)?;
+            let low = char::from(pair[1]).to_digit(16)?;
+            u8::try_from(high * 16 + low).ok()
+        })
+        .collect()
+}
+
 /// The backend, open and holding the default namespaces and definitions.
-async fn open(spec: &StateSpec) -> Result<Arc<dyn State>, CliError> {
+async fn open(spec: &StateSpec, key: Option<cosi_redb::EncryptionKey>) -> Result<Arc<dyn State>, CliError> {
     let state: Arc<dyn State> = match spec {
         StateSpec::Memory => Arc::new(MemoryState::default()),
         StateSpec::Redb(path) => {
             let opening = path.clone();
+            let mut options = cosi_redb::Options::default();
+            if let Some(key) = key {
+                options = options.encryption_key(key);
+            }
             // Opening reads the whole file: keep it off the async threads.
-            let opened = tokio::task::spawn_blocking(move || {
-                cosi_redb::RedbState::open(&opening, cosi_redb::Options::default())
-            })
-            .await
-            .map_err(|err| CliError::Open { state: format!("redb:{}", path.display()), reason: err.to_string() })?;
+            let opened = tokio::task::spawn_blocking(move || cosi_redb::RedbState::open(&opening, options))
+                .await
+                .map_err(|err| CliError::Open { state: format!("redb:{}", path.display()), reason: err.to_string() })?;
             let redb = opened
                 .map_err(|err| CliError::Open { state: format!("redb:{}", path.display()), reason: err.to_string() })?;
             Arc::new(redb)
