@@ -235,7 +235,7 @@ async fn serve_applies_its_limit_flags() {
         watches.push(client.watch_kind_dynamic(&kind, options).await.expect("within the limit"));
     }
     let refused = client.watch_kind_dynamic(&kind, cosi::state::WatchKindOptions::default()).await;
-    let err = refused.err().expect("a third watch on one connection is refused");
+    let Err(err) = refused else { panic!("a third watch on one connection is refused") };
     assert!(err.to_string().contains("limit of 2 open watches"), "{err}");
     let big = resource("Hostnames.net.example.org", "big", &"x".repeat(100_000));
     let err = client.create_dynamic(big, CreateOptions::default()).await.expect_err("over --max-message-size");
