@@ -15,7 +15,7 @@
 //! | [`grpc_request`] | a gRPC request (first byte: the RPC) into `StateService`, through the conversion layer |
 //! | [`queries`] | label and ID queries from the wire, run by list and watch against labelled resources |
 //! | [`redb_record`] | a stored redb record, with and without encryption |
-//! | [`spec_yaml`] | a spec's YAML text, decoded as typed specs and as a resource definition |
+//! | [`spec_yaml`] | a spec's YAML (or JSON, which YAML includes) text, decoded as typed specs and as a resource definition |
 //! | [`metadata_json`] | metadata as JSON, the form redb records hold |
 //!
 //! Seams for targets that wait for their code: the etcd value format (its

@@ -154,6 +154,8 @@ fn main() -> std::io::Result<()> {
     write("redb_record", "round-trip", b"\x03owner\x00k=v\x00fin\x00spec")?;
 
     write("spec_yaml", "value", b"value: x\n")?;
+    // JSON is YAML too: a spec sent as JSON text takes the same decoder.
+    write("spec_yaml", "json", br#"{"value": "x", "type": "Things.fuzz.cosi.dev", "aliases": ["t"]}"#)?;
     write("spec_yaml", "definition", b"type: Things.fuzz.cosi.dev\ndisplayType: Thing\ndefaultNamespace: default\naliases: [thing]\nsensitivity: sensitive\nprintColumns:\n- name: Value\n  jsonPath: '{.value}'\n")?;
 
     write("metadata_json", "metadata", &serde_json::to_vec(&metadata).map_err(std::io::Error::other)?)?;
