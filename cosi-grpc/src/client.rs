@@ -10,8 +10,8 @@
 //!   learns it from a buffer overrun, as in process.
 //! - A watch whose stream breaks resumes from the last bookmark it delivered,
 //!   with exponential backoff; when it cannot (no bookmark yet, the bookmark is
-//!   no longer valid, retries exhausted) the watcher gets exactly one
-//!   `Event::Errored` and the watch ends.
+//!   no longer valid, the server refuses it, retries exhausted) the watcher
+//!   gets exactly one `Event::Errored` and the watch ends.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -420,6 +420,10 @@ impl RemoteWatch {
                     Err(error) => return Some(self.fail(error)),
                 },
                 Ok(None) => Status::unavailable("the server ended the watch"),
+                Err(status) if is_refusal(&status) => {
+                    let pointer = self.kind.pointer("");
+                    return Some(self.fail(from_status(&status, &context(Rpc::Watch, &pointer))));
+                }
                 Err(status) => status,
             };
             if let Err(error) = self.resume(broken).await {
@@ -477,7 +481,7 @@ impl RemoteWatch {
                     self.stream = stream;
                     return Ok(());
                 }
-                Err(status) if status.code() == Code::FailedPrecondition => {
+                Err(status) if status.code() == Code::FailedPrecondition || is_refusal(&status) => {
                     let pointer = self.kind.pointer("");
                     return Err(from_status(&status, &context(Rpc::Watch, &pointer)));
                 }
@@ -485,6 +489,15 @@ impl RemoteWatch {
             }
         }
     }
+}
+
+/// Whether the server refused the watch, rather than lost it: retrying would
+/// get the same answer (a revoked read permission, a bad request).
+fn is_refusal(status: &Status) -> bool {
+    matches!(
+        status.code(),
+        Code::PermissionDenied | Code::Unauthenticated | Code::InvalidArgument | Code::Unimplemented
+    )
 }
 
 /// `delay` ±50 %, so clients that lost the same server do not return in step.

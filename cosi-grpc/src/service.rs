@@ -132,6 +132,57 @@ impl StateService {
     }
 }
 
+impl StateService {
+    /// A future that completes when `type` stops being readable for a reader
+    /// (a definition of it changed to sensitive, was removed or no longer
+    /// decodes), or when that can no longer be told (the definitions' watch
+    /// ended): filtering fails closed for the life of a watch, not only at its start.
+    async fn revocation(
+        &self,
+        r#type: String,
+    ) -> Result<Pin<Box<dyn std::future::Future<Output = ()> + Send>>, Status> {
+        let kind = Kind::new(META_NAMESPACE, ResourceDefinition::TYPE);
+        let mut definitions = self
+            .state
+            .watch_kind_dynamic(&kind, WatchKindOptions::default())
+            .await
+            .map_err(|err| to_status(&err, Rpc::Watch))?;
+        let service = self.clone();
+        Ok(Box::pin(async move {
+            while definitions.recv_batch().await.is_some() {
+                if !matches!(service.readable(&r#type).await, Ok(Readable::Yes)) {
+                    return;
+                }
+            }
+        }))
+    }
+}
+
+/// A reader's watch stream: the watch's responses until `revoked` completes,
+/// then one refusal, then the end.
+struct RevocableStream {
+    watched: BoxStream<proto::WatchResponse>,
+    revoked: Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    refusal: Option<Status>,
+    done: bool,
+}
+
+impl Stream for RevocableStream {
+    type Item = Result<proto::WatchResponse, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        if self.done {
+            return Poll::Ready(None);
+        }
+        if self.revoked.as_mut().poll(cx).is_ready() {
+            self.done = true;
+            return Poll::Ready(self.refusal.take().map(Err));
+        }
+        self.watched.as_mut().poll_next(cx)
+    }
+}
+
 /// What the definitions say about a type, for a reader.
 enum Readable {
     Yes,
@@ -301,6 +352,12 @@ impl proto::state_server::State for StateService {
         // Counted before anything is set up; released when the stream is dropped.
         let permit = self.watches.open(request.remote_addr())?;
         let request = request.into_inner();
+        let r#type = request.r#type.clone();
+        // Watched before the check, so that no change of definition slips between the two.
+        let revoked = match role {
+            Role::Reader => Some(self.revocation(r#type.clone()).await?),
+            Role::Admin => None,
+        };
         self.check_read(role, &request.r#type).await?;
         let wire = request.options.unwrap_or_default();
         let tail_events = usize::try_from(wire.tail_events).unwrap_or(0);
@@ -360,7 +417,20 @@ impl proto::state_server::State for StateService {
             }
         };
         let ready = futures_util::stream::once(std::future::ready(Ok(proto::WatchResponse::default())));
-        Ok(Response::new(Box::pin(ready.chain(events).take_until(stopped))))
+        let watched = ready.chain(events).take_until(stopped);
+        match revoked {
+            // A reader's watch lasts only as long as the type stays readable.
+            Some(revoked) => {
+                let refusal = denied(format!(
+                    "the definition of {type} changed: the role {} can no longer read it",
+                    crate::auth::READER_ROLE
+                ));
+                let revocable =
+                    RevocableStream { watched: Box::pin(watched), revoked, refusal: Some(refusal), done: false };
+                Ok(Response::new(Box::pin(revocable)))
+            }
+            None => Ok(Response::new(Box::pin(watched))),
+        }
     }
 
     async fn teardown(

@@ -337,3 +337,32 @@ async fn binding_removes_only_a_socket_nobody_answers_on() {
         std::fs::read_dir(dir).expect("list").map(|entry| entry.expect("entry").file_name()).collect();
     assert_eq!(entries, [dead.file_name().expect("a name").to_owned()], "only the socket is left");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_readers_watch_ends_when_its_type_becomes_sensitive() {
+    let fixture = Fixture::start().await;
+    let reader = fixture.client(&[READER_ROLE]).await.expect("the reader connects");
+    let admin = fixture.client(&[ADMIN_ROLE]).await.expect("the admin connects");
+    let kind = Kind::new(NAMESPACE, RENAMED_TYPE);
+    let mut watch = reader.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.expect("readable for now");
+
+    // The admin makes the type sensitive (its definition lives under another ID).
+    let options = DefinitionOptions { sensitivity: Sensitivity::Sensitive, ..DefinitionOptions::default() };
+    let sensitive = ResourceDefinition::new(RENAMED_TYPE, NAMESPACE, options).expect("a valid definition");
+    let pointer = Kind::new(META_NAMESPACE, ResourceDefinition::TYPE).pointer("renamed-public");
+    let stored = admin.get_dynamic(&pointer).await.expect("the definition");
+    let mut changed = DynamicResource::from(Typed::new_in(META_NAMESPACE, "renamed-public", sensitive));
+    changed.metadata.set_version(stored.metadata.version());
+    admin.update_dynamic(changed, UpdateOptions::default()).await.expect("the admin updates the definition");
+    admin.create_dynamic(resource(RENAMED_TYPE, "secret"), CreateOptions::default()).await.expect("create");
+
+    let event = tokio::time::timeout(std::time::Duration::from_secs(10), watch.recv())
+        .await
+        .expect("the watch ends within 10 s instead of retrying");
+    match event {
+        Some(cosi::state::Event::Errored { error }) => assert!(is_denied(&error), "expected a refusal, got {error:?}"),
+        other => panic!("the reader saw {other:?} after its type became sensitive"),
+    }
+    let after = tokio::time::timeout(std::time::Duration::from_secs(5), watch.recv()).await;
+    assert!(matches!(after, Ok(None)), "the watch ends after its error, got {after:?}");
+}
