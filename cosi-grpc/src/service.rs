@@ -11,6 +11,7 @@
 //! - Bad input is a status, never a panic; one bad call does not affect others.
 //! - Roles are checked before the state is touched (see `auth.rs`).
 
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ use cosi::state::{
 };
 use futures_core::Stream;
 use futures_util::StreamExt;
+use parking_lot::Mutex;
 use prost::Message as _;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
@@ -45,7 +47,16 @@ pub struct StateService {
     shutdown: watch::Receiver<bool>,
     limits: Limits,
     watches: Arc<WatchCounter>,
+    /// What each stored definition says: decoding an encoded definition is
+    /// far dearer than listing, and readers check on every call.
+    definitions: Arc<Mutex<DefinitionCache>>,
 }
+
+/// Stored definitions by address, with the type and sensitivity each names
+/// (`None`: it does not decode). The cache holds each definition's `Arc`, so
+/// an address is never reused for another while cached: a definition that is
+/// replaced, or destroyed and created again, is a new entry.
+type DefinitionCache = HashMap<usize, (Arc<cosi::resource::DynamicResource>, Option<(String, Sensitivity)>)>;
 
 impl StateService {
     /// Serves `state` with default [`Limits`]; every caller has the admin role.
@@ -62,7 +73,7 @@ impl StateService {
         limits: Limits,
     ) -> Self {
         let watches = WatchCounter::new(&limits);
-        StateService { state, authenticator, shutdown, limits, watches }
+        StateService { state, authenticator, shutdown, limits, watches, definitions: Arc::default() }
     }
 
     /// The generated tonic server around this service: requests are limited
@@ -117,18 +128,35 @@ impl StateService {
             self.state.list_dynamic(&kind, &ListOptions::default()).await.map_err(|err| to_status(&err, Rpc::List))?;
         let conventional_id = r#type.to_lowercase();
         let mut found = false;
+        let mut unknown = false;
+        let mut sensitive = false;
+        let mut cache = self.definitions.lock();
+        let mut current = HashMap::with_capacity(definitions.len());
         for stored in &definitions {
-            match convert::definition_from_spec(&stored.spec) {
-                Some(definition) if definition.r#type == r#type => match definition.sensitivity {
-                    Sensitivity::Sensitive => return Ok(Readable::Sensitive),
+            let key = Arc::as_ptr(stored) as usize;
+            let said = match cache.remove(&key) {
+                Some((_, said)) => said,
+                None => convert::definition_from_spec(&stored.spec)
+                    .map(|definition| (definition.r#type, definition.sensitivity)),
+            };
+            match &said {
+                Some((defined, sensitivity)) if defined == r#type => match sensitivity {
+                    Sensitivity::Sensitive => sensitive = true,
                     Sensitivity::NonSensitive => found = true,
                 },
                 Some(_) => (),
-                None if stored.id() == conventional_id => return Ok(Readable::Unknown),
+                None if stored.id() == conventional_id => unknown = true,
                 None => (),
             }
+            current.insert(key, (Arc::clone(stored), said));
         }
-        Ok(if found { Readable::Yes } else { Readable::Unknown })
+        // Only the definitions that exist now stay cached.
+        *cache = current;
+        Ok(match (sensitive, unknown, found) {
+            (true, _, _) => Readable::Sensitive,
+            (false, false, true) => Readable::Yes,
+            _ => Readable::Unknown,
+        })
     }
 }
 

@@ -366,3 +366,23 @@ async fn a_readers_watch_ends_when_its_type_becomes_sensitive() {
     let after = tokio::time::timeout(std::time::Duration::from_secs(5), watch.recv()).await;
     assert!(matches!(after, Ok(None)), "the watch ends after its error, got {after:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_definition_created_again_as_sensitive_is_seen_at_once() {
+    let fixture = Fixture::start().await;
+    let reader = fixture.client(&[READER_ROLE]).await.expect("the reader connects");
+    let admin = fixture.client(&[ADMIN_ROLE]).await.expect("the admin connects");
+    let resource = Kind::new(NAMESPACE, RENAMED_TYPE).pointer("existing");
+    reader.get_dynamic(&resource).await.expect("readable at first");
+
+    // Destroyed and created again under the same ID, at the same version, now sensitive.
+    let pointer = Kind::new(META_NAMESPACE, ResourceDefinition::TYPE).pointer("renamed-public");
+    admin.destroy_dynamic(&pointer, DestroyOptions::default()).await.expect("destroy the definition");
+    let options = DefinitionOptions { sensitivity: Sensitivity::Sensitive, ..DefinitionOptions::default() };
+    let sensitive = ResourceDefinition::new(RENAMED_TYPE, NAMESPACE, options).expect("a valid definition");
+    let again = DynamicResource::from(Typed::new_in(META_NAMESPACE, "renamed-public", sensitive));
+    admin.create_dynamic(again, CreateOptions::default()).await.expect("create it again");
+
+    let err = reader.get_dynamic(&resource).await.expect_err("now sensitive");
+    assert!(is_denied(&err), "expected a refusal, got {err:?}");
+}
