@@ -3,10 +3,7 @@
 //!
 //! Run it with `cargo run --example quickstart`.
 
-use std::time::Duration;
-
 use cosi::prelude::*;
-use cosi::state::WatchCondition;
 
 /// A number someone wants spelled out (an input).
 #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -60,7 +57,7 @@ fn spell(value: i64) -> String {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> cosi::Result<()> {
     let state = cosi::state::memory();
 
     // Every #[controller] linked into the program, checked as a graph before anything runs.
@@ -70,12 +67,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     println!("create number 42");
     state.create(Typed::new("answer", Number { value: 42 }), CreateOptions::default()).await?;
-    let word = wait_for_word(&state, "answer", "four two").await?;
+    // Until every controller has caught up with that write (and with its own writes).
+    runtime.settled().await;
+    let word = state.get::<Word>("answer").await?;
     println!("word {:?} is owned by {:?}", word.text, word.metadata().owner().unwrap_or_default());
 
     println!("update number 42 -> 7");
     state.modify::<Number>("answer", UpdateOptions::default(), |number| number.value = 7).await?;
-    wait_for_word(&state, "answer", "seven").await?;
+    runtime.settled().await;
+    println!("word is now {:?}", state.get::<Word>("answer").await?.text);
 
     // Only the controller may write words: the state refuses anyone else.
     let mut word = state.get::<Word>("answer").await?;
@@ -85,7 +85,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("tear down number 7");
     let ready = state.teardown::<Number>("answer", TeardownOptions::default()).await?;
     println!("ready to destroy at once: {ready} (the controller holds a finalizer)");
-    state.watch_for::<Number>("answer", WatchCondition::new().finalizers_empty()).await?;
+    // The controller removes the word, then its finalizer.
+    runtime.settled().await;
     state.destroy::<Number>("answer", DestroyOptions::default()).await?;
     println!("destroyed; words left: {}", state.list::<Word>(&ListOptions::default()).await?.len());
 
@@ -93,15 +94,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("int_to_str reconciled {} times, {} errors", stats.reconciles, stats.errors);
     runtime.shutdown().await;
     Ok(())
-}
-
-async fn wait_for_word(state: &std::sync::Arc<dyn State>, id: &str, text: &str) -> cosi::Result<Typed<Word>> {
-    let expected = text.to_owned();
-    let condition = WatchCondition::new().resource(move |word: &Typed<Word>| word.text == expected);
-    let event = tokio::time::timeout(Duration::from_secs(10), state.watch_for(id, condition))
-        .await
-        .map_err(|_| cosi::Error::invalid_argument(format!("no word {text:?} for {id} within 10 s")))??;
-    let word = event.resource().cloned().ok_or_else(|| cosi::Error::invalid_argument("the word is gone"))?;
-    println!("  word {id} is now {:?}", word.text);
-    Ok(word)
 }

@@ -112,10 +112,12 @@ fn function_declaration() {
         (input.namespace, input.r#type, input.id, input.kind, input.explicit_namespace),
         ("network", "HostnameSpecs.net.example.org", None, InputKind::Strong, false)
     );
+    let [output] = declaration.outputs else { panic!("one output expected: {:?}", declaration.outputs) };
     assert_eq!(
-        declaration.outputs,
-        [OutputDecl { r#type: "HostnameStatuses.net.example.org", namespace: "network", kind: OutputKind::Exclusive }]
+        (output.r#type, output.namespace, output.kind),
+        ("HostnameStatuses.net.example.org", "network", OutputKind::Exclusive)
     );
+    assert_eq!((output.definition)().display_type, "HostnameStatus");
 }
 
 #[test]

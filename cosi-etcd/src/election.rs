@@ -21,10 +21,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cosi::runtime::{Runtime, RuntimeError};
-use etcd_client::{Client, EventType, LeaderKey, ResignOptions, WatchOptions};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::client::proto::etcdserverpb::WatchCreateRequest;
+use crate::client::proto::mvccpb::event::EventType;
+use crate::client::proto::v3electionpb::LeaderKey;
+use crate::client::{Client, EtcdError, KeepAlive};
 use crate::state::EtcdState;
 
 /// Settings of a [`LeaderElection`].
@@ -51,7 +54,7 @@ pub enum ElectionError {
         /// The election.
         name: String,
         /// What etcd said.
-        source: etcd_client::Error,
+        source: EtcdError,
     },
     /// etcd elected this candidate without naming its leader key.
     #[error("leader election {name:?}: etcd answered the campaign without a leader key")]
@@ -104,7 +107,7 @@ impl EtcdState {
 }
 
 impl LeaderElection {
-    fn error(&self, source: etcd_client::Error) -> ElectionError {
+    fn error(&self, source: EtcdError) -> ElectionError {
         ElectionError::Etcd { name: self.name.clone(), source }
     }
 
@@ -113,13 +116,8 @@ impl LeaderElection {
     /// Dropping the future gives the candidacy up: its lease is revoked.
     pub async fn campaign(&self) -> Result<Leadership, ElectionError> {
         let ttl = self.options.ttl.as_secs().max(1);
-        let lease = self
-            .client
-            .lease_client()
-            .grant(i64::try_from(ttl).unwrap_or(i64::MAX), None)
-            .await
-            .map_err(|err| self.error(err))?
-            .id();
+        let lease =
+            self.client.lease_grant(i64::try_from(ttl).unwrap_or(i64::MAX)).await.map_err(|err| self.error(err))?;
         // Revokes the lease unless the campaign succeeds.
         let mut guard = Revoke(Some((self.client.clone(), lease)));
         let (lost_tx, lost) = watch::channel(false);
@@ -128,16 +126,10 @@ impl LeaderElection {
             tokio::spawn(keep_alive(self.client.clone(), lease, Duration::from_secs(ttl), Arc::clone(&lost_tx)));
         let keeper = AbortOnDrop(keeper);
 
-        let mut response = self
-            .client
-            .election_client()
-            .campaign(self.key.clone(), self.identity.clone(), lease)
-            .await
-            .map_err(|err| self.error(err))?;
-        let leader = response.take_leader().ok_or_else(|| ElectionError::NoLeaderKey { name: self.name.clone() })?;
-        let revision = response.header().map_or(0, |header| header.revision());
-        let observer =
-            AbortOnDrop(tokio::spawn(watch_key(self.client.clone(), leader.key().to_vec(), revision, lost_tx)));
+        let response = self.client.campaign(&self.key, lease, &self.identity).await.map_err(|err| self.error(err))?;
+        let leader = response.leader.ok_or_else(|| ElectionError::NoLeaderKey { name: self.name.clone() })?;
+        let revision = response.header.map_or(0, |header| header.revision);
+        let observer = AbortOnDrop(tokio::spawn(watch_key(self.client.clone(), leader.key.clone(), revision, lost_tx)));
         guard.0 = None;
         Ok(Leadership {
             client: self.client.clone(),
@@ -266,10 +258,10 @@ impl LeaderElection {
 
     /// The identity of the current leader, if any.
     pub async fn leader(&self) -> Result<Option<String>, ElectionError> {
-        match self.client.election_client().leader(self.key.clone()).await {
-            Ok(response) => Ok(response.kv().map(|kv| String::from_utf8_lossy(kv.value()).into_owned())),
+        match self.client.leader(&self.key).await {
+            Ok(response) => Ok(response.kv.map(|kv| String::from_utf8_lossy(&kv.value).into_owned())),
             // etcd answers "no leader" as an error.
-            Err(etcd_client::Error::GRpcStatus(status)) if status.message().contains("no leader") => Ok(None),
+            Err(err) if err.status().is_some_and(|status| status.message().contains("no leader")) => Ok(None),
             Err(err) => Err(self.error(err)),
         }
     }
@@ -320,9 +312,8 @@ impl Leadership {
     /// Gives leadership up now, so the next candidate takes over at once.
     pub async fn resign(mut self) -> Result<(), ElectionError> {
         let error = |source| ElectionError::Etcd { name: self.name.clone(), source };
-        let resign = ResignOptions::new().with_leader(self.leader.clone());
-        let result = self.client.election_client().resign(Some(resign)).await.map(drop).map_err(error);
-        let revoked = self.client.lease_client().revoke(self.lease).await.map(drop);
+        let result = self.client.resign(self.leader.clone()).await.map_err(error);
+        let revoked = self.client.lease_revoke(self.lease).await;
         self.lease = 0;
         result?;
         revoked.map_err(|source| ElectionError::Etcd { name: self.name.clone(), source })
@@ -346,7 +337,7 @@ impl Drop for Revoke {
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             runtime.spawn(async move {
-                let _ = client.lease_client().revoke(lease).await;
+                let _ = client.lease_revoke(lease).await;
             });
         }
     }
@@ -368,24 +359,19 @@ impl Drop for AbortOnDrop {
 /// the lease expire, so two holders never both believe they lead for long.
 async fn keep_alive(client: Client, lease: i64, ttl: Duration, lost: Arc<watch::Sender<bool>>) {
     let mut renewed = Instant::now();
-    let mut stream = None;
+    let mut stream: Option<KeepAlive> = None;
     loop {
         if renewed.elapsed() >= ttl {
             break;
         }
         if stream.is_none() {
-            let mut leases = client.lease_client();
-            stream = tokio::time::timeout(ttl / 3, leases.keep_alive(lease)).await.ok().and_then(Result::ok);
+            stream = tokio::time::timeout(ttl / 3, client.lease_keep_alive(lease)).await.ok().and_then(Result::ok);
         }
-        if let Some((keeper, responses)) = &mut stream {
-            let renewal = async {
-                keeper.keep_alive().await?;
-                responses.message().await
-            };
-            match tokio::time::timeout(ttl / 3, renewal).await {
+        if let Some(keeper) = &mut stream {
+            match tokio::time::timeout(ttl / 3, keeper.renew()).await {
                 // etcd says the lease is gone: expired or revoked.
-                Ok(Ok(Some(response))) if response.ttl() <= 0 => break,
-                Ok(Ok(Some(_))) => renewed = Instant::now(),
+                Ok(Ok(remaining)) if remaining <= 0 => break,
+                Ok(Ok(_)) => renewed = Instant::now(),
                 _ => stream = None,
             }
         }
@@ -398,22 +384,22 @@ async fn keep_alive(client: Client, lease: i64, ttl: Duration, lost: Arc<watch::
 async fn watch_key(client: Client, key: Vec<u8>, revision: i64, lost: Arc<watch::Sender<bool>>) {
     let mut next = revision + 1;
     loop {
-        let options = WatchOptions::new().with_start_revision(next);
-        let Ok(mut stream) = client.watch_client().watch(key.clone(), Some(options)).await else {
+        let create = WatchCreateRequest { key: key.clone(), start_revision: next, ..Default::default() };
+        let Ok(mut stream) = client.watch(create).await else {
             tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
         };
         while let Ok(Some(response)) = stream.message().await {
-            for event in response.events() {
-                if let Some(kv) = event.kv() {
-                    next = next.max(kv.mod_revision() + 1);
+            for event in &response.events {
+                if let Some(kv) = &event.kv {
+                    next = next.max(kv.mod_revision + 1);
                 }
                 if matches!(crate::watch::event_type(event), Ok(EventType::Delete)) {
                     let _ = lost.send(true);
                     return;
                 }
             }
-            if response.canceled() {
+            if response.canceled {
                 break;
             }
         }

@@ -12,6 +12,43 @@
 //! # }
 //! ```
 //!
+//! # Connecting
+//!
+//! [`EtcdState::connect`] takes `http://` endpoints, or `https://` ones with
+//! [`Options::tls`]: the CA that signed etcd's certificate, and a client
+//! certificate when etcd requires one (`--client-cert-auth`). With
+//! [`Options::credentials`] it authenticates as an etcd user and sends the
+//! token with every call; when etcd drops the token (it expired, the password
+//! changed) the call authenticates again, once, and is retried. A failed call
+//! is an [`Error::Backend`](cosi::Error::Backend) holding an [`EtcdError`],
+//! which keeps etcd's gRPC status.
+//!
+//! ```no_run
+//! use cosi_etcd::{ClientCertificate, Credentials, EtcdState, Options, Tls};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let read = std::fs::read_to_string;
+//! let tls = Tls {
+//!     server_ca: read("/etc/cosi/etcd-ca.pem")?,
+//!     client: Some(ClientCertificate { certificate: read("/etc/cosi/client.pem")?, key: read("/etc/cosi/client-key.pem")? }),
+//!     server_name: None,
+//! };
+//! let credentials = Credentials { user: "cosi".into(), password: std::env::var("COSI_ETCD_PASSWORD")? };
+//! let options = Options { tls: Some(tls), credentials: Some(credentials), ..Options::prefix("/my-control-plane") };
+//! let state = EtcdState::connect(&["https://127.0.0.1:2379"], options).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The crate speaks etcd's v3 gRPC API through bindings of its own, generated
+//! at build time from the `.proto` files in its `proto/` directory by protox
+//! (a protobuf compiler written in Rust) and tonic, as `cosi-grpc` does, so
+//! building it needs no system `protoc`. The `etcd-client` crate, which it
+//! used before, runs `protoc` in its build script with no way to skip it, and
+//! the other etcd crates either do the same or bring a second gRPC stack.
+//! Messages are bounded (64 MiB either way): listings are read in pages at one
+//! revision, and watches ask etcd to split large responses.
+//!
 //! # The rules, across processes
 //!
 //! Every write is one etcd transaction whose comparison is the key's
@@ -27,8 +64,8 @@
 //!
 //! - Resource `(namespace, type, id)` lives at `<prefix>/<namespace>/<type>/<id>`,
 //!   with `%` and `/` in the namespace and type percent-escaped (`%25`, `%2F`),
-//!   so no kind's keys fall in another kind's range. A list is one range read,
-//!   sorted by ID byte-wise like etcd's keys.
+//!   so no kind's keys fall in another kind's range. A list is a range read at
+//!   one revision (in pages when it is large), sorted by ID byte-wise like etcd's keys.
 //! - The kind key `<prefix>/<namespace>/<type>/` (an empty ID, which no
 //!   resource can have) holds nothing; every change of the kind rewrites it in
 //!   the same transaction, so its `mod_revision` is the kind's last event.
@@ -84,10 +121,13 @@
 //! # Testing
 //!
 //! The feature `testing` adds `testing::EtcdServer`, which starts a
-//! throwaway etcd on loopback for tests and benchmarks.
+//! throwaway etcd on loopback for tests and benchmarks (plain, TLS with client
+//! certificates, or with authentication), and `testing::Raw`, the etcd calls
+//! that tests make behind a state's back.
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
+mod client;
 mod codec;
 mod election;
 mod state;
@@ -95,9 +135,7 @@ mod state;
 pub mod testing;
 mod watch;
 
+pub use client::{ClientCertificate, Credentials, EtcdError, Tls};
 pub use codec::{DecodeError, EncodeError};
 pub use election::{ElectionError, ElectionOptions, LeaderElection, Leadership};
 pub use state::{EtcdState, Options};
-
-/// The etcd client crate this crate is built on, for [`EtcdState::with_client`] and [`EtcdState::client`].
-pub use etcd_client;

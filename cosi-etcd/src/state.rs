@@ -15,9 +15,16 @@ use cosi::state::{
     CreateOptions, DestroyOptions, Error, ListOptions, Result, State, UpdateOptions, Watch, WatchKindOptions,
     WatchOptions,
 };
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse};
 use parking_lot::Mutex;
 
+use crate::client::proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use crate::client::proto::etcdserverpb::request_op::Request;
+use crate::client::proto::etcdserverpb::response_op::Response;
+use crate::client::proto::etcdserverpb::{
+    Compare, DeleteRangeRequest, PutRequest, RangeRequest, RequestOp, TxnRequest,
+};
+use crate::client::proto::mvccpb::KeyValue;
+use crate::client::{Client, Connection, Credentials, EtcdError, Tls};
 use crate::codec::{self, Keys};
 use crate::watch::{self, WatchSpec};
 
@@ -31,12 +38,24 @@ pub struct Options {
     pub watch_buffer: usize,
     /// How long to wait for a connection to etcd.
     pub connect_timeout: Duration,
+    /// How to verify etcd, and be verified by it, on `https://` endpoints;
+    /// required for them, and refused with `http://` ones.
+    pub tls: Option<Tls>,
+    /// The etcd user to act as, when etcd has authentication enabled.
+    pub credentials: Option<Credentials>,
 }
 
 impl Default for Options {
-    /// Prefix `/cosi`, a watch buffer of 1024 events (the in-memory history's size), 5 s to connect.
+    /// Prefix `/cosi`, a watch buffer of 1024 events (the in-memory history's
+    /// size), 5 s to connect, no TLS, no user.
     fn default() -> Self {
-        Options { prefix: "/cosi".to_owned(), watch_buffer: 1024, connect_timeout: Duration::from_secs(5) }
+        Options {
+            prefix: "/cosi".to_owned(),
+            watch_buffer: 1024,
+            connect_timeout: Duration::from_secs(5),
+            tls: None,
+            credentials: None,
+        }
     }
 }
 
@@ -76,55 +95,62 @@ impl std::fmt::Debug for EtcdState {
 }
 
 /// A failure talking to etcd, carried as [`Error::Backend`].
-pub(crate) fn backend(err: etcd_client::Error) -> Error {
+pub(crate) fn backend(err: EtcdError) -> Error {
     Error::backend(err)
 }
 
 impl EtcdState {
-    /// Connects to the etcd cluster at `endpoints` (such as `http://127.0.0.1:2379`).
+    /// Connects to the etcd cluster at `endpoints` (such as `http://127.0.0.1:2379`,
+    /// or `https://...` with [`Options::tls`]), authenticating as
+    /// [`Options::credentials`] when they are given.
+    ///
+    /// Connections are made when calls need them: an unreachable cluster fails
+    /// the first call rather than this one, unless credentials make this one
+    /// authenticate.
     pub async fn connect(endpoints: &[impl AsRef<str>], options: Options) -> Result<Self> {
-        let connect = ConnectOptions::new()
-            .with_connect_timeout(options.connect_timeout)
-            .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
-        let client = Client::connect(endpoints, Some(connect)).await.map_err(backend)?;
-        Ok(EtcdState::with_client(client, options))
-    }
-
-    /// A state on an existing etcd client.
-    pub fn with_client(client: Client, options: Options) -> Self {
-        EtcdState { client, keys: Keys::new(&options.prefix), options: Arc::new(options), known: Arc::default() }
-    }
-
-    /// The etcd client, shared with this state.
-    pub fn client(&self) -> &Client {
-        &self.client
+        let connection = Connection {
+            connect_timeout: options.connect_timeout,
+            tls: options.tls.as_ref(),
+            credentials: options.credentials.as_ref(),
+        };
+        let client = Client::connect(endpoints, connection).await.map_err(backend)?;
+        Ok(EtcdState { client, keys: Keys::new(&options.prefix), options: Arc::new(options), known: Arc::default() })
     }
 
     /// The stored resource at `key` and its `mod_revision`, if any.
     async fn read(&self, key: &[u8]) -> Result<Option<(DynamicResource, i64)>> {
-        let response = self.client.kv_client().get(key, None).await.map_err(backend)?;
-        response.kvs().first().map(|kv| self.decode(kv)).transpose()
+        let response = self.client.get(key.to_vec()).await.map_err(backend)?;
+        response.kvs.first().map(|kv| self.decode(kv)).transpose()
     }
 
     fn decode(&self, kv: &KeyValue) -> Result<(DynamicResource, i64)> {
-        let resource = codec::decode(&self.keys, kv.key(), kv.value()).map_err(Error::backend)?;
-        Ok((resource, kv.mod_revision()))
+        let resource = codec::decode(&self.keys, &kv.key, &kv.value).map_err(Error::backend)?;
+        Ok((resource, kv.mod_revision))
     }
 
     /// Runs `ops` if `key` is still at `mod_revision` (0: absent); otherwise returns what is stored now.
-    async fn write_if(&self, key: &[u8], mod_revision: i64, ops: Vec<TxnOp>) -> Result<Outcome> {
-        let compare = match mod_revision {
-            0 => Compare::create_revision(key, CompareOp::Equal, 0),
-            revision => Compare::mod_revision(key, CompareOp::Equal, revision),
+    async fn write_if(&self, key: &[u8], mod_revision: i64, ops: Vec<RequestOp>) -> Result<Outcome> {
+        let (target, value) = match mod_revision {
+            0 => (CompareTarget::Create, TargetUnion::CreateRevision(0)),
+            revision => (CompareTarget::Mod, TargetUnion::ModRevision(revision)),
         };
-        let txn = Txn::new().when([compare]).and_then(ops).or_else([TxnOp::get(key, None)]);
-        let response = self.client.kv_client().txn(txn).await.map_err(backend)?;
-        if response.succeeded() {
-            return Ok(Outcome::Written(response.header().map_or(0, |header| header.revision())));
+        let compare = Compare {
+            result: CompareResult::Equal.into(),
+            target: target.into(),
+            key: key.to_vec(),
+            target_union: Some(value),
+        };
+        let read = RequestOp {
+            request: Some(Request::RequestRange(RangeRequest { key: key.to_vec(), ..Default::default() })),
+        };
+        let txn = TxnRequest { compare: vec![compare], success: ops, failure: vec![read] };
+        let response = self.client.txn(txn).await.map_err(backend)?;
+        if response.succeeded {
+            return Ok(Outcome::Written(response.header.map_or(0, |header| header.revision)));
         }
-        for op in response.op_responses() {
-            if let TxnOpResponse::Get(get) = op {
-                let stored = get.kvs().first().map(|kv| self.decode(kv)).transpose()?;
+        for op in &response.responses {
+            if let Some(Response::ResponseRange(range)) = &op.response {
+                let stored = range.kvs.first().map(|kv| self.decode(kv)).transpose()?;
                 return Ok(Outcome::Stored(stored.map(|(resource, revision)| (Box::new(resource), revision))));
             }
         }
@@ -158,9 +184,17 @@ impl EtcdState {
     }
 
     /// The operations that write `value` at `key` and mark the kind as changed.
-    fn put_ops(&self, kind_key: Vec<u8>, key: Vec<u8>, value: Vec<u8>) -> Vec<TxnOp> {
-        vec![TxnOp::put(key, value, None), TxnOp::put(kind_key, Vec::new(), None)]
+    fn put_ops(&self, kind_key: Vec<u8>, key: Vec<u8>, value: Vec<u8>) -> Vec<RequestOp> {
+        vec![put(key, value), put(kind_key, Vec::new())]
     }
+}
+
+fn put(key: Vec<u8>, value: Vec<u8>) -> RequestOp {
+    RequestOp { request: Some(Request::RequestPut(PutRequest { key, value })) }
+}
+
+fn delete(key: Vec<u8>) -> RequestOp {
+    RequestOp { request: Some(Request::RequestDeleteRange(DeleteRangeRequest { key })) }
 }
 
 enum Outcome {
@@ -221,16 +255,10 @@ impl State for EtcdState {
         kind.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;
         let prefix = self.keys.kind_prefix(kind);
-        let response = self
-            .client
-            .kv_client()
-            .max_decoding_message_size(usize::MAX)
-            .get(prefix.clone(), Some(GetOptions::new().with_prefix()))
-            .await
-            .map_err(backend)?;
-        let mut listed = Vec::with_capacity(response.kvs().len());
-        for kv in response.kvs() {
-            if kv.key() == prefix {
+        let listing = self.client.list(&prefix).await.map_err(backend)?;
+        let mut listed = Vec::with_capacity(listing.kvs.len());
+        for kv in &listing.kvs {
+            if kv.key == prefix {
                 continue;
             }
             let (resource, _) = self.decode(kv)?;
@@ -332,7 +360,7 @@ impl State for EtcdState {
                 (Err(err), _) => return Err(err),
                 (Ok(()), None) => return Err(Error::NotFound(pointer.clone())),
             };
-            let ops = vec![TxnOp::delete(key.clone(), None), TxnOp::put(kind_key.clone(), Vec::new(), None)];
+            let ops = vec![delete(key.clone()), put(kind_key.clone(), Vec::new())];
             match self.write_if(&key, mod_revision, ops).await? {
                 Outcome::Written(_) => {
                     self.forget(&key);

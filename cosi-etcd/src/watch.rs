@@ -25,11 +25,13 @@ use std::time::Duration;
 use cosi::resource::{DynamicResource, Kind, Pointer};
 use cosi::state::Bookmark;
 use cosi::state::{Error, Event, Result, Watch, WatchKindOptions, WatchOptions};
-use etcd_client::{EventType, GetOptions, WatchOptions as EtcdWatchOptions, WatchStream};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use crate::client::proto::etcdserverpb::{RangeRequest, ResponseHeader, WatchCreateRequest};
+use crate::client::proto::mvccpb::{self, KeyValue, event::EventType};
+use crate::client::{EtcdError, WatchStream, prefix_end};
 use crate::codec::{self, Bookmarks};
 use crate::state::{EtcdState, backend};
 
@@ -84,7 +86,7 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
     let WatchSpec { kind, filter, start } = spec;
     let kind_key = state.keys.kind_prefix(&kind);
     let bookmarks = Bookmarks::new(&kind_key);
-    let mut kv = state.client.kv_client().max_decoding_message_size(usize::MAX);
+    let client = &state.client;
     let mut initial = Vec::new();
     let mut history = None;
     // The first revision after the call: events from there on are live.
@@ -99,12 +101,10 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
             let invalid = |reason: String| Error::InvalidBookmark { kind: kind.clone(), reason };
             let revision = bookmarks.decode(&bookmark).map_err(|reason| invalid(reason.to_owned()))?;
             // A read at that revision fails when etcd has compacted it or has not reached it.
-            let at = GetOptions::new().with_revision(revision).with_count_only();
-            if let Err(err) = kv.get(kind_key.clone(), Some(at)).await {
-                return Err(match &err {
-                    etcd_client::Error::GRpcStatus(status)
-                        if status.message().contains("compacted") || status.message().contains("future") =>
-                    {
+            let at = RangeRequest { key: kind_key.clone(), revision, count_only: true, ..Default::default() };
+            if let Err(err) = client.range(at).await {
+                return Err(match err.status() {
+                    Some(status) if status.message().contains("compacted") || status.message().contains("future") => {
                         invalid(format!("etcd cannot resume from revision {revision}: {}", status.message()))
                     }
                     _ => backend(err),
@@ -113,16 +113,16 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
             revision + 1
         }
         Start::Tail(tail) => {
-            let response = kv.get(kind_key.clone(), None).await.map_err(backend)?;
-            let revision = header_revision(response.header())?;
+            let response = client.get(kind_key.clone()).await.map_err(backend)?;
+            let revision = header_revision(response.header.as_ref())?;
             live_from = Some(revision + 1);
-            match response.kvs().first() {
+            match response.kvs.first() {
                 Some(kind_kv) => {
                     let keep = tail.min(state.options.watch_buffer);
-                    history = Some(History { until: kind_kv.mod_revision(), keep, events: VecDeque::new() });
+                    history = Some(History { until: kind_kv.mod_revision, keep, events: VecDeque::new() });
                     // The kind key is written with the kind's first event and never deleted:
                     // nothing of the kind is older than it.
-                    kind_kv.create_revision()
+                    kind_kv.create_revision
                 }
                 None => revision + 1,
             }
@@ -130,33 +130,30 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
         Start::Now { bootstrap_contents, bootstrap_bookmark } => {
             let revision = match (&filter, &single_key) {
                 (Filter::Id(id), Some(key)) => {
-                    let response = kv.get(key.clone(), None).await.map_err(backend)?;
-                    initial.push(match response.kvs().first() {
+                    let response = client.get(key.clone()).await.map_err(backend)?;
+                    initial.push(match response.kvs.first() {
                         Some(kv) => Event::Created { resource: Arc::new(decode(state, kv)?), bookmark: None },
                         None => Event::Destroyed {
                             resource: Arc::new(DynamicResource::tombstone(&kind.pointer(id))),
                             bookmark: None,
                         },
                     });
-                    header_revision(response.header())?
+                    header_revision(response.header.as_ref())?
                 }
                 (Filter::Kind(options), _) if bootstrap_contents => {
-                    let response =
-                        kv.get(kind_key.clone(), Some(GetOptions::new().with_prefix())).await.map_err(backend)?;
-                    for kv in response.kvs().iter().filter(|kv| kv.key() != kind_key) {
+                    let listing = client.list(&kind_key).await.map_err(backend)?;
+                    for kv in listing.kvs.iter().filter(|kv| kv.key != kind_key) {
                         let resource = decode(state, kv)?;
                         if options.matches(&resource) {
                             initial.push(Event::Created { resource: Arc::new(resource), bookmark: None });
                         }
                     }
-                    header_revision(response.header())?
+                    listing.revision
                 }
-                _ => header_revision(
-                    kv.get(kind_key.clone(), Some(GetOptions::new().with_count_only()))
-                        .await
-                        .map_err(backend)?
-                        .header(),
-                )?,
+                _ => {
+                    let count = RangeRequest { key: kind_key.clone(), count_only: true, ..Default::default() };
+                    header_revision(client.range(count).await.map_err(backend)?.header.as_ref())?
+                }
             };
             if bootstrap_contents {
                 initial.push(Event::Bootstrapped { kind: kind.clone(), bookmark: Some(bookmarks.encode(revision)) });
@@ -194,17 +191,21 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
     Ok(reader(queue, initial, AbortOnDrop(task)))
 }
 
-fn decode(state: &EtcdState, kv: &etcd_client::KeyValue) -> Result<DynamicResource> {
-    codec::decode(&state.keys, kv.key(), kv.value()).map_err(Error::backend)
+fn decode(state: &EtcdState, kv: &KeyValue) -> Result<DynamicResource> {
+    codec::decode(&state.keys, &kv.key, &kv.value).map_err(Error::backend)
 }
 
-fn header_revision(header: Option<&etcd_client::ResponseHeader>) -> Result<i64> {
-    header.map(|header| header.revision()).ok_or_else(|| Error::backend(MissingHeader))
+fn header_revision(header: Option<&ResponseHeader>) -> Result<i64> {
+    header.map(|header| header.revision).ok_or_else(|| Error::backend(MissingHeader))
 }
 
 #[derive(Debug, thiserror::Error)]
 #[error("etcd sent a response without a header")]
 struct MissingHeader;
+
+#[derive(Debug, thiserror::Error)]
+#[error("etcd sent a watch event without its key")]
+struct MissingKey;
 
 #[derive(Debug, thiserror::Error)]
 #[error("the etcd watch was cancelled: {0}")]
@@ -330,11 +331,16 @@ struct Pump {
 
 impl Pump {
     async fn open(&self) -> Result<WatchStream> {
-        let mut options = EtcdWatchOptions::new().with_prev_key().with_start_revision(self.next_revision);
-        if self.prefix {
-            options = options.with_prefix();
-        }
-        self.state.client.watch_client().watch(self.key.clone(), Some(options)).await.map_err(backend)
+        let create = WatchCreateRequest {
+            key: self.key.clone(),
+            range_end: if self.prefix { prefix_end(&self.key) } else { Vec::new() },
+            start_revision: self.next_revision,
+            prev_kv: true,
+            // Responses larger than etcd's request limit come in pieces, each
+            // within the client's message limit; the client joins them again.
+            fragment: true,
+        };
+        self.state.client.watch(create).await.map_err(backend)
     }
 
     async fn run(mut self, mut stream: WatchStream) {
@@ -359,13 +365,13 @@ impl Pump {
 
     /// Reads the stream until it breaks (`Err`), or ends the watch (`Ok(false)`), or
     /// has to be reopened from another revision (`Ok(true)`).
-    async fn read(&mut self, stream: &mut WatchStream) -> Result<bool, etcd_client::Error> {
+    async fn read(&mut self, stream: &mut WatchStream) -> Result<bool, EtcdError> {
         loop {
             let Some(response) = stream.message().await? else {
-                return Err(etcd_client::Error::WatchError("the etcd watch stream ended".to_owned()));
+                return Err(EtcdError::Response { call: "Watch.Watch", reason: "etcd ended the watch stream".into() });
             };
-            if response.canceled() {
-                let compacted = response.compact_revision();
+            if response.canceled {
+                let compacted = response.compact_revision;
                 // History that etcd compacted is simply not part of the tail, as long
                 // as nothing after the call was compacted.
                 if compacted > 0 && self.history.is_some() && compacted <= self.live_from {
@@ -385,17 +391,17 @@ impl Pump {
                         ),
                     }
                 } else {
-                    Error::backend(Cancelled(response.cancel_reason().to_owned()))
+                    Error::backend(Cancelled(response.cancel_reason))
                 };
                 self.queue.fail(error);
                 return Ok(false);
             }
             let mut batch = Vec::new();
-            for event in response.events() {
-                let Some(kv) = event.kv() else { continue };
-                let revision = kv.mod_revision();
+            for event in &response.events {
+                let Some(kv) = &event.kv else { continue };
+                let revision = kv.mod_revision;
                 self.next_revision = self.next_revision.max(revision + 1);
-                if kv.key() == self.kind_key {
+                if kv.key == self.kind_key {
                     if self.history.as_ref().is_some_and(|history| revision >= history.until) {
                         batch.extend(self.finish_history());
                     }
@@ -434,17 +440,17 @@ impl Pump {
         history.events.iter().filter_map(|event| self.filter.apply(event)).collect()
     }
 
-    fn convert(&self, event: &etcd_client::Event) -> Result<Event> {
-        let decode = |kv: &etcd_client::KeyValue| decode(&self.state, kv).map(Arc::new);
-        let kv = event.kv().ok_or_else(|| Error::backend(MissingHeader))?;
-        let bookmark = Some(self.bookmarks.encode(kv.mod_revision()));
-        Ok(match (event_type(event)?, event.prev_kv()) {
+    fn convert(&self, event: &mvccpb::Event) -> Result<Event> {
+        let decode = |kv: &KeyValue| decode(&self.state, kv).map(Arc::new);
+        let kv = event.kv.as_ref().ok_or_else(|| Error::backend(MissingKey))?;
+        let bookmark = Some(self.bookmarks.encode(kv.mod_revision));
+        Ok(match (event_type(event)?, event.prev_kv.as_ref()) {
             (EventType::Put, None) => Event::Created { resource: decode(kv)?, bookmark },
             (EventType::Put, Some(prev)) => Event::Updated { resource: decode(kv)?, old: decode(prev)?, bookmark },
             (EventType::Delete, Some(prev)) => Event::Destroyed { resource: decode(prev)?, bookmark },
             (EventType::Delete, None) => {
                 // etcd no longer has the old value: all that is known is which resource went.
-                let id = kv.key().strip_prefix(self.kind_key.as_slice()).unwrap_or_default();
+                let id = kv.key.strip_prefix(self.kind_key.as_slice()).unwrap_or_default();
                 let pointer = self.kind.pointer(String::from_utf8_lossy(id));
                 Event::Destroyed { resource: Arc::new(DynamicResource::tombstone(&pointer)), bookmark }
             }
@@ -452,13 +458,9 @@ impl Pump {
     }
 }
 
-/// The type of an etcd event; an unknown one is an error, not the client's panic.
-pub(crate) fn event_type(event: &etcd_client::Event) -> Result<EventType> {
-    match event.0.r#type {
-        0 => Ok(EventType::Put),
-        1 => Ok(EventType::Delete),
-        unknown => Err(Error::backend(UnknownEvent(unknown))),
-    }
+/// The type of an etcd event; an unknown one is an error, never a panic.
+pub(crate) fn event_type(event: &mvccpb::Event) -> Result<EventType> {
+    EventType::try_from(event.r#type).map_err(|_| Error::backend(UnknownEvent(event.r#type)))
 }
 
 #[derive(Debug, thiserror::Error)]

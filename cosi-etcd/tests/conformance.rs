@@ -4,8 +4,8 @@
 //! One etcd serves every case of this test binary (started on first use,
 //! stopped when the binary exits); each case gets a key prefix of its own, so
 //! the runtime cases, which use fixed namespaces, never see each other's
-//! resources. Without an etcd binary every case passes without running and
-//! says how to install etcd; under `CI=true` a missing etcd fails instead.
+//! resources. Without an etcd binary every case fails and says how to install
+//! etcd (or is skipped with `COSI_ALLOW_SKIP=1` outside CI).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

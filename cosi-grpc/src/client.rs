@@ -91,6 +91,14 @@ pub struct ConnectError {
     source: tonic::transport::Error,
 }
 
+/// As a [`cosi::Error::Other`], for `?` in a
+/// function returning `cosi::Result`.
+impl From<ConnectError> for cosi::Error {
+    fn from(error: ConnectError) -> Self {
+        cosi::Error::other(error)
+    }
+}
+
 /// A [`State`] served by a remote `cosi.resource.State` server, Rust or Go.
 ///
 /// Cloning is cheap and shares the connection.

@@ -22,6 +22,14 @@ pub struct EndpointError {
     reason: &'static str,
 }
 
+/// As a [`cosi::Error::Other`], for `?` in a
+/// function returning `cosi::Result`.
+impl From<EndpointError> for cosi::Error {
+    fn from(error: EndpointError) -> Self {
+        cosi::Error::other(error)
+    }
+}
+
 impl Endpoint {
     /// Whether the address is reachable only from this machine (a Unix socket or a loopback address).
     pub fn is_local(&self) -> bool {

@@ -8,7 +8,7 @@
 //!   run against it as they run against an in-process state.
 //!
 //! ```no_run
-//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn example() -> cosi::Result<()> {
 //! use cosi::prelude::*;
 //! use cosi_grpc::{Client, ClientSecurity, Endpoint, Security, Server};
 //!

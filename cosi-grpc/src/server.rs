@@ -74,10 +74,18 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
 }
 
+/// As a [`cosi::Error::Other`], for `?` in a
+/// function returning `cosi::Result`.
+impl From<ServeError> for cosi::Error {
+    fn from(error: ServeError) -> Self {
+        cosi::Error::other(error)
+    }
+}
+
 /// A server for one [`State`], before it listens.
 ///
 /// ```no_run
-/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn example() -> cosi::Result<()> {
 /// use cosi_grpc::{Endpoint, Security, Server};
 ///
 /// let listening = Server::new(cosi::state::memory())

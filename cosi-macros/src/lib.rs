@@ -100,6 +100,17 @@ use proc_macro::TokenStream;
 /// No alias is listed twice. With `skip_automatic_aliases`, both lists are
 /// exactly the explicit aliases; the display type is still derived.
 ///
+/// # Aliases of different types
+///
+/// A runtime publishes the definition of every type its program uses, and
+/// refuses at registration (`cosi::RuntimeError::AliasConflict`, naming both
+/// types and the alias) two types that answer to one name, unless the name is
+/// an alias both derive: derived aliases collide by design (`HostnameSpecs`
+/// and `HostnameStatuses` both derive `hs`, as in Talos), and a client asked
+/// for such a name says it is ambiguous. So an explicit alias, the lowercase
+/// plural and its dotted prefixes must each name one type in a program. An
+/// explicit alias the type derives anyway counts as derived.
+///
 /// # Requirements
 ///
 /// The type is a struct or an enum without generic parameters (a resource type

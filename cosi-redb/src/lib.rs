@@ -4,7 +4,7 @@
 //! use cosi::prelude::*;
 //! use cosi_redb::{Options, RedbState};
 //!
-//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn example() -> cosi::Result<()> {
 //! let state = RedbState::open("/var/lib/example/state.redb", Options::default())?;
 //! // Use it like any other state: `Arc<dyn State>`, a `NamespacedState` route...
 //! let nodes = state.list_dynamic(&Kind::new("config", "Nodes.example.org"), &ListOptions::default()).await?;
@@ -209,6 +209,14 @@ pub enum Error {
     /// An I/O error outside redb.
     #[error("I/O: {0}")]
     Io(#[source] Arc<std::io::Error>),
+}
+
+/// As a [`cosi::Error::Other`], for `?` in a
+/// function returning `cosi::Result`.
+impl From<Error> for cosi::Error {
+    fn from(error: Error) -> Self {
+        cosi::Error::other(error)
+    }
 }
 
 macro_rules! from_redb {

@@ -16,7 +16,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::controller::{Finalizes, Input, InputKind, Reads, Writes};
+use crate::controller::{Finalizes, Input, InputKind, Reads, Waker, Writes};
 use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
 use crate::runtime::Core;
 use crate::state::{
@@ -158,7 +158,9 @@ impl<C: ?Sized> Ctx<C> {
     /// controller owns and did not write in this reconcile: destroys those
     /// without finalizers, tears down the others (to be destroyed by a later
     /// reconcile once their finalizers are gone; declare `DestroyReady<T>` to
-    /// be woken then).
+    /// be woken then). An output already tearing down is destroyed once it has
+    /// no finalizers, even if this reconcile tried to write its ID (the write
+    /// failed on the phase): a later reconcile creates it anew.
     pub fn cleanup_outputs<T: Resource + Writes<C>>(&self) -> CtxFuture<'_, ()> {
         Box::pin(async move { self.dynamic.cleanup_outputs_in::<T>(T::NAMESPACE).await })
     }
@@ -180,6 +182,13 @@ impl<C: ?Sized> Ctx<C> {
     /// Asks for another reconcile after this one, even if no input changes.
     pub fn requeue(&self) {
         self.dynamic.requeue();
+    }
+
+    /// A handle that wakes this controller from outside the state: from a
+    /// file watcher thread, a timer, an operator task it started. See
+    /// [`Waker`].
+    pub fn waker(&self) -> Waker {
+        self.dynamic.waker()
     }
 
     /// A future that resolves once the resource at `at` is tearing down or
@@ -353,10 +362,13 @@ impl DynCtx {
         let touched: HashSet<Pointer> = self.core.touched();
         for resource in self.list_dynamic(kind, &ListOptions::default()).await? {
             let metadata = resource.metadata();
-            if metadata.owner() != Some(&*self.core.name) || touched.contains(metadata.pointer()) {
+            if metadata.owner() != Some(&*self.core.name) {
                 continue;
             }
+            // An output tearing down is a previous generation even when its ID
+            // was written in this reconcile: that write failed on its phase.
             let ready = match metadata.phase() {
+                Phase::Running if touched.contains(metadata.pointer()) => continue,
                 Phase::Running => self.teardown_dynamic(metadata.pointer()).await?,
                 Phase::TearingDown => metadata.finalizers().is_empty(),
             };
@@ -394,6 +406,11 @@ impl DynCtx {
     /// As [`Ctx::requeue`].
     pub fn requeue(&self) {
         self.core.wake(|| crate::runtime::Trigger::Requeue);
+    }
+
+    /// As [`Ctx::waker`].
+    pub fn waker(&self) -> Waker {
+        Waker::new(&self.core)
     }
 
     /// The inputs the controller has now.

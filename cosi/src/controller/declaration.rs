@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::resource::{Kind, Resource};
+use crate::resource::{Kind, Resource, ResourceDefinition};
 
 /// How a controller depends on an input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -80,7 +80,7 @@ impl OutputKind {
 }
 
 /// One declared input: a kind, optionally narrowed to one ID.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub struct InputDecl {
     /// The namespace watched.
     pub namespace: &'static str,
@@ -92,12 +92,21 @@ pub struct InputDecl {
     pub kind: InputKind,
     /// Whether the namespace was named explicitly rather than taken from the type.
     pub explicit_namespace: bool,
+    /// The type's definition (`T::definition`), which the runtime publishes.
+    pub definition: fn() -> ResourceDefinition,
 }
 
 impl InputDecl {
     /// An input on `T` in its default namespace.
     pub const fn of<T: Resource>(kind: InputKind) -> Self {
-        InputDecl { namespace: T::NAMESPACE, r#type: T::TYPE, id: None, kind, explicit_namespace: false }
+        InputDecl {
+            namespace: T::NAMESPACE,
+            r#type: T::TYPE,
+            id: None,
+            kind,
+            explicit_namespace: false,
+            definition: T::definition,
+        }
     }
 
     /// The same input in `namespace`.
@@ -115,7 +124,7 @@ impl InputDecl {
 }
 
 /// One declared output type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub struct OutputDecl {
     /// The resource type (outputs are per type, in any namespace).
     pub r#type: &'static str,
@@ -123,12 +132,56 @@ pub struct OutputDecl {
     pub namespace: &'static str,
     /// Exclusive or shared.
     pub kind: OutputKind,
+    /// The type's definition (`T::definition`), which the runtime publishes.
+    pub definition: fn() -> ResourceDefinition,
 }
 
 impl OutputDecl {
     /// An output of type `T`.
     pub const fn of<T: Resource>(kind: OutputKind) -> Self {
-        OutputDecl { r#type: T::TYPE, namespace: T::NAMESPACE, kind }
+        OutputDecl { r#type: T::TYPE, namespace: T::NAMESPACE, kind, definition: T::definition }
+    }
+}
+
+// Compared and shown without `definition`: a function pointer says nothing
+// the type does not, and its address is not stable across builds.
+
+impl PartialEq for InputDecl {
+    fn eq(&self, other: &Self) -> bool {
+        (self.namespace, self.r#type, self.id, self.kind, self.explicit_namespace)
+            == (other.namespace, other.r#type, other.id, other.kind, other.explicit_namespace)
+    }
+}
+
+impl Eq for InputDecl {}
+
+impl fmt::Debug for InputDecl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InputDecl")
+            .field("namespace", &self.namespace)
+            .field("type", &self.r#type)
+            .field("id", &self.id)
+            .field("kind", &self.kind)
+            .field("explicit_namespace", &self.explicit_namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for OutputDecl {
+    fn eq(&self, other: &Self) -> bool {
+        (self.r#type, self.namespace, self.kind) == (other.r#type, other.namespace, other.kind)
+    }
+}
+
+impl Eq for OutputDecl {}
+
+impl fmt::Debug for OutputDecl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OutputDecl")
+            .field("type", &self.r#type)
+            .field("namespace", &self.namespace)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
     }
 }
 
@@ -154,6 +207,22 @@ impl Declaration {
     /// The inputs as the runtime keeps them.
     pub fn runtime_inputs(&self) -> Vec<Input> {
         self.inputs.iter().map(Input::from).collect()
+    }
+
+    /// The definitions of every type the controller reads or writes, once
+    /// each: what the runtime publishes in the `meta` namespace.
+    pub fn definitions(&self) -> Vec<ResourceDefinition> {
+        let inputs = self.inputs.iter().map(|input| (input.r#type, input.definition));
+        let outputs = self.outputs.iter().map(|output| (output.r#type, output.definition));
+        let mut seen: Vec<&str> = Vec::new();
+        let mut definitions = Vec::new();
+        for (r#type, definition) in inputs.chain(outputs) {
+            if !seen.contains(&r#type) {
+                seen.push(r#type);
+                definitions.push(definition());
+            }
+        }
+        definitions
     }
 }
 

@@ -48,6 +48,7 @@ mod ctx;
 mod declaration;
 mod generic;
 mod outcome;
+mod waker;
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -60,6 +61,7 @@ pub use declaration::{
 };
 pub use generic::{MERGE_SOURCE, Merge, QueueTransform, Transform};
 pub use outcome::{BoxError, IntoMapped, IntoOutcome, Outcome, Requeue, RequeueError};
+pub use waker::Waker;
 
 #[doc(hidden)]
 pub use declaration::assert_system;
@@ -119,6 +121,12 @@ pub trait Register: Sized {
     /// controller type, each the owner of its own outputs.
     fn named(self, name: impl Into<std::sync::Arc<str>>) -> Registration {
         self.registration().with_name(name)
+    }
+
+    /// The registration with these inputs instead of the declared ones:
+    /// see [`Registration::with_inputs`].
+    fn with_inputs(self, inputs: impl IntoIterator<Item = Input>) -> Registration {
+        self.registration().with_inputs(inputs)
     }
 }
 

@@ -10,10 +10,11 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
 
-use crate::controller::{Declaration, Input, InputRef, check_inputs};
+use crate::controller::{Declaration, Input, InputKind, InputRef, check_inputs};
 use crate::resource::{Kind, Pointer};
 use crate::runtime::engine::Engine;
-use crate::runtime::queue::Queue;
+use crate::runtime::queue::{Job, Key, Queue};
+use crate::runtime::settle::Activity;
 use crate::state::{Error, Result, State};
 
 pub(crate) struct Core {
@@ -32,8 +33,12 @@ pub(crate) struct Core {
     /// one more reconcile, never none.
     wake: Notify,
     wake_pending: AtomicBool,
+    /// Whether a reconcile runs; set before the wake-up it consumes is
+    /// cleared, so that work is never out of sight of `settled`.
+    busy: AtomicBool,
     /// What caused the pending wake-up, for the reconcile's span.
     trigger: Mutex<Option<Trigger>>,
+    activity: Arc<Activity>,
     engine: Weak<Engine>,
 }
 
@@ -50,6 +55,8 @@ pub(crate) enum Trigger {
     Requeue,
     /// A restart after a failure.
     Restart,
+    /// A [`Waker`](crate::controller::Waker): something outside the state.
+    External,
 }
 
 impl std::fmt::Display for Trigger {
@@ -60,6 +67,7 @@ impl std::fmt::Display for Trigger {
             Trigger::Resync => f.write_str("resync"),
             Trigger::Requeue => f.write_str("requeue"),
             Trigger::Restart => f.write_str("restart"),
+            Trigger::External => f.write_str("external"),
         }
     }
 }
@@ -68,7 +76,9 @@ impl Core {
     pub(crate) fn new(
         name: Arc<str>,
         declaration: &'static Declaration,
+        inputs: Vec<Input>,
         state: Arc<dyn State>,
+        activity: Arc<Activity>,
         engine: Weak<Engine>,
     ) -> Self {
         let queue = declaration.concurrency.map(|_| Queue::default());
@@ -78,11 +88,13 @@ impl Core {
             declaration,
             state,
             queue,
-            inputs: RwLock::new(declaration.runtime_inputs().into()),
+            inputs: RwLock::new(inputs.into()),
             touched: Mutex::default(),
             wake: Notify::new(),
             wake_pending: AtomicBool::new(false),
+            busy: AtomicBool::new(false),
             trigger: Mutex::new(None),
+            activity,
             engine,
         }
     }
@@ -93,20 +105,98 @@ impl Core {
 
     /// Asks for a reconcile; coalesces with any not yet started. `trigger`
     /// is only evaluated when this call is the one that wakes the controller.
-    pub(crate) fn wake(&self, trigger: impl FnOnce() -> Trigger) {
-        if !self.wake_pending.swap(true, Ordering::SeqCst) {
-            *self.trigger.lock() = Some(trigger());
-            self.stats.wakeups.fetch_add(1, Ordering::Relaxed);
-            self.wake.notify_one();
+    /// Returns whether it did.
+    pub(crate) fn wake(&self, trigger: impl FnOnce() -> Trigger) -> bool {
+        if self.wake_pending.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        *self.trigger.lock() = Some(trigger());
+        self.stats.wakeups.fetch_add(1, Ordering::Relaxed);
+        self.wake.notify_one();
+        self.activity.bump();
+        true
+    }
+
+    /// Waits for a wake-up and consumes it; returns its trigger. The
+    /// controller counts as busy from here until [`finished`](Core::finished).
+    pub(crate) async fn woken(&self) -> Trigger {
+        self.wake.notified().await;
+        self.busy.store(true, Ordering::SeqCst);
+        let trigger = self.trigger.lock().take();
+        self.wake_pending.store(false, Ordering::SeqCst);
+        self.activity.bump();
+        trigger.unwrap_or(Trigger::Requeue)
+    }
+
+    /// A reconcile starts without a wake-up (its requeue delay passed).
+    pub(crate) fn begin(&self) {
+        self.busy.store(true, Ordering::SeqCst);
+        self.activity.bump();
+    }
+
+    /// The reconcile is over, its writes made.
+    pub(crate) fn finished(&self) {
+        self.busy.store(false, Ordering::SeqCst);
+        self.activity.bump();
+    }
+
+    /// Whether the controller has nothing to do now: no pending wake-up, no
+    /// reconcile running, and (queue controllers) no item due or in progress.
+    /// Work scheduled for later (a requeue delay, a retry in backoff) does not count.
+    pub(crate) fn is_quiet(&self, now: tokio::time::Instant) -> bool {
+        // The wake-up first: `woken` sets `busy` before it clears the wake-up,
+        // so a reconcile starting between the two reads is seen in the second.
+        !self.wake_pending.load(Ordering::SeqCst)
+            && !self.busy.load(Ordering::SeqCst)
+            && self.queue.as_ref().is_none_or(|queue| queue.is_idle(now))
+    }
+
+    /// A [`Waker`](crate::controller::Waker)'s wake-up.
+    pub(crate) fn wake_external(self: &Arc<Self>) {
+        let Some(engine) = self.running_engine() else { return };
+        match &self.queue {
+            None => {
+                if self.wake(|| Trigger::External) {
+                    self.stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Some(_) => {
+                self.stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
+                engine.requeue_primaries(self);
+            }
         }
     }
 
-    /// Waits for a wake-up and consumes it; returns its trigger.
-    pub(crate) async fn woken(&self) -> Trigger {
-        self.wake.notified().await;
-        let trigger = self.trigger.lock().take();
-        self.wake_pending.store(false, Ordering::SeqCst);
-        trigger.unwrap_or(Trigger::Requeue)
+    /// A [`Waker`](crate::controller::Waker)'s wake-up for one item.
+    pub(crate) fn wake_external_item(self: &Arc<Self>, item: &Pointer) -> Result<()> {
+        let Some(queue) = &self.queue else {
+            self.wake_external();
+            return Ok(());
+        };
+        let primary = self.inputs.read().iter().any(|input| {
+            input.dependency == InputKind::Primary
+                && input.kind.namespace() == item.namespace()
+                && input.kind.r#type() == item.r#type()
+                && input.covers(item.id())
+        });
+        if !primary {
+            return Err(Error::invalid_argument(format!(
+                "controller `{}` cannot queue {item}: it is not a resource of a primary input",
+                self.name
+            )));
+        }
+        if self.running_engine().is_none() {
+            return Ok(());
+        }
+        self.stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
+        queue.put(Key { pointer: item.clone(), job: Job::Reconcile }, None);
+        self.activity.bump();
+        Ok(())
+    }
+
+    /// The engine, while it runs.
+    fn running_engine(&self) -> Option<Arc<Engine>> {
+        self.engine.upgrade().filter(|engine| engine.is_running())
     }
 
     pub(crate) fn start_reconcile(&self) {
@@ -178,38 +268,9 @@ impl Core {
     }
 
     /// Replaces the inputs (COSI's `UpdateInputs`).
-    pub(crate) fn update_inputs(self: &Arc<Self>, mut inputs: Vec<Input>) -> Result<()> {
-        inputs.sort();
-        inputs.dedup();
-        for input in &inputs {
-            let declared = self.declaration.inputs.iter().any(|declared| declared.r#type == input.kind.r#type());
-            if !declared {
-                return Err(Error::invalid_argument(format!(
-                    "controller `{}` cannot take {} as an input: the type is not among its declared inputs",
-                    self.name, input.kind
-                )));
-            }
-            if input.dependency.is_queue() != self.declaration.is_queue() {
-                return Err(Error::invalid_argument(format!(
-                    "controller `{}` cannot take a {} input: {}",
-                    self.name,
-                    input.dependency,
-                    match self.declaration.is_queue() {
-                        true => "queue controllers take primary and mapped inputs",
-                        false => "primary and mapped inputs belong to queue controllers",
-                    }
-                )));
-            }
-            if let Err(error) = input.kind.validate() {
-                return Err(Error::invalid_argument(format!("controller `{}`: invalid input: {error}", self.name)));
-            }
-        }
-        let refs: Vec<InputRef<'_>> = inputs.iter().map(InputRef::from_input).collect();
-        if let Err(conflict) = check_inputs(&self.name, &refs, self.declaration.outputs) {
-            return Err(Error::invalid_argument(conflict.to_string()));
-        }
-        drop(refs);
-        let inputs: Arc<[Input]> = inputs.into();
+    pub(crate) fn update_inputs(self: &Arc<Self>, inputs: Vec<Input>) -> Result<()> {
+        let inputs: Arc<[Input]> =
+            check_runtime_inputs(&self.name, self.declaration, inputs).map_err(Error::InvalidArgument)?.into();
         *self.inputs.write() = Arc::clone(&inputs);
         if let Some(engine) = self.engine.upgrade() {
             engine.reroute(self, &inputs);
@@ -218,10 +279,61 @@ impl Core {
     }
 }
 
+/// Checks inputs a controller is given at run time, at its registration or
+/// by `update_inputs`, against its declaration and each other; returns them
+/// sorted, without duplicates.
+///
+/// Every input must be of a type the declaration names as an input, of a kind
+/// of the same shape (queue or not), and together they must keep the rules of
+/// the declaration itself (no input twice); a namespace given here counts as
+/// named explicitly, so an output type may be read in it.
+pub(crate) fn check_runtime_inputs(
+    name: &str,
+    declaration: &Declaration,
+    mut inputs: Vec<Input>,
+) -> std::result::Result<Vec<Input>, String> {
+    inputs.sort();
+    inputs.dedup();
+    for input in &inputs {
+        let declared = declaration.inputs.iter().any(|declared| declared.r#type == input.kind.r#type());
+        if !declared {
+            return Err(format!(
+                "controller `{name}` cannot take {} as an input: the type is not among its declared inputs",
+                input.kind
+            ));
+        }
+        if input.dependency.is_queue() != declaration.is_queue() {
+            return Err(format!(
+                "controller `{name}` cannot take a {} input: {}",
+                input.dependency,
+                match declaration.is_queue() {
+                    true => "queue controllers take primary and mapped inputs",
+                    false => "primary and mapped inputs belong to queue controllers",
+                }
+            ));
+        }
+        if let Err(error) = input.kind.validate() {
+            return Err(format!("controller `{name}`: invalid input: {error}"));
+        }
+        if let Some(id) = &input.id
+            && let Err(error) = input.kind.pointer(&**id).validate()
+        {
+            return Err(format!("controller `{name}`: invalid input: {error}"));
+        }
+    }
+    // A namespace given at run time is named explicitly: a merge reads its
+    // layers of the type it writes, in a namespace of its own.
+    let refs: Vec<InputRef<'_>> = inputs.iter().map(InputRef::from_input).collect();
+    check_inputs(name, &refs, declaration.outputs).map_err(|conflict| conflict.to_string())?;
+    drop(refs);
+    Ok(inputs)
+}
+
 /// The statistics of one controller, kept as atomics and mirrored to the
 /// `metrics` facade.
 pub(crate) struct Stats {
     pub(crate) wakeups: AtomicU64,
+    pub(crate) external_wakeups: AtomicU64,
     pub(crate) reconciles: AtomicU64,
     pub(crate) errors: AtomicU64,
     pub(crate) restarts: AtomicU64,
@@ -248,6 +360,7 @@ impl Stats {
         let label = || [("controller", name.to_owned())];
         Stats {
             wakeups: AtomicU64::new(0),
+            external_wakeups: AtomicU64::new(0),
             reconciles: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
@@ -308,6 +421,7 @@ impl Stats {
     pub(crate) fn snapshot(&self, queue_depth: usize) -> ControllerStats {
         ControllerStats {
             wakeups: self.wakeups.load(Ordering::Relaxed),
+            external_wakeups: self.external_wakeups.load(Ordering::Relaxed),
             reconciles: self.reconciles.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
             restarts: self.restarts.load(Ordering::Relaxed),
@@ -326,6 +440,9 @@ impl Stats {
 pub struct ControllerStats {
     /// Wake-ups that led to a reconcile (coalesced ones count once).
     pub wakeups: u64,
+    /// The wake-ups of those that came from a [`Waker`](crate::controller::Waker)
+    /// (queue controllers: each `wake` and `wake_item`).
+    pub external_wakeups: u64,
     /// Reconciles run (queue controllers: items and mappings processed).
     pub reconciles: u64,
     /// Reconciles that failed or panicked.

@@ -9,6 +9,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -24,25 +25,35 @@ use tracing::Instrument;
 use crate::controller::{
     Entry, Input, InputKind, Outcome, ReducedMetadata, Requeue, RequeueError, check_declaration, check_pair,
 };
+use crate::resource::ResourceDefinition;
 use crate::resource::{DynamicResource, Kind, Phase};
 use crate::runtime::backoff::Backoff;
 use crate::runtime::core::Trigger;
 use crate::runtime::queue::{Item, Job, Key, Queue};
+use crate::runtime::settle::{Activity, InFlight};
 use crate::runtime::status::{ControllerStatus, RUNTIME_OWNER};
+use crate::runtime::types::Types;
 use crate::runtime::{
     Body, ControllerStats, Core, ErasedQueue, ErasedReconcile, Graph, GraphController, Registration, RuntimeError,
-    RuntimeOptions,
+    RuntimeOptions, check_runtime_inputs,
 };
-use crate::state::{Event, ListOptions, Registry, State, StateExt, UpdateOptions, WatchKindOptions};
+use crate::state::{
+    Error, Event, ListOptions, META_DESCRIPTION, META_NAMESPACE, Registry, State, StateExt, UpdateOptions,
+    WatchKindOptions, WatchProgress,
+};
 
 pub(crate) struct Engine {
     state: Arc<dyn State>,
     options: RuntimeOptions,
     controllers: RwLock<Vec<Arc<Core>>>,
     routes: RwLock<HashMap<Kind, Vec<Route>>>,
-    /// The kinds watched, each with whether its watch is established.
-    watches: Mutex<HashMap<Kind, watch::Receiver<bool>>>,
+    /// The kinds watched.
+    watches: Mutex<HashMap<Kind, Arc<KindWatch>>>,
     run: Mutex<Run>,
+    /// The epoch of pending work, for `settled`.
+    activity: Arc<Activity>,
+    /// The resource types the controllers use, and those registered by hand.
+    types: Mutex<Types>,
     /// The tokio runtime `start` ran on: every task goes there, so a
     /// controller registered later from any thread starts on it too.
     handle: Mutex<Option<tokio::runtime::Handle>>,
@@ -55,6 +66,34 @@ struct Route {
     input: Input,
 }
 
+/// One kind's runtime watch.
+struct KindWatch {
+    /// Whether the watch has been established: controllers reading the kind
+    /// start once it is. It stays true while the watch resumes.
+    ready: watch::Receiver<bool>,
+    /// Whether the watch runs now and has made up for anything it missed.
+    established: AtomicBool,
+    /// How far the current watch has read, when its state can tell.
+    progress: Mutex<Option<Arc<dyn WatchProgress>>>,
+    /// How far the current watch had read when it finished routing its last batch.
+    routed: AtomicU64,
+}
+
+impl KindWatch {
+    /// Whether every event the state wrote so far has been routed (exact
+    /// when the state reports the watch's progress; otherwise, whether the
+    /// watch runs and routed what it received).
+    fn caught_up(&self) -> bool {
+        if !self.established.load(Ordering::SeqCst) {
+            return false;
+        }
+        match &*self.progress.lock() {
+            Some(progress) => self.routed.load(Ordering::SeqCst) >= progress.written(),
+            None => true,
+        }
+    }
+}
+
 enum Run {
     Idle { pending: Vec<(Arc<Core>, Body)> },
     Running,
@@ -63,6 +102,7 @@ enum Run {
 
 impl Engine {
     pub(crate) fn new(state: Arc<dyn State>, options: RuntimeOptions) -> Arc<Self> {
+        let types = Types::with_builtins(options.status_namespace.is_some());
         Arc::new(Engine {
             state,
             options,
@@ -70,6 +110,8 @@ impl Engine {
             routes: RwLock::default(),
             watches: Mutex::default(),
             run: Mutex::new(Run::Idle { pending: Vec::new() }),
+            activity: Arc::default(),
+            types: Mutex::new(types),
             handle: Mutex::new(None),
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -81,13 +123,19 @@ impl Engine {
     }
 
     pub(crate) fn register(self: &Arc<Self>, registration: Registration) -> Result<(), RuntimeError> {
-        let Registration { name, declaration, body } = registration;
+        let Registration { name, declaration, inputs, body } = registration;
         check_declaration(declaration).map_err(|conflict| RuntimeError::InvalidController(conflict.to_string()))?;
         if name.is_empty() || &*name == RUNTIME_OWNER {
             return Err(RuntimeError::InvalidController(format!(
                 "the name `{name}` is reserved for the runtime itself"
             )));
         }
+        let inputs = match inputs {
+            Some(inputs) => {
+                check_runtime_inputs(&name, declaration, inputs).map_err(RuntimeError::InvalidController)?
+            }
+            None => declaration.runtime_inputs(),
+        };
         let mut run = self.run.lock();
         if matches!(*run, Run::Stopped) {
             return Err(RuntimeError::ShutDown);
@@ -99,7 +147,16 @@ impl Engine {
                 let old = Entry { name: &existing.name, outputs: existing.declaration.outputs };
                 check_pair(old, new).map_err(|conflict| RuntimeError::Conflict(conflict.to_string()))?;
             }
-            let core = Arc::new(Core::new(name, declaration, Arc::clone(&self.state), Arc::downgrade(self)));
+            // The last check: once the types are in, the controller is too.
+            self.types.lock().add(declaration.definitions())?;
+            let core = Arc::new(Core::new(
+                name,
+                declaration,
+                inputs,
+                Arc::clone(&self.state),
+                Arc::clone(&self.activity),
+                Arc::downgrade(self),
+            ));
             controllers.push(Arc::clone(&core));
             core
         };
@@ -108,11 +165,73 @@ impl Engine {
             Run::Idle { pending } => pending.push((core, body)),
             Run::Running => {
                 drop(run);
+                self.publish_definitions();
                 self.spawn_controller(core, body);
             }
             Run::Stopped => return Err(RuntimeError::ShutDown),
         }
         Ok(())
+    }
+
+    /// Adds resource types the program uses beyond its controllers' (see `Types`).
+    pub(crate) fn register_types(self: &Arc<Self>, definitions: Vec<ResourceDefinition>) -> Result<(), RuntimeError> {
+        let run = self.run.lock();
+        if matches!(*run, Run::Stopped) {
+            return Err(RuntimeError::ShutDown);
+        }
+        self.types.lock().add(definitions)?;
+        if matches!(*run, Run::Running) {
+            drop(run);
+            self.publish_definitions();
+        }
+        Ok(())
+    }
+
+    /// Publishes the definitions not yet published, in the background; the
+    /// work counts for `settled`.
+    fn publish_definitions(self: &Arc<Self>) {
+        let in_flight = self.activity.begin();
+        let engine = Arc::clone(self);
+        self.spawn(async move {
+            let _in_flight = in_flight;
+            engine.publish().await;
+        });
+    }
+
+    /// Writes the `meta` namespace and each unpublished definition, retrying
+    /// while the state is unreachable; a definition the state refuses is
+    /// logged and left out.
+    async fn publish(&self) {
+        let definitions = self.types.lock().take_unpublished();
+        if definitions.is_empty() {
+            return;
+        }
+        let registry = Registry::new(&*self.state);
+        let mut backoff = Backoff::new(self.options.backoff);
+        let mut definitions = definitions.into_iter().map(Some).collect::<Vec<_>>();
+        definitions.insert(0, None);
+        for definition in definitions {
+            loop {
+                let written = match &definition {
+                    None => registry.register_namespace(META_NAMESPACE, META_DESCRIPTION).await,
+                    Some(definition) => registry.register_definition(definition.clone()).await,
+                };
+                let error = match written {
+                    Ok(()) => break,
+                    Err(error) => error,
+                };
+                let what = definition.as_ref().map_or(META_NAMESPACE, |definition| definition.r#type.as_str());
+                if !matches!(error, Error::Backend(_)) {
+                    tracing::warn!(%error, what, "runtime could not publish a resource definition");
+                    break;
+                }
+                tracing::warn!(%error, what, "runtime could not publish a resource definition; retrying");
+                tokio::select! {
+                    () = self.cancel.cancelled() => return,
+                    () = tokio::time::sleep(backoff.next_delay()) => (),
+                }
+            }
+        }
     }
 
     pub(crate) fn start(self: &Arc<Self>) -> Result<(), RuntimeError> {
@@ -129,6 +248,7 @@ impl Engine {
             }
         };
         *self.handle.lock() = Some(handle);
+        self.publish_definitions();
         let kinds: Vec<Kind> = self.routes.read().keys().cloned().collect();
         for kind in kinds {
             self.ensure_watch(&kind);
@@ -167,6 +287,25 @@ impl Engine {
 
     pub(crate) fn is_running(&self) -> bool {
         matches!(*self.run.lock(), Run::Running)
+    }
+
+    /// Waits until nothing is pending (see `settle.rs`), or the runtime stops.
+    pub(crate) async fn settled(&self) {
+        if !self.is_running() {
+            return;
+        }
+        self.activity.settle(|| self.quiet(), self.cancel.cancelled()).await;
+    }
+
+    fn quiet(&self) -> bool {
+        if self.activity.in_flight() {
+            return false;
+        }
+        let now = Instant::now();
+        if !self.controllers.read().iter().all(|core| core.is_quiet(now)) {
+            return false;
+        }
+        self.watches.lock().values().all(|watch| watch.caught_up())
     }
 
     pub(crate) fn graph(&self) -> Graph {
@@ -213,11 +352,13 @@ impl Engine {
         if !matches!(*self.run.lock(), Run::Running) {
             return;
         }
+        let in_flight = self.activity.begin();
         let ready: Vec<watch::Receiver<bool>> = inputs.iter().map(|input| self.ensure_watch(&input.kind)).collect();
         let engine = Arc::clone(self);
         let core = Arc::clone(core);
         let kinds: Vec<Kind> = inputs.iter().map(|input| input.kind.clone()).collect();
         self.spawn(async move {
+            let _in_flight = in_flight;
             tokio::select! {
                 () = engine.cancel.cancelled() => (),
                 () = wait_ready(ready) => match core.queue {
@@ -226,8 +367,32 @@ impl Engine {
                             engine.resync(&kind, Some(&core)).await;
                         }
                     }
-                    None => core.wake(|| Trigger::Resync),
+                    None => {
+                        core.wake(|| Trigger::Resync);
+                    }
                 },
+            }
+        });
+    }
+
+    /// Queues every resource of `core`'s primary inputs again (a queue
+    /// controller's [`Waker::wake`](crate::controller::Waker::wake)).
+    pub(crate) fn requeue_primaries(self: &Arc<Self>, core: &Arc<Core>) {
+        let in_flight = self.activity.begin();
+        let mut kinds: Vec<Kind> = core
+            .inputs()
+            .iter()
+            .filter(|input| input.dependency == InputKind::Primary)
+            .map(|input| input.kind.clone())
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        let engine = Arc::clone(self);
+        let core = Arc::clone(core);
+        self.spawn(async move {
+            let _in_flight = in_flight;
+            for kind in kinds {
+                engine.resync(&kind, Some(&core)).await;
             }
         });
     }
@@ -235,11 +400,17 @@ impl Engine {
     /// Starts the watch of `kind` unless it runs; returns whether it is established.
     fn ensure_watch(self: &Arc<Self>, kind: &Kind) -> watch::Receiver<bool> {
         let mut watches = self.watches.lock();
-        if let Some(ready) = watches.get(kind) {
-            return ready.clone();
+        if let Some(watch) = watches.get(kind) {
+            return watch.ready.clone();
         }
         let (sender, receiver) = watch::channel(false);
-        watches.insert(kind.clone(), receiver.clone());
+        let state = Arc::new(KindWatch {
+            ready: receiver.clone(),
+            established: AtomicBool::new(false),
+            progress: Mutex::new(None),
+            routed: AtomicU64::new(0),
+        });
+        watches.insert(kind.clone(), Arc::clone(&state));
         let engine = Arc::clone(self);
         let kind = kind.clone();
         self.spawn(async move {
@@ -248,8 +419,12 @@ impl Engine {
             let mut backoff = Backoff::new(engine.options.backoff);
             let mut resync = false;
             loop {
-                let run = AssertUnwindSafe(Arc::clone(&engine).watch_kind(kind.clone(), &sender, resync));
+                let run =
+                    AssertUnwindSafe(Arc::clone(&engine).watch_kind(kind.clone(), &sender, &state, resync));
                 let Err(panic) = run.catch_unwind().await else { return };
+                // Until it runs again, the watch is not caught up: `settled` waits.
+                state.established.store(false, Ordering::SeqCst);
+                engine.activity.bump();
                 let delay = backoff.next_delay();
                 tracing::error!(%kind, panic = %panic_message(&*panic), ?delay, "runtime watch panicked; restarting it");
                 resync = true;
@@ -263,6 +438,7 @@ impl Engine {
     }
 
     fn spawn_controller(self: &Arc<Self>, core: Arc<Core>, body: Body) {
+        let starting = self.activity.begin();
         let ready: Vec<watch::Receiver<bool>> =
             core.inputs().iter().map(|input| self.ensure_watch(&input.kind)).collect();
         let engine = Arc::clone(self);
@@ -270,11 +446,11 @@ impl Engine {
         let run: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = match body {
             Body::Reconcile(build) => {
                 let controller = build(Arc::clone(&core));
-                Box::pin(async move { engine.run_reconciler(core, controller, ready).await })
+                Box::pin(async move { engine.run_reconciler(core, controller, ready, starting).await })
             }
             Body::Queue(build) => {
                 let controller = build(Arc::clone(&core));
-                Box::pin(async move { engine.run_queue(core, controller, ready).await })
+                Box::pin(async move { engine.run_queue(core, controller, ready, starting).await })
             }
         };
         // Reconciles catch their own panics and restart; a panic in the loop
@@ -291,7 +467,7 @@ impl Engine {
     /// One kind's watch: routes every change, resumes from the last bookmark
     /// when the watch ends, and starts over (waking every reader of the kind)
     /// when the history no longer holds what it missed.
-    async fn watch_kind(self: Arc<Self>, kind: Kind, ready: &watch::Sender<bool>, resync: bool) {
+    async fn watch_kind(self: Arc<Self>, kind: Kind, ready: &watch::Sender<bool>, state: &KindWatch, resync: bool) {
         let mut backoff = Backoff::new(self.options.backoff);
         let mut bookmark = None;
         let mut resync = resync;
@@ -320,10 +496,15 @@ impl Engine {
                 }
             };
             backoff.reset();
+            let progress = watch.progress();
+            state.routed.store(progress.as_ref().map_or(0, |progress| progress.read()), Ordering::SeqCst);
+            state.progress.lock().clone_from(&progress);
             ready.send_replace(true);
             if std::mem::take(&mut resync) {
                 self.resync(&kind, None).await;
             }
+            state.established.store(true, Ordering::SeqCst);
+            self.activity.bump();
             'events: loop {
                 let batch = tokio::select! {
                     () = self.cancel.cancelled() => return,
@@ -344,7 +525,16 @@ impl Engine {
                         self.route(&kind, resource);
                     }
                 }
+                // Everything read so far is routed: the wake-ups and queue
+                // items it made are in place before `settled` can see the
+                // watch caught up.
+                if let Some(progress) = &progress {
+                    state.routed.store(progress.read(), Ordering::SeqCst);
+                }
+                self.activity.bump();
             }
+            state.established.store(false, Ordering::SeqCst);
+            self.activity.bump();
         }
     }
 
@@ -445,11 +635,13 @@ impl Engine {
         core: Arc<Core>,
         mut controller: Box<dyn ErasedReconcile>,
         ready: Vec<watch::Receiver<bool>>,
+        starting: InFlight,
     ) {
         tokio::select! {
             () = self.cancel.cancelled() => return,
             () = wait_ready(ready) => core.wake(|| Trigger::Start),
-        }
+        };
+        drop(starting);
         let mut backoff = Backoff::new(self.options.backoff);
         let mut requeue_at: Option<Instant> = None;
         loop {
@@ -457,7 +649,10 @@ impl Engine {
                 match requeue_at {
                     Some(at) => tokio::select! {
                         trigger = core.woken() => trigger,
-                        () = tokio::time::sleep_until(at) => Trigger::Requeue,
+                        () = tokio::time::sleep_until(at) => {
+                            core.begin();
+                            Trigger::Requeue
+                        }
                     },
                     None => core.woken().await,
                 }
@@ -475,25 +670,31 @@ impl Engine {
                 outcome = AssertUnwindSafe(controller.reconcile()).catch_unwind().instrument(span) => outcome,
             };
             let busy = started.elapsed();
-            let delay = match settle(outcome) {
+            let delay = match read_outcome(outcome) {
                 Ok(requeue) => {
                     core.stats.record_success(busy);
                     backoff.reset();
                     if let Requeue::After(after) = requeue {
                         requeue_at = Some(Instant::now() + after);
                     }
+                    core.finished();
                     continue;
                 }
                 Err((message, explicit)) => {
                     let delay = explicit.unwrap_or_else(|| backoff.next_delay());
                     tracing::error!(controller = %core.name, error = %message, ?delay, "reconcile failed; restarting");
                     core.stats.record_failure(busy, message, true);
+                    // A controller waiting out its backoff has nothing pending:
+                    // `settled` does not wait for a retry that may fail forever.
+                    core.finished();
                     delay
                 }
             };
             tokio::select! {
                 () = self.cancel.cancelled() => return,
-                () = tokio::time::sleep(delay) => core.wake(|| Trigger::Restart),
+                () = tokio::time::sleep(delay) => {
+                    core.wake(|| Trigger::Restart);
+                }
             }
         }
     }
@@ -505,6 +706,7 @@ impl Engine {
         core: Arc<Core>,
         controller: Arc<dyn ErasedQueue>,
         ready: Vec<watch::Receiver<bool>>,
+        starting: InFlight,
     ) {
         tokio::select! {
             () = self.cancel.cancelled() => return,
@@ -520,6 +722,7 @@ impl Engine {
         for kind in kinds {
             self.resync(&kind, Some(&core)).await;
         }
+        drop(starting);
     }
 
     async fn run_worker(
@@ -547,7 +750,7 @@ impl Engine {
                 outcome = AssertUnwindSafe(self.process(&core, &*controller, &item)).catch_unwind().instrument(span) => outcome,
             };
             let busy = started.elapsed();
-            let requeue = match settle(outcome) {
+            let requeue = match read_outcome(outcome) {
                 Ok(requeue) => {
                     core.stats.record_success(busy);
                     backoffs.lock().remove(&item.key);
@@ -570,6 +773,7 @@ impl Engine {
                 }
             };
             queue.release(item, requeue);
+            self.activity.bump();
             core.stats.set_queue_depth(queue.len());
         }
     }
@@ -611,9 +815,6 @@ impl Engine {
     /// Writes the status of every controller whose statistics changed, at
     /// most once per interval, and once more at shutdown.
     async fn publish_statuses(self: Arc<Self>, namespace: String) {
-        if let Err(error) = Registry::new(&*self.state).register::<ControllerStatus>().await {
-            tracing::warn!(%error, "runtime could not register the controller status definition");
-        }
         loop {
             self.write_statuses(&namespace).await;
             tokio::select! {
@@ -637,7 +838,7 @@ impl Engine {
             let healthy = core.stats.healthy();
             let written = self
                 .state
-                .modify(&pointer, UpdateOptions::owner(RUNTIME_OWNER), |status: &mut crate::Typed<ControllerStatus>| {
+                .modify::<ControllerStatus>(&pointer, UpdateOptions::owner(RUNTIME_OWNER), |status| {
                     status.inputs.clone_from(&graph.inputs);
                     status.outputs.clone_from(&graph.outputs);
                     status.concurrency = core.declaration.concurrency;
@@ -658,7 +859,7 @@ impl Engine {
 
 /// Reads a reconcile's result: a requeue, or a failure's message and the
 /// delay a [`RequeueError`] asks for.
-fn settle(outcome: std::thread::Result<Outcome>) -> Result<Requeue, (String, Option<Duration>)> {
+fn read_outcome(outcome: std::thread::Result<Outcome>) -> Result<Requeue, (String, Option<Duration>)> {
     match outcome {
         Ok(Outcome::Done(requeue)) => Ok(requeue),
         Ok(Outcome::Failed(error)) => {

@@ -25,15 +25,16 @@
 //! }
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn main() -> cosi::Result<()> {
 //! let state = cosi::state::memory();
 //! let runtime = Runtime::new(state.clone());
 //! runtime.register(shout {})?;
 //! runtime.start().await?;
 //!
 //! state.create(Typed::new("hello", Greeting { text: "hello".into() }), CreateOptions::default()).await?;
-//! let event = state.watch_for::<Shout>("hello", WatchCondition::new()).await?;
-//! assert_eq!(event.resource().expect("a shout").text, "HELLO");
+//! // Until every controller has caught up.
+//! runtime.settled().await;
+//! assert_eq!(state.get::<Shout>("hello").await?.text, "HELLO");
 //! runtime.shutdown().await;
 //! # Ok(())
 //! # }
@@ -64,7 +65,9 @@ mod core;
 mod engine;
 mod graph;
 mod queue;
+mod settle;
 mod status;
+mod types;
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -74,7 +77,9 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
-use crate::controller::{BoxError, Controller, Declaration, Outcome, QueueController, ReducedMetadata, Register};
+use crate::controller::{
+    BoxError, Controller, Declaration, Input, Outcome, QueueController, ReducedMetadata, Register,
+};
 use crate::resource::Pointer;
 use crate::state::State;
 
@@ -83,7 +88,7 @@ pub use core::ControllerStats;
 pub use graph::{Graph, GraphController, GraphInput, GraphOutput};
 pub use status::{ControllerStatus, RUNTIME_NAMESPACE, RUNTIME_OWNER};
 
-pub(crate) use core::{Core, Trigger};
+pub(crate) use core::{Core, Trigger, check_runtime_inputs};
 
 use engine::Engine;
 
@@ -134,6 +139,55 @@ pub enum RuntimeError {
     /// `start` ran outside a tokio runtime.
     #[error("the runtime must be started from within a tokio runtime")]
     NoTokioRuntime,
+    /// Two resource types answer to one name on a command line, and it is
+    /// not an alias both derive automatically (which COSI allows: see
+    /// [`Runtime::register_type`]).
+    #[error(
+        "resource types `{first}` and `{second}` both answer to `{alias}`: a type name or an explicit alias must name one type (only automatically derived aliases may be shared)"
+    )]
+    AliasConflict {
+        /// The name both answer to.
+        alias: String,
+        /// The type registered first.
+        first: String,
+        /// The type being registered.
+        second: String,
+    },
+    /// One resource type with two different definitions: two Rust types
+    /// declare it, with different aliases, columns or default namespaces.
+    #[error("resource type `{0}` has two different definitions in this program")]
+    DefinitionConflict(String),
+}
+
+/// A runtime's refusal as a `cosi::Error` ([`Error::Other`](crate::Error::Other)),
+/// so that `?` works on runtime and state errors alike in a function
+/// returning `cosi::Result`; [`Error::downcast_ref`](crate::Error::downcast_ref)
+/// gives the `RuntimeError` back.
+///
+/// The conversion lives here, beside the runtime, so that the state knows
+/// nothing about the runtime.
+///
+/// ```
+/// use cosi::prelude::*;
+/// use cosi::RuntimeError;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// async fn run() -> cosi::Result<()> {
+///     let runtime = Runtime::new(cosi::state::memory());
+///     runtime.start().await?;
+///     runtime.start().await?; // refused: started already
+///     Ok(())
+/// }
+///
+/// let error = run().await.unwrap_err();
+/// assert_eq!(error.downcast_ref::<RuntimeError>(), Some(&RuntimeError::AlreadyStarted));
+/// # }
+/// ```
+impl From<RuntimeError> for crate::Error {
+    fn from(error: RuntimeError) -> Self {
+        crate::Error::other(error)
+    }
 }
 
 impl Runtime {
@@ -165,9 +219,81 @@ impl Runtime {
     }
 
     /// Registers a controller, before or after the start. Refused when its
-    /// declaration breaks a rule or it conflicts with a registered controller.
+    /// declaration (or the inputs its registration gives it) breaks a rule,
+    /// it conflicts with a registered controller, or one of its types
+    /// collides with a known type by name (see [`register_type`](Runtime::register_type)).
     pub fn register(&self, controller: impl Register) -> Result<(), RuntimeError> {
         self.engine.register(controller.registration())
+    }
+
+    /// Adds a resource type the program uses beyond its controllers' inputs
+    /// and outputs (one only clients write, say), so its definition is
+    /// published with theirs.
+    ///
+    /// When the runtime starts, it publishes in the state's `meta` namespace
+    /// the `meta` namespace itself and the definition of every type it knows:
+    /// those of `meta` (`ResourceDefinition`, `Namespace`), `ControllerStatus`
+    /// (when it publishes statuses), every type in a registered controller's
+    /// inputs and outputs, and those registered here. Clients list them and
+    /// resolve aliases through them (`cosictl get rd`, `cosictl get hostname`).
+    /// Types registered after the start are published at once.
+    ///
+    /// # Names that collide
+    ///
+    /// Each type answers to its type, its plural and the plural's dotted
+    /// prefixes (`hostnamestatuses`, `hostnamestatuses.net`), its explicit
+    /// aliases, and the aliases COSI derives (the singular, the initials).
+    /// Derived aliases may collide: `HostnameSpecs` and `HostnameStatuses`
+    /// both derive `hs`, as in Talos, and a client asked for `hs` says it is
+    /// ambiguous. Any other collision (an explicit alias or a type name that
+    /// another type also answers to) is a [`RuntimeError::AliasConflict`]
+    /// naming both types, here and in [`register`](Runtime::register); so is
+    /// one type with two different definitions. An explicit alias the type
+    /// would derive anyway counts as derived.
+    ///
+    /// ```
+    /// use cosi::prelude::*;
+    /// use cosi::RuntimeError;
+    ///
+    /// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    /// #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+    /// pub struct HostnameSpec {
+    ///     pub hostname: String,
+    /// }
+    ///
+    /// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    /// #[resource(type = "HostnameStatuses.net.example.org", namespace = "network", aliases = ["hostname"])]
+    /// pub struct HostnameStatus {
+    ///     pub hostname: String,
+    /// }
+    ///
+    /// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    /// #[resource(type = "Hostnames.other.example.org", namespace = "other", aliases = ["hn"])]
+    /// pub struct Hostname {
+    ///     pub hostname: String,
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> cosi::Result<()> {
+    /// let state = cosi::state::memory();
+    /// let runtime = Runtime::new(state.clone());
+    /// // Both derive `hs`: allowed.
+    /// runtime.register_type::<HostnameSpec>()?;
+    /// runtime.register_type::<HostnameStatus>()?;
+    /// // `Hostnames` derives `hostname`, which `HostnameStatuses` names explicitly: refused.
+    /// let error = runtime.register_type::<Hostname>().unwrap_err();
+    /// assert!(matches!(&error, RuntimeError::AliasConflict { alias, .. } if alias == "hostname"));
+    ///
+    /// runtime.start().await?;
+    /// runtime.settled().await;
+    /// let definition = state.get::<cosi::ResourceDefinition>("hostnamespecs.net.example.org").await?;
+    /// assert_eq!(definition.aliases, ["hostnamespec", "hs"]);
+    /// # runtime.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn register_type<T: crate::Resource>(&self) -> Result<(), RuntimeError> {
+        self.engine.register_types(vec![T::definition()])
     }
 
     /// The state the controllers work on.
@@ -205,15 +331,110 @@ impl Runtime {
         self.engine.start()
     }
 
+    /// Resolves when the runtime has no pending work: every controller is
+    /// idle, with no wake-up pending and no reconcile running, every queue
+    /// is empty, and every watch has routed every change its state made so
+    /// far. So every write that returned before the call, and every write the
+    /// reconciles it set off made in turn, has been seen by the controllers
+    /// that read it, and their reconciles have finished.
+    ///
+    /// What it does not wait for, by design:
+    ///
+    /// - **Work scheduled for later**: a controller or queue item waiting out
+    ///   a requeue delay or a retry in backoff counts as settled, so a
+    ///   controller that keeps failing does not keep `settled` waiting; check
+    ///   [`stats`](Runtime::stats) to tell success from failure.
+    /// - **Writes that race with the call** from outside the runtime.
+    /// - **The published controller statuses**, which are written on a timer.
+    ///
+    /// # Exact for in-process states, best effort for remote ones
+    ///
+    /// Watches of the in-memory state and of the states built on it
+    /// ([`NamespacedState`](crate::state::NamespacedState) over them, the
+    /// redb state) report how far they have read
+    /// ([`WatchProgress`](crate::state::WatchProgress)), and the runtime notes
+    /// it after routing each batch: a watch is caught up when it has routed
+    /// every event the state has written. That is exact, with no timer
+    /// involved.
+    ///
+    /// A remote state (over gRPC, etcd) cannot tell what is still on the
+    /// wire: for its watches, caught up means established and done routing
+    /// what arrived. A write's event still in flight is then not waited for;
+    /// wait for the result itself ([`StateExt::watch_for`](crate::StateExt::watch_for)).
+    ///
+    /// A runtime that is not running has nothing pending: `settled` returns
+    /// at once before [`start`](Runtime::start), and when the runtime shuts
+    /// down while it waits.
+    ///
+    /// ```
+    /// use cosi::prelude::*;
+    ///
+    /// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    /// #[resource(type = "Greetings.example.org", namespace = "default")]
+    /// pub struct Greeting {
+    ///     pub text: String,
+    /// }
+    ///
+    /// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    /// #[resource(type = "Shouts.example.org", namespace = "default")]
+    /// pub struct Shout {
+    ///     pub text: String,
+    /// }
+    ///
+    /// #[controller(inputs = [Weak<Greeting>], outputs = [Exclusive<Shout>], inventory = false)]
+    /// async fn shout(ctx: &mut Ctx) -> cosi::Result<()> {
+    ///     for greeting in ctx.list::<Greeting>().await? {
+    ///         ctx.modify::<Shout>(greeting.id(), |shout| shout.text = greeting.text.to_uppercase()).await?;
+    ///     }
+    ///     Ok(())
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> cosi::Result<()> {
+    /// let state = cosi::state::memory();
+    /// let runtime = Runtime::new(state.clone());
+    /// runtime.register(shout {})?;
+    /// runtime.start().await?;
+    ///
+    /// state.modify::<Greeting>("hello", UpdateOptions::default(), |greeting| greeting.text = "hello".into()).await?;
+    /// runtime.settled().await;
+    /// assert_eq!(state.get::<Shout>("hello").await?.text, "HELLO");
+    /// runtime.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn settled(&self) {
+        self.engine.settled().await;
+    }
+
     /// Stops every controller and watch and waits until all have stopped.
     /// A reconcile in progress is dropped at its next await.
     pub async fn shutdown(&self) {
         self.engine.shutdown().await;
     }
 
-    /// Starts, runs until `signal` completes, then shuts down.
-    pub async fn run_until(&self, signal: impl Future) -> Result<(), RuntimeError> {
-        self.start().await?;
+    /// Starts (unless it runs already), runs until `signal` completes, then
+    /// shuts down: the last line of a program's `main`.
+    ///
+    /// It returns a `cosi::Result` so that `main` can end with it.
+    ///
+    /// ```no_run
+    /// use cosi::prelude::*;
+    ///
+    /// #[tokio::main]
+    /// async fn main() -> cosi::Result<()> {
+    ///     let state = cosi::state::memory();
+    ///     let runtime = Runtime::from_inventory(state.clone())?;
+    ///     println!("{}", runtime.graph().to_mermaid());
+    ///     // With tokio's `signal` feature: `runtime.run_until(tokio::signal::ctrl_c()).await`.
+    ///     runtime.run_until(std::future::pending::<()>()).await
+    /// }
+    /// ```
+    pub async fn run_until(&self, signal: impl Future) -> crate::Result<()> {
+        match self.start().await {
+            Ok(()) | Err(RuntimeError::AlreadyStarted) => (),
+            Err(error) => return Err(error.into()),
+        }
         signal.await;
         self.shutdown().await;
         Ok(())
@@ -228,11 +449,13 @@ fn shared<S: State>(state: S) -> Arc<dyn State> {
     }
 }
 
-/// A controller ready to be registered: its name, its declaration, and how to
-/// build its task. Every `#[controller]` converts into one ([`Register`]).
+/// A controller ready to be registered: its name, its declaration, its
+/// inputs if they are not the declared ones, and how to build its task.
+/// Every `#[controller]` converts into one ([`Register`]).
 pub struct Registration {
     name: Arc<str>,
     declaration: &'static Declaration,
+    inputs: Option<Vec<Input>>,
     body: Body,
 }
 
@@ -247,6 +470,7 @@ impl Registration {
         Registration {
             name: name_of(controller.name()),
             declaration: const { &C::DECLARATION },
+            inputs: None,
             body: Body::Reconcile(Box::new(move |core| {
                 Box::new(Holder { controller, ctx: crate::Ctx::new(core) }) as Box<dyn ErasedReconcile>
             })),
@@ -258,6 +482,7 @@ impl Registration {
         Registration {
             name: name_of(controller.name()),
             declaration: const { &C::DECLARATION },
+            inputs: None,
             body: Body::Queue(Box::new(move |core| {
                 Arc::new(Holder { controller, ctx: crate::Ctx::new(core) }) as Arc<dyn ErasedQueue>
             })),
@@ -278,6 +503,73 @@ impl Registration {
     /// The controller's declaration.
     pub fn declaration(&self) -> &'static Declaration {
         self.declaration
+    }
+
+    /// The same controller starting with `inputs` instead of its declared
+    /// ones: what Go COSI's `Inputs()` returns for one instance. An instance
+    /// registered for one namespace or one ID reads and is woken by just
+    /// that, from its first reconcile on, and the graph shows it.
+    ///
+    /// [`Runtime::register`] checks them with the rules of
+    /// [`Ctx::update_inputs`](crate::Ctx::update_inputs): each must be of a
+    /// type the declaration names as an input, with a kind of the same shape
+    /// (queue or not), and none twice; as in a declaration, a namespace named
+    /// here may hold the controller's output type (a merge reads its layers
+    /// there). The controller may still change them while it runs.
+    ///
+    /// ```
+    /// use cosi::prelude::*;
+    ///
+    /// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    /// #[resource(type = "LinkStatuses.net.example.org", namespace = "network")]
+    /// pub struct LinkStatus {
+    ///     pub up: bool,
+    /// }
+    ///
+    /// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    /// #[resource(type = "LinkReports.net.example.org", namespace = "network")]
+    /// pub struct LinkReport {
+    ///     pub up: bool,
+    /// }
+    ///
+    /// /// Reports on whichever links its registration gives it.
+    /// #[controller(inputs = [Weak<LinkStatus>], outputs = [Shared<LinkReport>], inventory = false)]
+    /// async fn link(ctx: &mut Ctx) -> cosi::Result<()> {
+    ///     let inputs = ctx.dynamic().inputs();
+    ///     for input in inputs.iter() {
+    ///         let Some(id) = &input.id else { continue };
+    ///         let up = ctx.get::<LinkStatus>(&**id).await.is_ok_and(|link| link.up);
+    ///         ctx.modify::<LinkReport>(&**id, |report| report.up = up).await?;
+    ///     }
+    ///     Ok(())
+    /// }
+    ///
+    /// let runtime = Runtime::new(cosi::state::memory());
+    /// for name in ["eth0", "eth1"] {
+    ///     let inputs = [Input::of::<LinkStatus>(InputKind::Weak).with_id(name)];
+    ///     runtime.register(link {}.named(format!("link-{name}")).with_inputs(inputs))?;
+    /// }
+    /// let graph = runtime.graph();
+    /// assert_eq!(graph.controllers[0].inputs[0].id.as_deref(), Some("eth0"));
+    ///
+    /// // Refused: the declaration reads no `LinkReport`.
+    /// let error = runtime.register(link {}.named("wrong").with_inputs([Input::of::<LinkReport>(InputKind::Weak)]));
+    /// assert!(error.is_err());
+    /// # Ok::<(), cosi::RuntimeError>(())
+    /// ```
+    #[must_use]
+    pub fn with_inputs(mut self, inputs: impl IntoIterator<Item = Input>) -> Self {
+        self.inputs = Some(inputs.into_iter().collect());
+        self
+    }
+
+    /// The inputs the controller starts with: those given to
+    /// [`with_inputs`](Registration::with_inputs), else the declared ones.
+    pub fn inputs(&self) -> Vec<Input> {
+        match &self.inputs {
+            Some(inputs) => inputs.clone(),
+            None => self.declaration.runtime_inputs(),
+        }
     }
 }
 

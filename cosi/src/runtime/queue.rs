@@ -123,6 +123,13 @@ impl Queue {
         let inner = self.inner.lock();
         inner.scheduled.len() + inner.parked.len()
     }
+
+    /// Whether no item is due by `now`, handed to a worker or parked: items
+    /// scheduled later (requeues, retries in backoff) do not count.
+    pub(crate) fn is_idle(&self, now: Instant) -> bool {
+        let inner = self.inner.lock();
+        inner.on_hold.is_empty() && inner.schedule.first().is_none_or(|(due, _, _)| *due > now)
+    }
 }
 
 impl Inner {

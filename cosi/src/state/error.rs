@@ -4,11 +4,17 @@ use std::sync::Arc;
 
 use crate::resource::{Finalizers, Kind, Phase, Pointer, Version};
 
-/// The result of state operations.
+/// The result of state operations, and of a program built on `cosi`:
+/// `async fn main() -> cosi::Result<()>` and `async fn reconcile(ctx: &mut Ctx) -> cosi::Result<()>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// An error from a state: each failure COSI distinguishes is its own variant,
 /// and every message names the resource.
+///
+/// It is also `cosi::Error`, the error of a whole program: the runtime's
+/// errors convert into it ([`Error::Other`]), so `?` works on both in a
+/// function returning [`cosi::Result`](Result). Matching on the state's
+/// failures stays as it is (`Error::NotFound(pointer)`, `error.is_conflict()`).
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -95,6 +101,16 @@ pub enum Error {
     /// The backend failed: an I/O error, a lost connection.
     #[error("state backend error: {0}")]
     Backend(Arc<dyn std::error::Error + Send + Sync>),
+
+    /// A failure from outside the state, carried by [`Result`] so that one
+    /// error type serves a whole program: a controller runtime's refusal (the
+    /// runtime's `RuntimeError` converts into this variant, so `?` works on
+    /// it in a function returning `cosi::Result`), or any error wrapped with
+    /// [`Error::other`]. Read it back with [`downcast_ref`](Error::downcast_ref).
+    ///
+    /// The state never returns it: every predicate below is false for it.
+    #[error(transparent)]
+    Other(Arc<dyn std::error::Error + Send + Sync>),
 }
 
 impl Error {
@@ -106,6 +122,29 @@ impl Error {
     /// A backend error wrapping `source`.
     pub fn backend(source: impl std::error::Error + Send + Sync + 'static) -> Self {
         Error::Backend(Arc::new(source))
+    }
+
+    /// An error from outside the state, carried as [`Error::Other`].
+    ///
+    /// ```
+    /// # fn main() -> cosi::Result<()> {
+    /// let error = cosi::Error::other(std::io::Error::other("no sandbox"));
+    /// assert!(!error.is_not_found());
+    /// assert_eq!(error.to_string(), "no sandbox");
+    /// assert!(error.downcast_ref::<std::io::Error>().is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn other(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::Other(Arc::new(error))
+    }
+
+    /// The error inside an [`Error::Other`] or an [`Error::Backend`], if it is an `E`.
+    pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self {
+            Error::Other(error) | Error::Backend(error) => error.downcast_ref::<E>(),
+            _ => None,
+        }
     }
 
     /// The resource does not exist.
@@ -163,7 +202,8 @@ impl Error {
             | Error::BufferOverrun { .. }
             | Error::InvalidArgument(_)
             | Error::AccessDenied(_)
-            | Error::Backend(_) => None,
+            | Error::Backend(_)
+            | Error::Other(_) => None,
         }
     }
 }

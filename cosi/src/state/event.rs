@@ -169,12 +169,69 @@ impl fmt::Debug for Bookmark {
 pub struct Watch {
     batches: Pin<Box<dyn Stream<Item = Vec<Event>> + Send>>,
     buffered: VecDeque<Event>,
+    progress: Option<Arc<dyn WatchProgress>>,
+}
+
+/// How far a watch has read the history it streams from, for states that can
+/// tell: the in-memory state and those built on it ([`MemoryState`](crate::state::MemoryState),
+/// [`NamespacedState`](crate::state::NamespacedState) routing to them, the
+/// durable redb state). Remote states cannot: their events are on the wire.
+///
+/// Positions count the events of the watched collection (one namespace and
+/// type); they mean something only within one watch's progress. Everything
+/// written before [`written`](WatchProgress::written) has been read by the
+/// watch once [`read`](WatchProgress::read) reaches it, so a consumer that
+/// notes `read()` after handling a batch knows exactly whether it has seen
+/// every write so far. The controller runtime does this to make
+/// [`Runtime::settled`](crate::Runtime::settled) exact.
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// let state = cosi::state::memory();
+/// let mut watch = state.watch_kind::<HostnameSpec>(WatchKindOptions::default()).await?;
+/// let progress = watch.progress().expect("an in-memory watch knows its progress");
+/// assert_eq!(progress.read(), progress.written());
+///
+/// state.create(Typed::new("default", HostnameSpec::default()), CreateOptions::default()).await?;
+/// assert!(progress.read() < progress.written(), "written, not read yet");
+/// watch.recv().await;
+/// assert_eq!(progress.read(), progress.written());
+/// # Ok(())
+/// # }
+/// ```
+pub trait WatchProgress: Send + Sync + 'static {
+    /// The position the next event of the watched collection will take.
+    fn written(&self) -> u64;
+
+    /// The position the watch has read up to: every event before it has been
+    /// taken from the history, and handed out with the batch being returned
+    /// (or skipped, when the watch's queries do not select it).
+    fn read(&self) -> u64;
 }
 
 impl Watch {
     /// A watch over a stream of batches; for state implementations.
     pub fn from_batches(batches: impl Stream<Item = Vec<Event>> + Send + 'static) -> Self {
-        Watch { batches: Box::pin(batches), buffered: VecDeque::new() }
+        Watch { batches: Box::pin(batches), buffered: VecDeque::new(), progress: None }
+    }
+
+    /// The same watch, reporting its progress through `progress`; for state
+    /// implementations that can tell how far it has read.
+    #[must_use]
+    pub fn with_progress(mut self, progress: Arc<dyn WatchProgress>) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
+    /// How far the watch has read its state's history, when the state can tell.
+    pub fn progress(&self) -> Option<Arc<dyn WatchProgress>> {
+        self.progress.clone()
     }
 
     /// The next event, or `None` when the watch has ended.
@@ -427,6 +484,12 @@ impl<T: Resource> TypedWatch<T> {
     /// The erased watch underneath.
     pub fn into_inner(self) -> Watch {
         self.watch
+    }
+
+    /// How far the watch has read its state's history, when the state can
+    /// tell ([`Watch::progress`]).
+    pub fn progress(&self) -> Option<Arc<dyn WatchProgress>> {
+        self.watch.progress()
     }
 }
 

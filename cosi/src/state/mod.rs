@@ -21,13 +21,14 @@ use async_trait::async_trait;
 use crate::resource::{DynamicResource, Kind, Phase, Pointer};
 
 pub use error::{Error, Result};
-pub use event::{Bookmark, Event, EventType, TypedEvent, TypedWatch, Watch};
+pub use event::{Bookmark, Event, EventType, TypedEvent, TypedWatch, Watch, WatchProgress};
 pub use ext::{StateExt, WatchCondition};
 pub use memory::{BackingStore, MemoryOptions, MemoryState, StoreWrite};
 pub use namespaced::NamespacedState;
 pub use options::{
     CreateOptions, DestroyOptions, ListOptions, TeardownOptions, UpdateOptions, WatchKindOptions, WatchOptions,
 };
+pub(crate) use registry::META_DESCRIPTION;
 pub use registry::{META_NAMESPACE, META_OWNER, Namespace, Registry};
 
 /// An in-memory state with the default history settings, ready to share.

@@ -11,6 +11,9 @@ pub const META_NAMESPACE: &str = "meta";
 /// The owner of everything in the `meta` namespace.
 pub const META_OWNER: &str = "meta";
 
+/// The description of the `meta` namespace, as Go COSI registers it.
+pub(crate) const META_DESCRIPTION: &str = "Metadata namespace which contains resource and namespace definitions.";
+
 /// A namespace, published in the `meta` namespace with its name as ID.
 #[derive(cosi::Resource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[resource(type = "Namespaces.meta.cosi.dev", namespace = "meta", aliases = ["ns"])]
@@ -37,11 +40,7 @@ impl<'a, S: State + ?Sized> Registry<'a, S> {
 
     /// Registers the `meta` namespace and the definitions of its two types.
     pub async fn register_defaults(&self) -> Result<()> {
-        self.register_namespace(
-            META_NAMESPACE,
-            "Metadata namespace which contains resource and namespace definitions.",
-        )
-        .await?;
+        self.register_namespace(META_NAMESPACE, META_DESCRIPTION).await?;
         self.register::<ResourceDefinition>().await?;
         self.register::<Namespace>().await
     }

@@ -73,6 +73,7 @@
 
 pub mod resources;
 pub mod runtime;
+pub mod server;
 pub mod state;
 
 use std::future::Future;

@@ -12,7 +12,7 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -24,7 +24,7 @@ mod backed;
 
 use crate::state::{
     Bookmark, CreateOptions, DestroyOptions, Error, Event, ListOptions, Result, UpdateOptions, Watch, WatchKindOptions,
-    WatchOptions, phase_matches,
+    WatchOptions, WatchProgress, phase_matches,
 };
 use backed::{Combiner, Write};
 
@@ -384,19 +384,40 @@ impl Filter {
 struct Cursor {
     collection: Arc<Collection>,
     pos: u64,
+    /// `pos`, as the watch's [`WatchProgress`] reports it.
+    progress: Arc<Progress>,
     filter: Filter,
     initial: Vec<Event>,
     finished: bool,
 }
 
+/// What a watcher has read of its collection, against what has been written:
+/// the watch's [`WatchProgress`].
+struct Progress {
+    collection: Arc<Collection>,
+    read: AtomicU64,
+}
+
+impl WatchProgress for Progress {
+    fn written(&self) -> u64 {
+        self.collection.inner.lock().write_pos
+    }
+
+    fn read(&self) -> u64 {
+        self.read.load(Ordering::Acquire)
+    }
+}
+
 impl Cursor {
     fn start(collection: Arc<Collection>, pos: u64, initial: Vec<Event>, filter: Filter) -> Watch {
         collection.watchers.fetch_add(1, Ordering::AcqRel);
-        let cursor = Cursor { collection, pos, filter, initial, finished: false };
+        let progress = Arc::new(Progress { collection: Arc::clone(&collection), read: AtomicU64::new(pos) });
+        let cursor = Cursor { collection, pos, progress: Arc::clone(&progress), filter, initial, finished: false };
         Watch::from_batches(futures_util::stream::unfold(cursor, |mut cursor| async move {
             let batch = cursor.next_batch().await?;
             Some((batch, cursor))
         }))
+        .with_progress(progress)
     }
 
     async fn next_batch(&mut self) -> Option<Vec<Event>> {
@@ -421,6 +442,7 @@ impl Cursor {
                 }
                 let pending: Vec<Event> = (self.pos..inner.write_pos).map(|pos| inner.event_at(pos).clone()).collect();
                 self.pos = inner.write_pos;
+                self.progress.read.store(self.pos, Ordering::Release);
                 pending
             };
             let batch: Vec<Event> = pending.iter().filter_map(|event| self.filter.apply(event)).collect();
