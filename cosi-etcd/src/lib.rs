@@ -76,8 +76,14 @@
 //!   bytes and YAML exactly; a typed spec is stored as its `serde_yaml_ng`
 //!   rendering and reads back as an encoded spec with that YAML, which typed
 //!   reads (`get::<T>`, `Typed::try_from`) decode. A value that is not in this
-//!   format, or names another resource than its key, is an
-//!   [`Error::Backend`](cosi::Error::Backend) that says which key holds it; nothing panics.
+//!   format, or names another resource than its key (a foreign value), is
+//!   left out of lists, bootstrap listings and watches with a logged warning,
+//!   so that one stray key does not make every list of its kind fail; a read
+//!   of its own key (`get`, a single-resource watch, an update or destroy of
+//!   it) is an [`Error::Backend`](cosi::Error::Backend) holding a
+//!   [`DecodeError`] that says which key holds it. In a watch, a resource
+//!   replaced by a foreign value is destroyed, and a foreign value replaced
+//!   by a resource is created. Nothing panics.
 //! - `create` and `update` return the resource as written (a typed spec stays
 //!   the caller's typed value, shared); `get`, `list` and watches return what
 //!   etcd holds, with specs in encoded form.
@@ -97,6 +103,14 @@
 //! compaction), reading it from the kind's first event on. A watcher more than
 //! [`Options::watch_buffer`] events behind gets one `Errored` (`BufferOverrun`)
 //! and its watch ends; writers never wait for watchers.
+//!
+//! A broken stream is reopened with a backoff, each failed attempt logged,
+//! for at most [`Options::watch_reconnect_timeout`] (60 s): then the reader
+//! gets one `Errored` holding a [`WatchLost`] and the watch ends. A response
+//! the client can never receive (an event larger than the 64 MiB message
+//! limit, which etcd allows only with a `--max-request-bytes` above 32 MiB)
+//! ends the watch at once with an `Errored` that says so, since reopening
+//! would receive it again.
 //!
 //! # Leader election
 //!
@@ -139,3 +153,4 @@ pub use client::{ClientCertificate, Credentials, EtcdError, Tls};
 pub use codec::{DecodeError, EncodeError};
 pub use election::{ElectionError, ElectionOptions, LeaderElection, Leadership};
 pub use state::{EtcdState, Options};
+pub use watch::WatchLost;
