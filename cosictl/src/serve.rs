@@ -11,6 +11,11 @@
 //!   again without repair.
 //! - Secrets stay closed: a new redb file is created 0600 (by `cosi_redb`),
 //!   and an encryption key file readable by group or others is refused.
+//! - etcd is reached over TLS for `https://` endpoints (`--etcd-ca`, and a
+//!   client certificate with `--etcd-cert`/`--etcd-key`), and as a user with
+//!   `--etcd-user` and a password read from a private file, never from the
+//!   command line. A password is never sent in plaintext off this machine:
+//!   with `http://` endpoints it is refused unless every one is on loopback.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -36,7 +41,8 @@ pub enum StateSpec {
     Memory,
     /// `redb:PATH`: a durable redb file, created when missing.
     Redb(PathBuf),
-    /// `etcd:URL[,URL...]`: an etcd cluster, keys under `/cosi`.
+    /// `etcd:URL[,URL...]`: an etcd cluster (`http://` or, with TLS settings,
+    /// `https://` URLs, all of one scheme), keys under `/cosi`.
     Etcd(Vec<String>),
 }
 
@@ -54,23 +60,34 @@ impl FromStr for StateSpec {
             ("redb", _) => Err("redb needs a file: redb:PATH".into()),
             ("etcd", Some(endpoints)) => {
                 let endpoints: Vec<String> = endpoints.split(',').map(str::to_owned).collect();
-                match endpoints.iter().find(|url| !is_etcd_url(url)) {
-                    Some(bad) => Err(format!(
-                        "{bad:?} is not an etcd endpoint: expected etcd:http://HOST:PORT[,http://HOST:PORT...]"
-                    )),
-                    None => Ok(StateSpec::Etcd(endpoints)),
+                if let Some(bad) = endpoints.iter().find(|url| etcd_url(url).is_none()) {
+                    return Err(format!(
+                        "{bad:?} is not an etcd endpoint: expected etcd:http://HOST:PORT[,...] or etcd:https://HOST:PORT[,...]"
+                    ));
                 }
+                let https = endpoints.iter().filter(|url| url.starts_with("https://")).count();
+                if https != 0 && https != endpoints.len() {
+                    return Err("etcd endpoints must all be http:// or all be https://".into());
+                }
+                Ok(StateSpec::Etcd(endpoints))
             }
-            _ => Err(format!("unknown state {text:?}: expected memory, redb:PATH or etcd:http://HOST:PORT[,...]")),
+            _ => Err(format!("unknown state {text:?}: expected memory, redb:PATH or etcd:http(s)://HOST:PORT[,...]")),
         }
     }
 }
 
-/// `http://HOST:PORT`, with a host and a port.
-fn is_etcd_url(url: &str) -> bool {
-    url.strip_prefix("http://")
-        .and_then(|authority| authority.trim_end_matches('/').rsplit_once(':'))
-        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
+/// The host of `http://HOST:PORT` or `https://HOST:PORT`, when `url` is one
+/// (with a host and a port).
+fn etcd_url(url: &str) -> Option<&str> {
+    let authority = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"))?;
+    let (host, port) = authority.trim_end_matches('/').rsplit_once(':')?;
+    (!host.is_empty() && port.parse::<u16>().is_ok()).then_some(host)
+}
+
+/// Whether `host` (as written in a URL) is this machine's loopback.
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Opens the backend, publishes the default definitions, serves until a signal, closes the backend.
@@ -91,7 +108,8 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
         ..Limits::default()
     };
-    let state = open(&args.state, key).await?;
+    let etcd = etcd_options(&args)?;
+    let state = open(&args.state, key, etcd).await?;
     let listening = Server::new(Arc::clone(&state)).limits(limits).bind(&args.listen, security).await?;
     println!("listening on {}", listening.endpoint());
     let served = listening.serve_with_shutdown(shutdown_signal()).await;
@@ -115,17 +133,84 @@ fn security(args: &ServeArgs) -> Result<Security, CliError> {
     }
 }
 
+/// The etcd options the `--etcd-*` flags give; refused when they do not fit
+/// the `--state` (any of them without etcd, https endpoints without a CA,
+/// a CA with http endpoints, a password for a non-loopback http endpoint).
+fn etcd_options(args: &ServeArgs) -> Result<cosi_etcd::Options, CliError> {
+    let given = args.etcd_ca.is_some() || args.etcd_user.is_some();
+    let StateSpec::Etcd(endpoints) = &args.state else {
+        return match given {
+            true => Err(CliError::Usage("the --etcd-* options need an etcd state (--state etcd:URL)".into())),
+            false => Ok(cosi_etcd::Options::default()),
+        };
+    };
+    let https = endpoints.iter().all(|url| url.starts_with("https://"));
+    let tls = match (&args.etcd_ca, https) {
+        (Some(ca), true) => Some(cosi_etcd::Tls {
+            server_ca: read(ca)?,
+            client: match (&args.etcd_cert, &args.etcd_key) {
+                (Some(cert), Some(key)) => {
+                    Some(cosi_etcd::ClientCertificate { certificate: read(cert)?, key: read(key)? })
+                }
+                _ => None,
+            },
+            server_name: args.etcd_server_name.clone(),
+        }),
+        (None, false) => None,
+        (None, true) => return Err(CliError::Usage("https:// etcd endpoints need --etcd-ca".into())),
+        (Some(_), false) => {
+            return Err(CliError::Usage("--etcd-ca is for https:// etcd endpoints; these are http://".into()));
+        }
+    };
+    let credentials = match (&args.etcd_user, &args.etcd_password_file) {
+        (Some(user), Some(path)) => {
+            let off_machine = endpoints.iter().filter_map(|url| etcd_url(url)).any(|host| !is_loopback(host));
+            if !https && off_machine {
+                return Err(CliError::Usage(
+                    "--etcd-user would send the password in plaintext: use https:// endpoints (with --etcd-ca) \
+                     for an etcd off this machine"
+                        .into(),
+                ));
+            }
+            Some(cosi_etcd::Credentials { user: user.clone(), password: read_password(path)? })
+        }
+        _ => None,
+    };
+    Ok(cosi_etcd::Options { connect_timeout: ETCD_CONNECT_TIMEOUT, tls, credentials, ..cosi_etcd::Options::default() })
+}
+
+/// Refuses a secret's file that group or others may read.
+fn private_file(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+
+    let mode = std::fs::metadata(path).map_err(|err| err.to_string())?.permissions().mode();
+    if mode & 0o077 != 0 {
+        return Err(format!("its mode {:o} lets group or others read it; chmod 600 it", mode & 0o777));
+    }
+    Ok(())
+}
+
+/// The password in `path`, a private file: its text without one trailing newline.
+fn read_password(path: &Path) -> Result<String, CliError> {
+    let bad = |reason: String| CliError::Password { path: path.to_path_buf(), reason };
+    private_file(path).map_err(bad)?;
+    let mut text = std::fs::read_to_string(path).map_err(|err| bad(err.to_string()))?;
+    let kept = text.strip_suffix('\n').map(|rest| rest.strip_suffix('\r').unwrap_or(rest)).map(str::len);
+    if let Some(kept) = kept {
+        // Truncated in place, so no second copy of the password is left behind.
+        text.truncate(kept);
+    }
+    if text.is_empty() {
+        return Err(bad("it is empty".into()));
+    }
+    Ok(text)
+}
+
 /// The encryption key in `path`: 32 raw bytes or 64 hexadecimal digits
 /// (surrounding whitespace ignored), in a file only its owner can read.
 fn read_key(path: &Path) -> Result<cosi_redb::EncryptionKey, CliError> {
-    use std::os::unix::fs::PermissionsExt;
-
     let bad = |reason: String| CliError::Key { path: path.to_path_buf(), reason };
-    let metadata = std::fs::metadata(path).map_err(|err| bad(err.to_string()))?;
-    let mode = metadata.permissions().mode();
-    if mode & 0o077 != 0 {
-        return Err(bad(format!("its mode {:o} lets group or others read it; chmod 600 it", mode & 0o777)));
-    }
+    private_file(path).map_err(bad)?;
     let mut bytes = std::fs::read(path).map_err(|err| bad(err.to_string()))?;
     let key = match bytes.len() {
         32 => cosi_redb::EncryptionKey::try_from(bytes.as_slice()).map_err(|err| bad(err.to_string())),
@@ -163,7 +248,11 @@ fn decode_hex(text: &str) -> Option<Vec<u8>> {
 }
 
 /// The backend, open and holding the default namespaces and definitions.
-async fn open(spec: &StateSpec, key: Option<cosi_redb::EncryptionKey>) -> Result<Arc<dyn State>, CliError> {
+async fn open(
+    spec: &StateSpec,
+    key: Option<cosi_redb::EncryptionKey>,
+    etcd: cosi_etcd::Options,
+) -> Result<Arc<dyn State>, CliError> {
     let state: Arc<dyn State> = match spec {
         StateSpec::Memory => Arc::new(MemoryState::default()),
         StateSpec::Redb(path) => {
@@ -183,9 +272,11 @@ async fn open(spec: &StateSpec, key: Option<cosi_redb::EncryptionKey>) -> Result
         StateSpec::Etcd(endpoints) => {
             let unreachable =
                 |reason: String| CliError::Open { state: format!("etcd:{}", endpoints.join(",")), reason };
-            let options = cosi_etcd::Options { connect_timeout: ETCD_CONNECT_TIMEOUT, ..cosi_etcd::Options::default() };
-            let etcd =
-                cosi_etcd::EtcdState::connect(endpoints, options).await.map_err(|err| unreachable(err.to_string()))?;
+            // Connecting authenticates when a user is given: bounded like the first call.
+            let connected = tokio::time::timeout(ETCD_CONNECT_TIMEOUT, cosi_etcd::EtcdState::connect(endpoints, etcd))
+                .await
+                .map_err(|_| unreachable(format!("no answer within {}s", ETCD_CONNECT_TIMEOUT.as_secs())))?;
+            let etcd = connected.map_err(|err| unreachable(err.to_string()))?;
             // The client connects lazily: the first call tells whether etcd answers.
             let registered = tokio::time::timeout(ETCD_CONNECT_TIMEOUT, Registry::new(&etcd).register_defaults()).await;
             match registered {
@@ -235,6 +326,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn loopback_hosts_are_recognised_and_nothing_else_is() {
+        for host in ["localhost", "127.0.0.1", "127.8.9.10", "[::1]"] {
+            assert!(is_loopback(host), "{host}");
+        }
+        for host in ["10.0.0.2", "etcd.example", "[::2]", "localhost.example", "0.0.0.0"] {
+            assert!(!is_loopback(host), "{host}");
+        }
+    }
+
+    #[test]
     fn state_specs_parse_and_malformed_ones_say_what_is_expected() {
         assert_eq!("memory".parse(), Ok(StateSpec::Memory));
         assert_eq!("redb:/var/lib/cosi.redb".parse(), Ok(StateSpec::Redb("/var/lib/cosi.redb".into())));
@@ -242,6 +343,10 @@ mod tests {
         assert_eq!(
             "etcd:http://127.0.0.1:2379,http://10.0.0.2:2379/".parse(),
             Ok(StateSpec::Etcd(vec!["http://127.0.0.1:2379".into(), "http://10.0.0.2:2379/".into()]))
+        );
+        assert_eq!(
+            "etcd:https://etcd.example:2379".parse(),
+            Ok(StateSpec::Etcd(vec!["https://etcd.example:2379".into()]))
         );
         for (text, expected) in [
             ("", "unknown state"),
@@ -255,6 +360,8 @@ mod tests {
             ("etcd:http://127.0.0.1:2379,", "not an etcd endpoint"),
             ("etcd:http://:2379", "not an etcd endpoint"),
             ("etcd:http://h:99999", "not an etcd endpoint"),
+            ("etcd:unix:///run/etcd.sock", "not an etcd endpoint"),
+            ("etcd:https://a:1,http://b:2", "all be https://"),
         ] {
             let err = text.parse::<StateSpec>().expect_err(text);
             assert!(err.contains(expected), "{text:?}: {err}");

@@ -315,6 +315,79 @@ async fn serve_etcd_serves_the_cluster_and_survives_a_restart() {
     served.terminate().await;
 }
 
+/// Writes `contents` to `name` in `dir`, readable by its owner only.
+fn private_file(dir: &std::path::Path, name: &str, contents: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+
+    let path = dir.join(name);
+    std::fs::write(&path, contents).expect("write a file");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    path.display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_etcd_over_tls_with_a_client_certificate() {
+    let Some(etcd) = cosi_etcd::testing::EtcdServer::start_tls() else { return };
+    let state = format!("etcd:{}", etcd.endpoint());
+    let tls = etcd.tls().expect("a TLS server's client settings");
+    let client = tls.client.clone().expect("a client certificate");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let ca = private_file(dir.path(), "ca.pem", &tls.server_ca);
+    let cert = private_file(dir.path(), "client.pem", &client.certificate);
+    let key = private_file(dir.path(), "client-key.pem", &client.key);
+
+    let mut served = serve_with(&["--state", &state, "--etcd-ca", &ca, "--etcd-cert", &cert, "--etcd-key", &key]).await;
+    populate(&served.endpoint).await;
+    assert_eq!(hostname(&served.endpoint)["spec"]["hostname"], "talos");
+    served.terminate().await;
+
+    serve_fails(&state, "https:// etcd endpoints need --etcd-ca");
+    // etcd requires a client certificate: without one, nothing is served.
+    serve_with_fails(&["--state", &state, "--etcd-ca", &ca], &format!("cannot open the state {state}"));
+    serve_with_fails(&["--state", &state, "--etcd-ca", &ca, "--etcd-cert", &cert], "--etcd-key");
+    let plain = state.replacen("https://", "http://", 1);
+    serve_with_fails(&["--state", &plain, "--etcd-ca", &ca], "--etcd-ca is for https://");
+    serve_with_fails(&["--state", "memory", "--etcd-ca", &ca], "need an etcd state");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_etcd_as_a_user_with_a_password_file() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let Some(etcd) = cosi_etcd::testing::EtcdServer::start_with_auth() else { return };
+    let state = format!("etcd:{}", etcd.endpoint());
+    let credentials = etcd.credentials().expect("an authenticating server's user");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let password = private_file(dir.path(), "password", &format!("{}\n", credentials.password));
+    let user = credentials.user.as_str();
+
+    let mut served = serve_with(&["--state", &state, "--etcd-user", user, "--etcd-password-file", &password]).await;
+    populate(&served.endpoint).await;
+    assert_eq!(hostname(&served.endpoint)["spec"]["hostname"], "talos");
+    served.terminate().await;
+
+    // Without the user etcd refuses every call; a wrong password fails at once, saying why.
+    serve_fails(&state, "user name is empty");
+    let wrong = private_file(dir.path(), "wrong", "not the password");
+    serve_with_fails(
+        &["--state", &state, "--etcd-user", user, "--etcd-password-file", &wrong],
+        "authentication failed",
+    );
+    // The password never goes on the command line, nor in a file others can read.
+    serve_with_fails(&["--state", &state, "--etcd-user", user, "--etcd-password", "secret"], "--etcd-password");
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    serve_with_fails(&["--state", &state, "--etcd-user", user, "--etcd-password-file", &password], "chmod 600");
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    serve_with_fails(&["--state", &state, "--etcd-user", user], "--etcd-password-file");
+    let empty = private_file(dir.path(), "empty", "\n");
+    serve_with_fails(&["--state", &state, "--etcd-user", user, "--etcd-password-file", &empty], "it is empty");
+    // Off this machine, a password goes only over TLS (refused before any connection is made).
+    serve_with_fails(
+        &["--state", "etcd:http://192.0.2.1:2379", "--etcd-user", user, "--etcd-password-file", &password],
+        "in plaintext",
+    );
+}
+
 #[test]
 fn serve_refuses_malformed_states_and_unreachable_etcd() {
     for (state, expected) in
