@@ -149,6 +149,42 @@ mod state;
 pub mod testing;
 mod watch;
 
+/// Not API: the value and bookmark codecs, for the fuzz targets of the workspace's `fuzz/`.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    use cosi::resource::{DynamicResource, Kind, Pointer};
+    use cosi::state::Bookmark;
+
+    use crate::codec::{self, Bookmarks, Keys};
+    use crate::{DecodeError, EncodeError};
+
+    /// The value the state stores for `resource`.
+    pub fn encode_value(resource: &DynamicResource) -> Result<Vec<u8>, EncodeError> {
+        codec::encode(resource)
+    }
+
+    /// The key of `pointer` under `prefix`.
+    pub fn resource_key(prefix: &str, pointer: &Pointer) -> Vec<u8> {
+        Keys::new(prefix).resource(pointer)
+    }
+
+    /// The resource stored as `value` under `key`, as reads, lists and watches decode it.
+    pub fn decode_value(prefix: &str, key: &[u8], value: &[u8]) -> Result<DynamicResource, DecodeError> {
+        codec::decode(&Keys::new(prefix), key, value)
+    }
+
+    /// The revision a client's bookmark names for `kind`, as a watch resuming from it reads it.
+    pub fn decode_bookmark(prefix: &str, kind: &Kind, bookmark: &[u8]) -> Result<i64, &'static str> {
+        Bookmarks::new(&Keys::new(prefix).kind_prefix(kind)).decode(&Bookmark::from_bytes(bookmark))
+    }
+
+    /// The bookmark of `revision` for `kind`.
+    pub fn encode_bookmark(prefix: &str, kind: &Kind, revision: i64) -> Vec<u8> {
+        Bookmarks::new(&Keys::new(prefix).kind_prefix(kind)).encode(revision).as_bytes().to_vec()
+    }
+}
+
 pub use client::{ClientCertificate, Credentials, EtcdError, Tls};
 pub use codec::{DecodeError, EncodeError};
 pub use election::{ElectionError, ElectionOptions, LeaderElection, Leadership};

@@ -490,9 +490,7 @@ impl Raw {
 
     /// Deletes `key`, whatever is there.
     pub async fn delete(&self, key: impl Into<Vec<u8>>) -> Result<(), EtcdError> {
-        let delete = RequestOp {
-            request: Some(Request::RequestDeleteRange(DeleteRangeRequest { key: key.into(), ..Default::default() })),
-        };
+        let delete = RequestOp { request: Some(Request::RequestDeleteRange(DeleteRangeRequest { key: key.into() })) };
         self.client.txn(TxnRequest { compare: Vec::new(), success: vec![delete], failure: Vec::new() }).await.map(drop)
     }
 

@@ -5,7 +5,8 @@
 //! code under test does something it must never do (panic, or break a
 //! round-trip property), which is how a fuzzer tells a defect. Each is run
 //!
-//! - coverage-guided by libFuzzer, from `fuzz/libfuzzer/` (see `fuzz/run`);
+//! - coverage-guided by libFuzzer, from the entry points in `fuzz_targets/`
+//!   (feature `libfuzzer`, see `fuzz/run`);
 //! - over its seeds and every regression input in `fuzz/regressions/<target>/`
 //!   by `cargo test -p cosi-fuzz`, so a crash once found stays fixed;
 //! - over structured inputs by the property tests in `tests/properties.rs`.
@@ -17,11 +18,13 @@
 //! | [`redb_record`] | a stored redb record, with and without encryption |
 //! | [`spec_yaml`] | a spec's YAML (or JSON, which YAML includes) text, decoded as typed specs and as a resource definition |
 //! | [`metadata_json`] | metadata as JSON, the form redb records hold |
+//! | [`etcd_value`] | a value under the etcd prefix (with its key), and a client's etcd bookmark |
 //!
-//! Seams for targets that wait for their code: the etcd value format (its
-//! client is being rewritten; its harness will decode a stored value as
-//! [`redb_record`] does), and the example OS's `machine.yaml`, which is
-//! [`spec_yaml_as`] with its config type.
+//! A seam waits for its code: the example OS's `machine.yaml`. Its target
+//! will be [`spec_yaml_as`] with the OS's config type: a function here, its
+//! name in [`TARGETS`] and [`run`], an entry point in `fuzz_targets/` with a
+//! `[[bin]]` in `Cargo.toml`, and a seed in `seeds/machine_yaml/`; `fuzz/run`
+//! then fuzzes it with the others.
 
 #![warn(missing_docs)]
 
@@ -39,8 +42,8 @@ use futures_util::StreamExt;
 use prost::Message;
 use tonic::Request;
 
-/// The names of the targets, as `fuzz/libfuzzer` and `fuzz/regressions/` name them.
-pub const TARGETS: &[&str] = &["grpc_request", "queries", "redb_record", "spec_yaml", "metadata_json"];
+/// The names of the targets, as `fuzz_targets/`, `fuzz/run` and `fuzz/regressions/` name them.
+pub const TARGETS: &[&str] = &["grpc_request", "queries", "redb_record", "spec_yaml", "metadata_json", "etcd_value"];
 
 /// Runs the target called `name` on `data`; `false` for an unknown name.
 pub fn run(name: &str, data: &[u8]) -> bool {
@@ -50,6 +53,7 @@ pub fn run(name: &str, data: &[u8]) -> bool {
         "redb_record" => redb_record(data),
         "spec_yaml" => spec_yaml(data),
         "metadata_json" => metadata_json(data),
+        "etcd_value" => etcd_value(data),
         _ => return false,
     }
     true
@@ -301,4 +305,44 @@ pub fn metadata_json(data: &[u8]) {
     let again = serde_json::to_vec(&metadata).expect("decoded metadata encodes");
     let back: Metadata = serde_json::from_slice(&again).expect("metadata just encoded decodes");
     assert_eq!(back, metadata, "metadata changed through JSON");
+}
+
+/// The etcd prefix and kind the etcd cases use.
+const ETCD_PREFIX: &str = "/cosi";
+
+/// A value read from etcd, or a client's etcd bookmark: the first byte picks
+///
+/// - a value under the key of `Things.fuzz.cosi.dev(ns/a)`;
+/// - a key and a value (split at the first zero byte), so that keys the
+///   value does not belong to are refused;
+/// - a bookmark a client hands back to resume a watch.
+///
+/// A value that decodes must name the resource its key belongs to, and
+/// encode and decode back to itself; a bookmark that decodes must be the
+/// bookmark of the revision it names.
+pub fn etcd_value(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else { return };
+    let pointer = cosi::resource::Pointer::new("ns", "Things.fuzz.cosi.dev", "a");
+    let fixed = cosi_etcd::fuzzing::resource_key(ETCD_PREFIX, &pointer);
+    let (key, value) = match mode % 3 {
+        0 => (fixed.as_slice(), rest),
+        1 => match rest.iter().position(|byte| *byte == 0) {
+            Some(split) => (&rest[..split], &rest[split + 1..]),
+            None => (rest, &[][..]),
+        },
+        _ => {
+            let kind = pointer.kind();
+            let Ok(revision) = cosi_etcd::fuzzing::decode_bookmark(ETCD_PREFIX, &kind, rest) else { return };
+            assert!(revision >= 0, "a bookmark decoded to a negative revision");
+            let again = cosi_etcd::fuzzing::encode_bookmark(ETCD_PREFIX, &kind, revision);
+            assert_eq!(again, rest, "a bookmark that decodes is the bookmark of its revision");
+            return;
+        }
+    };
+    let Ok(resource) = cosi_etcd::fuzzing::decode_value(ETCD_PREFIX, key, value) else { return };
+    let own_key = cosi_etcd::fuzzing::resource_key(ETCD_PREFIX, resource.metadata.pointer());
+    assert_eq!(own_key, key, "a value decoded under a key that is not its resource's");
+    let again = cosi_etcd::fuzzing::encode_value(&resource).expect("a decoded resource encodes");
+    let back = cosi_etcd::fuzzing::decode_value(ETCD_PREFIX, key, &again).expect("a value just encoded decodes");
+    assert_eq!(back, resource, "a resource changed through its etcd value");
 }

@@ -159,5 +159,12 @@ fn main() -> std::io::Result<()> {
     write("spec_yaml", "definition", b"type: Things.fuzz.cosi.dev\ndisplayType: Thing\ndefaultNamespace: default\naliases: [thing]\nsensitivity: sensitive\nprintColumns:\n- name: Value\n  jsonPath: '{.value}'\n")?;
 
     write("metadata_json", "metadata", &serde_json::to_vec(&metadata).map_err(std::io::Error::other)?)?;
+
+    let value = cosi_etcd::fuzzing::encode_value(&stored).map_err(std::io::Error::other)?;
+    write("etcd_value", "value", &[&[0][..], &value].concat())?;
+    let key = cosi_etcd::fuzzing::resource_key("/cosi", stored.metadata.pointer());
+    write("etcd_value", "key-and-value", &[&[1][..], &key, &[0], &value].concat())?;
+    let bookmark = cosi_etcd::fuzzing::encode_bookmark("/cosi", &stored.metadata.pointer().kind(), 42);
+    write("etcd_value", "bookmark", &[&[2][..], &bookmark].concat())?;
     Ok(())
 }
