@@ -98,5 +98,9 @@ async fn a_panicking_watch_task_is_restarted_and_its_readers_catch_up() {
     .await;
     assert_eq!(output, "seen");
     assert!(state.watches.load(Ordering::SeqCst) >= 2, "the watch was opened again after its panic");
+    // The restarted watch counts as caught up again: the runtime settles.
+    tokio::time::timeout(std::time::Duration::from_secs(30), runtime.settled())
+        .await
+        .expect("the runtime settles once the restarted watch has caught up");
     runtime.shutdown().await;
 }
