@@ -8,11 +8,15 @@
 //!   ID), is written in the same transaction as every change of the kind; its
 //!   `mod_revision` is the revision of the kind's last event.
 //! - Decoding never panics: a value that is not ours is a [`DecodeError`].
+//! - A value that is not ours is left out of lists and watches (with a
+//!   warning), and is an error for reads of its own key: [`decode_or_skip`].
 
 use std::time::SystemTime;
 
 use cosi::resource::{DynamicResource, EncodedSpec, Kind, Metadata, Pointer, Spec};
 use cosi::state::Bookmark;
+
+use crate::client::proto::mvccpb::KeyValue;
 
 /// The value format this crate writes; values of other formats are rejected.
 const FORMAT: u32 = 1;
@@ -136,6 +140,24 @@ pub(crate) fn decode(keys: &Keys, key: &[u8], value: &[u8]) -> Result<DynamicRes
         (proto, yaml) => Spec::encoded(EncodedSpec { proto: proto.unwrap_or_default(), yaml }),
     };
     Ok(DynamicResource::new(metadata, spec))
+}
+
+/// The resource stored in `kv`, or `None` when its value is not one (see
+/// [`decode`]), which is logged as a warning naming the key.
+///
+/// Lists and watches read whole ranges of keys: one foreign value (written
+/// by another program under the prefix, or corrupted) must not make every
+/// list of its kind fail, so they leave it out. Reads of that one key
+/// (`get`, a single-resource watch, the checks before a write) fail instead,
+/// with the [`DecodeError`] that says which key holds what.
+pub(crate) fn decode_or_skip(keys: &Keys, kv: &KeyValue) -> Option<DynamicResource> {
+    match decode(keys, &kv.key, &kv.value) {
+        Ok(resource) => Some(resource),
+        Err(error) => {
+            tracing::warn!(%error, "leaving out a value under the prefix that is not a COSI resource");
+            None
+        }
+    }
 }
 
 /// Sets what the state owns in a resource it is about to write.

@@ -76,8 +76,14 @@
 //!   bytes and YAML exactly; a typed spec is stored as its `serde_yaml_ng`
 //!   rendering and reads back as an encoded spec with that YAML, which typed
 //!   reads (`get::<T>`, `Typed::try_from`) decode. A value that is not in this
-//!   format, or names another resource than its key, is an
-//!   [`Error::Backend`](cosi::Error::Backend) that says which key holds it; nothing panics.
+//!   format, or names another resource than its key (a foreign value), is
+//!   left out of lists, bootstrap listings and watches with a logged warning,
+//!   so that one stray key does not make every list of its kind fail; a read
+//!   of its own key (`get`, a single-resource watch, an update or destroy of
+//!   it) is an [`Error::Backend`](cosi::Error::Backend) holding a
+//!   [`DecodeError`] that says which key holds it. In a watch, a resource
+//!   replaced by a foreign value is destroyed, and a foreign value replaced
+//!   by a resource is created. Nothing panics.
 //! - `create` and `update` return the resource as written (a typed spec stays
 //!   the caller's typed value, shared); `get`, `list` and watches return what
 //!   etcd holds, with specs in encoded form.
@@ -97,6 +103,14 @@
 //! compaction), reading it from the kind's first event on. A watcher more than
 //! [`Options::watch_buffer`] events behind gets one `Errored` (`BufferOverrun`)
 //! and its watch ends; writers never wait for watchers.
+//!
+//! A broken stream is reopened with a backoff, each failed attempt logged,
+//! for at most [`Options::watch_reconnect_timeout`] (60 s): then the reader
+//! gets one `Errored` holding a [`WatchLost`] and the watch ends. A response
+//! the client can never receive (an event larger than the 64 MiB message
+//! limit, which etcd allows only with a `--max-request-bytes` above 32 MiB)
+//! ends the watch at once with an `Errored` that says so, since reopening
+//! would receive it again.
 //!
 //! # Leader election
 //!
@@ -135,7 +149,44 @@ mod state;
 pub mod testing;
 mod watch;
 
+/// Not API: the value and bookmark codecs, for the fuzz targets of the workspace's `fuzz/`.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    use cosi::resource::{DynamicResource, Kind, Pointer};
+    use cosi::state::Bookmark;
+
+    use crate::codec::{self, Bookmarks, Keys};
+    use crate::{DecodeError, EncodeError};
+
+    /// The value the state stores for `resource`.
+    pub fn encode_value(resource: &DynamicResource) -> Result<Vec<u8>, EncodeError> {
+        codec::encode(resource)
+    }
+
+    /// The key of `pointer` under `prefix`.
+    pub fn resource_key(prefix: &str, pointer: &Pointer) -> Vec<u8> {
+        Keys::new(prefix).resource(pointer)
+    }
+
+    /// The resource stored as `value` under `key`, as reads, lists and watches decode it.
+    pub fn decode_value(prefix: &str, key: &[u8], value: &[u8]) -> Result<DynamicResource, DecodeError> {
+        codec::decode(&Keys::new(prefix), key, value)
+    }
+
+    /// The revision a client's bookmark names for `kind`, as a watch resuming from it reads it.
+    pub fn decode_bookmark(prefix: &str, kind: &Kind, bookmark: &[u8]) -> Result<i64, &'static str> {
+        Bookmarks::new(&Keys::new(prefix).kind_prefix(kind)).decode(&Bookmark::from_bytes(bookmark))
+    }
+
+    /// The bookmark of `revision` for `kind`.
+    pub fn encode_bookmark(prefix: &str, kind: &Kind, revision: i64) -> Vec<u8> {
+        Bookmarks::new(&Keys::new(prefix).kind_prefix(kind)).encode(revision).as_bytes().to_vec()
+    }
+}
+
 pub use client::{ClientCertificate, Credentials, EtcdError, Tls};
 pub use codec::{DecodeError, EncodeError};
 pub use election::{ElectionError, ElectionOptions, LeaderElection, Leadership};
 pub use state::{EtcdState, Options};
+pub use watch::WatchLost;

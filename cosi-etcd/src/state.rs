@@ -36,6 +36,14 @@ pub struct Options {
     /// How many undelivered events a watch buffers before it fails with
     /// [`Error::BufferOverrun`]: etcd never waits for a slow watcher, and neither does this state.
     pub watch_buffer: usize,
+    /// How long a watch whose etcd stream broke keeps reopening it before it
+    /// gives up: its reader then gets one `Errored` event
+    /// ([`Error::Backend`] holding a [`WatchLost`](crate::WatchLost)) and the
+    /// watch ends. Each failed attempt is logged as a warning. The outage
+    /// counts from the break until a reopened stream delivers a response or
+    /// stays open this long. 60 s: long enough for an etcd restart or a leader
+    /// election, short enough that a reader learns of a lasting outage.
+    pub watch_reconnect_timeout: Duration,
     /// How long to wait for a connection to etcd.
     pub connect_timeout: Duration,
     /// How to verify etcd, and be verified by it, on `https://` endpoints;
@@ -47,11 +55,12 @@ pub struct Options {
 
 impl Default for Options {
     /// Prefix `/cosi`, a watch buffer of 1024 events (the in-memory history's
-    /// size), 5 s to connect, no TLS, no user.
+    /// size), 60 s for a broken watch to reconnect, 5 s to connect, no TLS, no user.
     fn default() -> Self {
         Options {
             prefix: "/cosi".to_owned(),
             watch_buffer: 1024,
+            watch_reconnect_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(5),
             tls: None,
             credentials: None,
@@ -261,7 +270,8 @@ impl State for EtcdState {
             if kv.key == prefix {
                 continue;
             }
-            let (resource, _) = self.decode(kv)?;
+            // A foreign value is left out (with a warning), not the list's failure.
+            let Some(resource) = codec::decode_or_skip(&self.keys, kv) else { continue };
             if options.matches(&resource) {
                 listed.push(Arc::new(resource));
             }

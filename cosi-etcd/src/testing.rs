@@ -28,7 +28,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::client::proto::etcdserverpb::request_op::Request;
-use crate::client::proto::etcdserverpb::{PutRequest, RangeRequest, RequestOp, TxnRequest};
+use crate::client::proto::etcdserverpb::{DeleteRangeRequest, PutRequest, RangeRequest, RequestOp, TxnRequest};
 use crate::client::{Client, ClientCertificate, Connection, Credentials, EtcdError, Tls, prefix_end};
 use crate::codec::Keys;
 use crate::{EtcdState, Options};
@@ -67,6 +67,8 @@ pub struct EtcdServer {
     /// metrics port when the client port speaks TLS.
     health_port: u16,
     security: Security,
+    /// Flags given to etcd beyond the ones every test server has.
+    extra_args: Vec<String>,
     process: Option<Guarded>,
 }
 
@@ -113,6 +115,16 @@ impl EtcdServer {
         Self::start_with(false, Security::None)
     }
 
+    /// Starts a server of its own with more of etcd's flags, such as
+    /// `--max-request-bytes=N`; `None` as for [`start`](EtcdServer::start).
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](EtcdServer::start).
+    pub fn start_with_flags(flags: &[&str]) -> Option<EtcdServer> {
+        Self::launch_new(false, Security::None, flags.iter().map(|flag| (*flag).to_owned()).collect())
+    }
+
     /// Starts a server of its own that speaks only TLS and requires a client
     /// certificate (`--client-cert-auth`), with certificates generated for it;
     /// `None` as for [`start`](EtcdServer::start). [`tls`](EtcdServer::tls)
@@ -151,6 +163,10 @@ impl EtcdServer {
     }
 
     fn start_with(shared: bool, security: Security) -> Option<EtcdServer> {
+        Self::launch_new(shared, security, Vec::new())
+    }
+
+    fn launch_new(shared: bool, security: Security, extra_args: Vec<String>) -> Option<EtcdServer> {
         let binary = find_binary()?;
         let dir = tempfile::Builder::new()
             .prefix("cosi-etcd-")
@@ -158,8 +174,16 @@ impl EtcdServer {
             .or_else(|_| tempfile::Builder::new().prefix("cosi-etcd-").tempdir())
             .expect("cannot create a data directory for etcd");
         let data = if shared { DataDir::Shared(dir.keep()) } else { DataDir::Owned(dir) };
-        let mut server =
-            EtcdServer { binary, data, client_port: 0, peer_port: 0, health_port: 0, security, process: None };
+        let mut server = EtcdServer {
+            binary,
+            data,
+            client_port: 0,
+            peer_port: 0,
+            health_port: 0,
+            security,
+            extra_args,
+            process: None,
+        };
         // A port picked as free may be taken before etcd binds it: try a few times.
         for attempt in 1..=3 {
             server.client_port = free_port();
@@ -242,7 +266,8 @@ impl EtcdServer {
             .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
             .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
             .args(["--initial-cluster", &format!("cosi-test={peer}"), "--initial-cluster-state", "new"])
-            .args(["--logger", "zap", "--log-level", "error"]);
+            .args(["--logger", "zap", "--log-level", "error"])
+            .args(&self.extra_args);
         if let Security::Tls(pki) = &self.security {
             let files = pki.write(self.data.path())?;
             command
@@ -455,6 +480,18 @@ impl Raw {
     pub async fn put(&self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Result<(), EtcdError> {
         let put = RequestOp { request: Some(Request::RequestPut(PutRequest { key: key.into(), value: value.into() })) };
         self.client.txn(TxnRequest { compare: Vec::new(), success: vec![put], failure: Vec::new() }).await.map(drop)
+    }
+
+    /// The value stored at `key`, if any.
+    pub async fn value(&self, key: impl Into<Vec<u8>>) -> Result<Option<Vec<u8>>, EtcdError> {
+        let response = self.client.get(key.into()).await?;
+        Ok(response.kvs.into_iter().next().map(|kv| kv.value))
+    }
+
+    /// Deletes `key`, whatever is there.
+    pub async fn delete(&self, key: impl Into<Vec<u8>>) -> Result<(), EtcdError> {
+        let delete = RequestOp { request: Some(Request::RequestDeleteRange(DeleteRangeRequest { key: key.into() })) };
+        self.client.txn(TxnRequest { compare: Vec::new(), success: vec![delete], failure: Vec::new() }).await.map(drop)
     }
 
     /// How many keys start with `prefix`.

@@ -13,6 +13,22 @@
 //! etcd has compacted that revision meanwhile, the reader gets `Errored`
 //! (`InvalidBookmark`) instead of a silent gap.
 //!
+//! Nothing fails silently or forever:
+//! - Every failed attempt to reopen is logged (a warning), with a backoff
+//!   from 50 ms doubling to 1 s. After `Options::watch_reconnect_timeout` of
+//!   outage the reader gets `Errored` ([`WatchLost`], as a backend error) and
+//!   the watch ends: the reader decides whether to watch again.
+//! - A response the client can never receive (larger than its message
+//!   limit, or fragments joining past `MAX_WATCH_RESPONSE`) is not retried,
+//!   since reopening at the same revision would receive it again: the reader
+//!   gets `Errored` saying so at once.
+//! - A value under the kind's prefix that is not a COSI resource (a foreign
+//!   key, see [`codec::decode`]) is left out of the events with a warning, as
+//!   lists leave it out: a put that replaces a resource with a foreign value
+//!   reads as the resource's destruction, a put that replaces a foreign value
+//!   with a resource as its creation, and changes between foreign values as
+//!   nothing at all.
+//!
 //! Tail events come from etcd's history: the pump watches from the kind's
 //! first event (the kind key's `create_revision`, or the oldest revision etcd
 //! kept) and keeps the last `n` events up to the kind's last change at the time
@@ -21,6 +37,8 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use cosi::resource::{DynamicResource, Kind, Pointer};
 use cosi::state::Bookmark;
@@ -143,7 +161,8 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
                 (Filter::Kind(options), _) if bootstrap_contents => {
                     let listing = client.list(&kind_key).await.map_err(backend)?;
                     for kv in listing.kvs.iter().filter(|kv| kv.key != kind_key) {
-                        let resource = decode(state, kv)?;
+                        // A foreign value is left out, as lists leave it out.
+                        let Some(resource) = codec::decode_or_skip(&state.keys, kv) else { continue };
                         if options.matches(&resource) {
                             initial.push(Event::Created { resource: Arc::new(resource), bookmark: None });
                         }
@@ -185,7 +204,7 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
         queue: Arc::new(Queue::new(state.options.watch_buffer)),
     };
     // Opened here, so a watch that cannot start fails the call rather than the stream.
-    let stream = pump.open().await?;
+    let stream = pump.open().await.map_err(backend)?;
     let queue = Arc::clone(&pump.queue);
     let task = tokio::spawn(async move { pump.run(stream).await });
     Ok(reader(queue, initial, AbortOnDrop(task)))
@@ -210,6 +229,40 @@ struct MissingKey;
 #[derive(Debug, thiserror::Error)]
 #[error("the etcd watch was cancelled: {0}")]
 struct Cancelled(String);
+
+/// Why a watch ended when its etcd stream broke and could not be had back:
+/// the reader's last event is an `Errored` holding this as an
+/// [`Error::Backend`].
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the etcd watch of {kind} broke and could not be reopened within {}s ({attempts} attempts): {last}",
+    timeout.as_secs_f32()
+)]
+pub struct WatchLost {
+    kind: Kind,
+    timeout: Duration,
+    attempts: u32,
+    last: String,
+}
+
+impl WatchLost {
+    /// How many times the watch tried to reopen its stream.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+}
+
+/// Why a watch ended when etcd sent a response it can never receive.
+#[derive(Debug, thiserror::Error)]
+#[error("the etcd watch of {kind} cannot go on: {source}; reopening it would receive the same response again")]
+struct Unreceivable {
+    kind: Kind,
+    source: EtcdError,
+}
+
+/// The first wait before reopening a broken watch, doubled after each failed attempt up to [`REOPEN_MAX_DELAY`].
+const REOPEN_FIRST_DELAY: Duration = Duration::from_millis(50);
+const REOPEN_MAX_DELAY: Duration = Duration::from_secs(1);
 
 /// The events the reader has not taken yet.
 struct Queue {
@@ -330,7 +383,7 @@ struct Pump {
 }
 
 impl Pump {
-    async fn open(&self) -> Result<WatchStream> {
+    async fn open(&self) -> Result<WatchStream, EtcdError> {
         let create = WatchCreateRequest {
             key: self.key.clone(),
             range_end: if self.prefix { prefix_end(&self.key) } else { Vec::new() },
@@ -340,34 +393,75 @@ impl Pump {
             // within the client's message limit; the client joins them again.
             fragment: true,
         };
-        self.state.client.watch(create).await.map_err(backend)
+        self.state.client.watch(create).await
     }
 
     async fn run(mut self, mut stream: WatchStream) {
+        let timeout = self.state.options.watch_reconnect_timeout;
+        // When the current outage began: from a break until a stream delivers
+        // a response or stays open for the whole timeout.
+        let mut outage: Option<Instant> = None;
+        let mut attempts = 0;
         loop {
-            if let Ok(false) = self.read(&mut stream).await {
-                return;
+            let opened = Instant::now();
+            let mut received = false;
+            let read = self.read(&mut stream, &mut received).await;
+            if received || opened.elapsed() >= timeout {
+                outage = None;
+                attempts = 0;
             }
-            // The stream broke, or must start elsewhere: reopen it after what was
-            // seen, retrying until etcd is back or the reader goes away.
-            let mut backoff = Duration::from_millis(50);
-            stream = loop {
-                match self.open().await {
-                    Ok(stream) => break stream,
-                    Err(_) => {
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(1));
+            let mut last = match read {
+                Ok(false) => return,
+                // Not a failure: the watch goes on from another revision.
+                Ok(true) => match self.open().await {
+                    Ok(reopened) => {
+                        stream = reopened;
+                        continue;
                     }
+                    Err(err) => err,
+                },
+                Err(err) => err,
+            };
+            // The stream broke: reopen it after what was seen, with a backoff,
+            // until etcd is back, the outage lasts too long, or the reader goes away.
+            let since = *outage.get_or_insert_with(Instant::now);
+            let mut delay = REOPEN_FIRST_DELAY;
+            stream = loop {
+                if last.too_large() {
+                    tracing::error!(kind = %self.kind, error = %last, "etcd watch response too large; ending the watch");
+                    self.queue.fail(Error::backend(Unreceivable { kind: self.kind.clone(), source: last }));
+                    return;
+                }
+                if since.elapsed() >= timeout {
+                    tracing::error!(kind = %self.kind, attempts, error = %last, "etcd watch lost; ending the watch");
+                    let lost = WatchLost { kind: self.kind.clone(), timeout, attempts, last: last.to_string() };
+                    self.queue.fail(Error::backend(lost));
+                    return;
+                }
+                tracing::warn!(kind = %self.kind, attempts, error = %last, ?delay, "etcd watch broke; reopening it");
+                tokio::time::sleep(delay.min(timeout.saturating_sub(since.elapsed()))).await;
+                delay = (delay * 2).min(REOPEN_MAX_DELAY);
+                attempts += 1;
+                // An etcd that accepts connections but never confirms the watch
+                // must not hold the pump past the outage's end.
+                let left = timeout.saturating_sub(since.elapsed()).max(REOPEN_MAX_DELAY);
+                match tokio::time::timeout(left, self.open()).await {
+                    Ok(Ok(reopened)) => break reopened,
+                    Ok(Err(err)) => last = err,
+                    Err(_) => last = EtcdError::response("Watch.Watch", "etcd did not confirm the watch in time"),
                 }
             };
         }
     }
 
     /// Reads the stream until it breaks (`Err`), or ends the watch (`Ok(false)`), or
-    /// has to be reopened from another revision (`Ok(true)`).
-    async fn read(&mut self, stream: &mut WatchStream) -> Result<bool, EtcdError> {
+    /// has to be reopened from another revision (`Ok(true)`); sets `received`
+    /// once a response arrives.
+    async fn read(&mut self, stream: &mut WatchStream, received: &mut bool) -> Result<bool, EtcdError> {
         loop {
-            let Some(response) = stream.message().await? else {
+            let response = stream.message().await?;
+            *received |= response.is_some();
+            let Some(response) = response else {
                 return Err(EtcdError::Response { call: "Watch.Watch", reason: "etcd ended the watch stream".into() });
             };
             if response.canceled {
@@ -408,7 +502,9 @@ impl Pump {
                     continue;
                 }
                 let event = match self.convert(event) {
-                    Ok(event) => event,
+                    Ok(Some(event)) => event,
+                    // A change between foreign values: nothing a reader could see.
+                    Ok(None) => continue,
                     Err(error) => {
                         self.queue.push(&self.kind, batch);
                         self.queue.fail(error);
@@ -440,19 +536,25 @@ impl Pump {
         history.events.iter().filter_map(|event| self.filter.apply(event)).collect()
     }
 
-    fn convert(&self, event: &mvccpb::Event) -> Result<Event> {
-        let decode = |kv: &KeyValue| decode(&self.state, kv).map(Arc::new);
+    /// The event as the reader sees it; `None` for a change it cannot see,
+    /// between values that are not resources (foreign values count as absent).
+    fn convert(&self, event: &mvccpb::Event) -> Result<Option<Event>> {
+        let decode = |kv: &KeyValue| codec::decode_or_skip(&self.state.keys, kv).map(Arc::new);
         let kv = event.kv.as_ref().ok_or_else(|| Error::backend(MissingKey))?;
         let bookmark = Some(self.bookmarks.encode(kv.mod_revision));
         Ok(match (event_type(event)?, event.prev_kv.as_ref()) {
-            (EventType::Put, None) => Event::Created { resource: decode(kv)?, bookmark },
-            (EventType::Put, Some(prev)) => Event::Updated { resource: decode(kv)?, old: decode(prev)?, bookmark },
-            (EventType::Delete, Some(prev)) => Event::Destroyed { resource: decode(prev)?, bookmark },
+            (EventType::Put, prev) => match (decode(kv), prev.and_then(decode)) {
+                (Some(resource), None) => Some(Event::Created { resource, bookmark }),
+                (Some(resource), Some(old)) => Some(Event::Updated { resource, old, bookmark }),
+                (None, Some(old)) => Some(Event::Destroyed { resource: old, bookmark }),
+                (None, None) => None,
+            },
+            (EventType::Delete, Some(prev)) => decode(prev).map(|resource| Event::Destroyed { resource, bookmark }),
             (EventType::Delete, None) => {
                 // etcd no longer has the old value: all that is known is which resource went.
                 let id = kv.key.strip_prefix(self.kind_key.as_slice()).unwrap_or_default();
                 let pointer = self.kind.pointer(String::from_utf8_lossy(id));
-                Event::Destroyed { resource: Arc::new(DynamicResource::tombstone(&pointer)), bookmark }
+                Some(Event::Destroyed { resource: Arc::new(DynamicResource::tombstone(&pointer)), bookmark })
             }
         })
     }

@@ -1,6 +1,7 @@
 //! What only a shared, remote state shows: clients racing across connections,
-//! a watch surviving an etcd restart, compacted history, foreign values, and
-//! leader election between processes.
+//! a watch surviving an etcd restart (and ending with an error when etcd
+//! stays away), compacted history, foreign values, responses too large to
+//! receive, and leader election between processes.
 //!
 //! Each test starts its own etcd (or shares the binary's one when it leaves
 //! the server alone); without an etcd binary they fail and say how to install
@@ -214,29 +215,60 @@ async fn bookmarks_of_compacted_revisions_are_invalid() {
     }
 }
 
+/// One foreign value under a kind's prefix (another program's key, a
+/// corrupted value, a value copied under another resource's key) is left out
+/// of lists and watches, and is an error only for reads of its own key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn foreign_values_are_clear_errors() {
+async fn foreign_values_are_left_out_of_lists_and_watches() {
     let Some(server) = EtcdServer::shared() else { return };
     let prefix = unique_prefix("foreign");
     let state = connect(&server.endpoint(), &prefix).await;
+    let raw = Raw::new(&state);
     let kind = Counter::kind();
+    let key = |id: &str| format!("{prefix}/default/Counters.test.cosi.dev/{id}");
+    state.create(Typed::new("good", Counter { count: 1 }), CreateOptions::default()).await.unwrap();
     let mut watch = state.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.unwrap();
 
-    let key = format!("{prefix}/default/Counters.test.cosi.dev/garbage");
-    Raw::new(&state).put(key.clone(), b"not a resource".to_vec()).await.unwrap();
+    raw.put(key("garbage"), b"not a resource".to_vec()).await.unwrap();
+    let good_value = raw.value(key("good")).await.unwrap().expect("the good value is stored");
+    raw.put(key("copy"), good_value.clone()).await.unwrap();
 
+    // Reads of the foreign key itself say what is wrong and where.
     let err = state.get_dynamic(&Counter::pointer("garbage")).await.unwrap_err();
     assert!(matches!(err, cosi::Error::Backend(_)), "{err:?}");
     assert!(err.to_string().contains("garbage") && err.to_string().contains("does not hold a COSI resource"), "{err}");
-    let err = state.list_dynamic(&kind, &ListOptions::default()).await.unwrap_err();
-    assert!(err.to_string().contains("does not hold a COSI resource"), "{err}");
-    let err = state.watch_kind_dynamic(&kind, WatchKindOptions::bootstrap()).await.unwrap_err();
+    let err = state.get_dynamic(&Counter::pointer("copy")).await.unwrap_err();
+    assert!(err.to_string().contains("names another resource"), "{err}");
+    let err = state.destroy_dynamic(&Counter::pointer("garbage"), DestroyOptions::default()).await.unwrap_err();
     assert!(err.to_string().contains("does not hold a COSI resource"), "{err}");
 
-    let event = within("the event of the foreign value", watch.recv()).await.unwrap();
-    let error = event.error().unwrap_or_else(|| panic!("expected an error event, got {event:?}"));
-    assert!(error.to_string().contains("does not hold a COSI resource"), "{error}");
-    assert!(within("the end of the watch", watch.recv()).await.is_none(), "the watch should end after the error");
+    // Lists and bootstrap listings leave them out.
+    let listed = state.list::<Counter>(&ListOptions::default()).await.unwrap();
+    assert_eq!(listed.iter().map(|counter| counter.id()).collect::<Vec<_>>(), ["good"]);
+    let mut bootstrap = state.watch_kind_dynamic(&kind, WatchKindOptions::bootstrap()).await.unwrap();
+    let event = within("the bootstrap", bootstrap.recv()).await.unwrap();
+    assert_eq!((event.event_type(), event.resource().map(|r| r.id())), (EventType::Created, Some("good")));
+    assert_eq!(within("the bootstrap's end", bootstrap.recv()).await.unwrap().event_type(), EventType::Bootstrapped);
+
+    // A watch sees what a list would: writing the foreign values showed
+    // nothing; a resource replaced by a foreign value is destroyed, and
+    // created again when the foreign value is replaced by a resource.
+    raw.put(key("good"), b"\xff\xfe".to_vec()).await.unwrap();
+    let event = within("the foreign overwrite", watch.recv()).await.unwrap();
+    assert_eq!((event.event_type(), event.resource().map(|r| r.id())), (EventType::Destroyed, Some("good")));
+    assert!(state.list::<Counter>(&ListOptions::default()).await.unwrap().is_empty());
+    raw.put(key("good"), good_value).await.unwrap();
+    let event = within("the restored value", watch.recv()).await.unwrap();
+    assert_eq!((event.event_type(), event.resource().map(|r| r.id())), (EventType::Created, Some("good")));
+    raw.delete(key("garbage")).await.unwrap();
+    raw.put(key("copy"), b"still not a resource".to_vec()).await.unwrap();
+    state.create(Typed::new("later", Counter { count: 2 }), CreateOptions::default()).await.unwrap();
+    let event = within("the next create", watch.recv()).await.unwrap();
+    assert_eq!(
+        (event.event_type(), event.resource().map(|r| r.id())),
+        (EventType::Created, Some("later")),
+        "changes between foreign values are not events"
+    );
 
     // An encoded spec that is not ours to decode still comes back byte for byte.
     let spec = cosi::resource::EncodedSpec { proto: vec![0, 159, 146, 150], yaml: None };
@@ -245,6 +277,56 @@ async fn foreign_values_are_clear_errors() {
     state.create_dynamic(resource, CreateOptions::default()).await.unwrap();
     let got = state.get_dynamic(&Pointer::new("default", "Blobs.test.cosi.dev", "b")).await.unwrap();
     assert_eq!(got.spec.as_encoded(), Some(&spec));
+}
+
+/// A watch whose etcd stays away keeps trying for
+/// `Options::watch_reconnect_timeout`, then tells its reader and ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_whose_etcd_stays_away_ends_with_an_error() {
+    let Some(mut server) = EtcdServer::start() else { return };
+    let options = Options { watch_reconnect_timeout: Duration::from_secs(2), ..Options::prefix("/lost") };
+    let state = EtcdState::connect(&[server.endpoint()], options).await.unwrap();
+    let mut watch = state.watch_kind_dynamic(&Counter::kind(), WatchKindOptions::default()).await.unwrap();
+    state.create(Typed::new("before", Counter::default()), CreateOptions::default()).await.unwrap();
+    assert_eq!(within("the create", watch.recv()).await.unwrap().event_type(), EventType::Created);
+
+    server.stop();
+    let event = within("the watch's error", watch.recv()).await.unwrap();
+    let Some(cosi::Error::Backend(error)) = event.error() else { panic!("expected a backend error, got {event:?}") };
+    let lost = error.downcast_ref::<cosi_etcd::WatchLost>().unwrap_or_else(|| panic!("not a WatchLost: {error}"));
+    assert!(lost.attempts() >= 2, "the watch should retry before giving up: {lost}");
+    assert!(lost.to_string().contains("could not be reopened within 2s"), "{lost}");
+    assert!(within("the end of the watch", watch.recv()).await.is_none(), "the watch ends after the error");
+}
+
+/// An event etcd can store but the client can never receive (etcd's request
+/// limit raised above half the client's 64 MiB message limit, a large value
+/// updated with its previous value attached) ends the watch at once with an
+/// error that says so, instead of reopening it forever at the same revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_response_too_large_to_receive_is_reported_not_retried() {
+    const SIZE: usize = 40 * 1024 * 1024;
+    let Some(server) = EtcdServer::start_with_flags(&["--max-request-bytes=50000000"]) else { return };
+    let state = connect(&server.endpoint(), "/large").await;
+    let kind = Kind::new("default", "Blobs.test.cosi.dev");
+    let blob = |byte: u8| {
+        let spec = cosi::resource::EncodedSpec { proto: vec![byte; SIZE], yaml: None };
+        DynamicResource::new(Metadata::new("default", kind.r#type(), "big"), Spec::encoded(spec))
+    };
+    let created = state.create_dynamic(blob(1), CreateOptions::default()).await.unwrap();
+    let mut watch = state.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.unwrap();
+    let mut next = blob(2);
+    next.metadata.set_version(created.metadata.version());
+    state.update_dynamic(next, UpdateOptions::default()).await.unwrap();
+
+    let event = within("the watch's error", watch.recv()).await.unwrap();
+    let error = event.error().unwrap_or_else(|| panic!("expected an error event, got {event:?}"));
+    let text = error.to_string();
+    assert!(text.contains("would receive the same response again"), "{text}");
+    assert!(within("the end of the watch", watch.recv()).await.is_none(), "the watch ends after the error");
+    // The value itself is fine: a read of it fits.
+    let got = state.get_dynamic(&Pointer::new("default", kind.r#type(), "big")).await.unwrap();
+    assert_eq!(got.spec.as_encoded().map(|spec| spec.proto[0]), Some(2));
 }
 
 /// Values of 1 MiB, near etcd's default request limit, more of them than fit

@@ -10,8 +10,8 @@
 //!   learns it from a buffer overrun, as in process.
 //! - A watch whose stream breaks resumes from the last bookmark it delivered,
 //!   with exponential backoff; when it cannot (no bookmark yet, the bookmark is
-//!   no longer valid, retries exhausted) the watcher gets exactly one
-//!   `Event::Errored` and the watch ends.
+//!   no longer valid, the server refuses it, retries exhausted) the watcher
+//!   gets exactly one `Event::Errored` and the watch ends.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,6 +29,7 @@ use tonic::{Code, Status, Streaming};
 
 use crate::convert;
 use crate::endpoint::Endpoint;
+use crate::limits::DEFAULT_CLIENT_MAX_MESSAGE_SIZE;
 use crate::proto;
 use crate::proto::state_client::StateClient;
 use crate::status::{CallContext, RemoteError, Rpc, from_status};
@@ -152,10 +153,22 @@ impl Client {
     /// A client over a channel built by the caller.
     pub fn from_channel(channel: Channel) -> Self {
         Client {
-            inner: StateClient::new(channel).max_decoding_message_size(usize::MAX),
+            inner: StateClient::new(channel)
+                .max_decoding_message_size(DEFAULT_CLIENT_MAX_MESSAGE_SIZE)
+                .max_encoding_message_size(usize::MAX),
             retry: RetryOptions::default(),
             no_teardown_rpc: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Limits each response the client accepts to `bytes` (default
+    /// [`DEFAULT_CLIENT_MAX_MESSAGE_SIZE`], the largest a server with default
+    /// [`Limits`](crate::Limits) sends): a server cannot make the client
+    /// allocate more for one message. A larger response fails its call with `OUT_OF_RANGE`.
+    #[must_use]
+    pub fn max_message_size(mut self, bytes: usize) -> Self {
+        self.inner = self.inner.max_decoding_message_size(bytes);
+        self
     }
 
     /// Sets how broken watches are resumed.
@@ -415,6 +428,10 @@ impl RemoteWatch {
                     Err(error) => return Some(self.fail(error)),
                 },
                 Ok(None) => Status::unavailable("the server ended the watch"),
+                Err(status) if is_refusal(&status) => {
+                    let pointer = self.kind.pointer("");
+                    return Some(self.fail(from_status(&status, &context(Rpc::Watch, &pointer))));
+                }
                 Err(status) => status,
             };
             if let Err(error) = self.resume(broken).await {
@@ -472,7 +489,7 @@ impl RemoteWatch {
                     self.stream = stream;
                     return Ok(());
                 }
-                Err(status) if status.code() == Code::FailedPrecondition => {
+                Err(status) if status.code() == Code::FailedPrecondition || is_refusal(&status) => {
                     let pointer = self.kind.pointer("");
                     return Err(from_status(&status, &context(Rpc::Watch, &pointer)));
                 }
@@ -480,6 +497,15 @@ impl RemoteWatch {
             }
         }
     }
+}
+
+/// Whether the server refused the watch, rather than lost it: retrying would
+/// get the same answer (a revoked read permission, a bad request).
+fn is_refusal(status: &Status) -> bool {
+    matches!(
+        status.code(),
+        Code::PermissionDenied | Code::Unauthenticated | Code::InvalidArgument | Code::Unimplemented
+    )
 }
 
 /// `delay` ±50 %, so clients that lost the same server do not return in step.

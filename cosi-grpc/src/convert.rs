@@ -21,6 +21,9 @@ use cosi::resource::{
 use cosi::state::{Bookmark, Error, Event, Namespace, Result};
 use prost::Message;
 
+use crate::limits::{
+    ID_QUERY_SIZE_LIMIT, MAX_ID_QUERY_LEN, MAX_LABEL_QUERIES, MAX_LABEL_QUERY_BYTES, MAX_LABEL_TERMS, MAX_LABEL_VALUES,
+};
 use crate::proto;
 
 // ---- resources ---------------------------------------------------------------------------------
@@ -229,8 +232,11 @@ pub enum QueryError {
     Invalid(Error),
 }
 
-/// Label queries from the wire, validated.
+/// Label queries from the wire, validated and within the server's bounds
+/// (see `limits.rs`): a query is kept for the life of a watch and run against
+/// every event, so its size is the client's to choose only up to a point.
 pub fn label_queries_from_proto(queries: Vec<proto::LabelQuery>) -> Result<Vec<LabelQuery>, QueryError> {
+    check_label_query_size(&queries).map_err(|reason| QueryError::Invalid(Error::invalid_argument(reason)))?;
     queries
         .into_iter()
         .map(|query| {
@@ -242,6 +248,34 @@ pub fn label_queries_from_proto(queries: Vec<proto::LabelQuery>) -> Result<Vec<L
             Ok(out)
         })
         .collect()
+}
+
+fn check_label_query_size(queries: &[proto::LabelQuery]) -> std::result::Result<(), String> {
+    if queries.len() > MAX_LABEL_QUERIES {
+        return Err(format!("{} label queries, over the limit of {MAX_LABEL_QUERIES}", queries.len()));
+    }
+    let mut bytes = 0usize;
+    for (index, query) in queries.iter().enumerate() {
+        if query.terms.len() > MAX_LABEL_TERMS {
+            return Err(format!(
+                "label query {index} has {} terms, over the limit of {MAX_LABEL_TERMS}",
+                query.terms.len()
+            ));
+        }
+        for term in &query.terms {
+            if term.value.len() > MAX_LABEL_VALUES {
+                return Err(format!(
+                    "a term of label query {index} has {} values, over the limit of {MAX_LABEL_VALUES}",
+                    term.value.len()
+                ));
+            }
+            bytes = bytes.saturating_add(term.key.len()).saturating_add(term.value.iter().map(String::len).sum());
+        }
+    }
+    match bytes > MAX_LABEL_QUERY_BYTES {
+        true => Err(format!("the label queries carry {bytes} bytes, over the limit of {MAX_LABEL_QUERY_BYTES}")),
+        false => Ok(()),
+    }
 }
 
 fn term_from_proto(term: proto::LabelTerm) -> Result<LabelTerm, QueryError> {
@@ -262,10 +296,16 @@ fn term_from_proto(term: proto::LabelTerm) -> Result<LabelTerm, QueryError> {
     Ok(LabelTerm { key: term.key, values: term.value, op, invert })
 }
 
-/// An ID query from the wire; an empty pattern selects everything.
+/// An ID query from the wire; an empty pattern selects everything. The
+/// pattern's length and compiled size are bounded (see `limits.rs`).
 pub fn id_query_from_proto(query: Option<proto::IdQuery>) -> Result<Option<IdQuery>, QueryError> {
     match query {
-        Some(query) if !query.regexp.is_empty() => IdQuery::new(&query.regexp).map(Some).map_err(QueryError::Invalid),
+        Some(query) if query.regexp.len() > MAX_ID_QUERY_LEN => Err(QueryError::Invalid(Error::invalid_argument(
+            format!("the ID query is {} bytes long, over the limit of {MAX_ID_QUERY_LEN}", query.regexp.len()),
+        ))),
+        Some(query) if !query.regexp.is_empty() => {
+            IdQuery::with_size_limit(&query.regexp, ID_QUERY_SIZE_LIMIT).map(Some).map_err(QueryError::Invalid)
+        }
         _ => Ok(None),
     }
 }
@@ -313,9 +353,11 @@ pub fn event_to_proto(event: &Event, api_version: i32) -> Result<Option<proto::E
             bookmark: wire_bookmark(bookmark.as_ref()),
             ..proto::Event::default()
         },
-        Event::Errored { error } => {
-            proto::Event { event_type: Wire::Errored.into(), error: Some(error.to_string()), ..proto::Event::default() }
-        }
+        Event::Errored { error } => proto::Event {
+            event_type: Wire::Errored.into(),
+            error: Some(crate::status::public_message(error)),
+            ..proto::Event::default()
+        },
     };
     Ok(Some(wire))
 }

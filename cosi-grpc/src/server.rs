@@ -1,13 +1,17 @@
 //! [`Server`]: listening, security and shutdown around [`StateService`].
 //!
 //! Invariants:
-//! - A Unix socket is created with mode 0600 before anyone can connect (it is
-//!   bound under a temporary name, restricted, then renamed into place) and
-//!   removed when the server stops.
+//! - A Unix socket is never reachable by another user: it is bound inside a
+//!   fresh directory only its owner can enter, restricted to mode 0600 there,
+//!   then linked into place (a link never replaces anything), and removed when
+//!   the server stops. What is at the path already is removed only when it is
+//!   a socket that nobody answers on (a server that died); anything else is an error.
 //! - TCP requires mutual TLS; [`Security::Insecure`] is refused for any
 //!   address that is not loopback.
+//! - Every client is bounded by [`Limits`] (see `limits.rs`).
 //! - Shutdown ends every watch stream (clients see the stream end and resume
-//!   from their last bookmark elsewhere), then waits for the calls in flight.
+//!   from their last bookmark elsewhere), then waits for the calls in flight
+//!   for at most [`Limits::shutdown_grace`], then closes what is left.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -22,10 +26,8 @@ use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 use crate::auth::Authenticator;
 use crate::endpoint::Endpoint;
+use crate::limits::Limits;
 use crate::service::StateService;
-
-/// The default limit on a request or response message: 4 MiB, gRPC's usual limit.
-pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 << 20;
 
 /// The server's half of mutual TLS, in PEM.
 #[derive(Clone, Debug)]
@@ -97,20 +99,29 @@ impl From<ServeError> for cosi::Error {
 #[derive(Clone)]
 pub struct Server {
     state: Arc<dyn State>,
-    max_message_size: usize,
+    limits: Limits,
 }
 
 impl Server {
-    /// A server for `state`.
+    /// A server for `state`, with default [`Limits`].
     pub fn new(state: impl State) -> Self {
-        Server { state: Arc::new(state), max_message_size: DEFAULT_MAX_MESSAGE_SIZE }
+        Server { state: Arc::new(state), limits: Limits::default() }
     }
 
-    /// Limits each message, in either direction, to `bytes` (default [`DEFAULT_MAX_MESSAGE_SIZE`]);
-    /// a larger request fails with `OUT_OF_RANGE` and the server goes on.
+    /// Limits each request message to `bytes` (default
+    /// [`DEFAULT_MAX_MESSAGE_SIZE`](crate::DEFAULT_MAX_MESSAGE_SIZE)); a larger
+    /// request fails with `OUT_OF_RANGE` and the server goes on. Responses may
+    /// be up to [`Limits::max_response_size`].
     #[must_use]
     pub fn max_message_size(mut self, bytes: usize) -> Self {
-        self.max_message_size = bytes;
+        self.limits.max_message_size = bytes;
+        self
+    }
+
+    /// Sets every bound on clients at once (see [`Limits`]).
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -164,6 +175,7 @@ impl Listening {
     /// Serves until `signal` completes, then ends the watches, finishes the
     /// calls in flight and stops listening.
     pub async fn serve_with_shutdown(self, signal: impl Future<Output = ()> + Send) -> Result<(), ServeError> {
+        let limits = self.server.limits;
         let (stop, stopped) = watch::channel(false);
         let (authenticator, tls) = match self.security {
             Security::Insecure => (Authenticator::Trusted, None),
@@ -172,13 +184,19 @@ impl Listening {
                 Some(
                     ServerTlsConfig::new()
                         .identity(Identity::from_pem(tls.certificate, tls.key))
-                        .client_ca_root(Certificate::from_pem(tls.client_ca)),
+                        .client_ca_root(Certificate::from_pem(tls.client_ca))
+                        .timeout(limits.tls_handshake_timeout),
                 ),
             ),
         };
-        let service = StateService::with_security(self.server.state, authenticator, stopped)
-            .into_server(self.server.max_message_size);
-        let mut builder = tonic::transport::Server::builder();
+        let mut stopping = stopped.clone();
+        let service = StateService::with_security(self.server.state, authenticator, stopped, limits.clone())
+            .into_server(limits.max_message_size);
+        let mut builder = tonic::transport::Server::builder()
+            .max_concurrent_streams(limits.max_concurrent_streams)
+            .http2_keepalive_interval(Some(limits.keepalive_interval))
+            .http2_keepalive_timeout(Some(limits.keepalive_timeout))
+            .http2_max_header_list_size(limits.max_header_list_size);
         if let Some(tls) = tls {
             builder = builder.tls_config(tls)?;
         }
@@ -187,16 +205,36 @@ impl Listening {
             signal.await;
             let _ = stop.send(true);
         };
-        match self.listener {
-            Listener::Tcp(listener) => {
-                // Small request/response pairs: Nagle's algorithm would hold them back.
-                let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-                router.serve_with_incoming_shutdown(incoming, signal).await?;
+        let _cleanup;
+        let serving: std::pin::Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>> =
+            match self.listener {
+                Listener::Tcp(listener) => {
+                    // Small request/response pairs: Nagle's algorithm would hold them back.
+                    let incoming = TcpIncoming::from(listener)
+                        .with_nodelay(Some(true))
+                        .with_keepalive(Some(limits.keepalive_interval));
+                    Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
+                }
+                Listener::Unix(listener, path) => {
+                    _cleanup = RemoveOnDrop(path);
+                    Box::pin(router.serve_with_incoming_shutdown(UnixListenerStream::new(listener), signal))
+                }
+            };
+        // Once the signal fired, calls in flight get `shutdown_grace` to end;
+        // a call stuck in its state (or a client that stops reading) must not
+        // keep the process from stopping.
+        let deadline = async move {
+            if stopping.wait_for(|stop| *stop).await.is_err() {
+                std::future::pending::<()>().await;
             }
-            Listener::Unix(listener, path) => {
-                let _cleanup = RemoveOnDrop(path);
-                router.serve_with_incoming_shutdown(UnixListenerStream::new(listener), signal).await?;
-            }
+            tokio::time::sleep(limits.shutdown_grace).await;
+        };
+        tokio::select! {
+            served = serving => served?,
+            () = deadline => tracing::warn!(
+                grace = ?limits.shutdown_grace,
+                "calls still in flight after the shutdown grace period; closing their connections"
+            ),
         }
         Ok(())
     }
@@ -204,27 +242,55 @@ impl Listening {
 
 /// Binds a Unix socket that only its owner can use (see the module invariants).
 fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 
-    if path.exists() {
-        // A socket left by a server that died is removed; a live one is an error.
-        match std::os::unix::net::UnixStream::connect(path) {
+    match std::fs::symlink_metadata(path) {
+        Ok(metadata) if metadata.file_type().is_socket() => match std::os::unix::net::UnixStream::connect(path) {
             Ok(_) => return Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, "a server is listening there")),
-            Err(_) => std::fs::remove_file(path)?,
+            // Nobody answers: the socket of a server that died.
+            Err(err) if err.kind() == std::io::ErrorKind::ConnectionRefused => std::fs::remove_file(path)?,
+            Err(err) => {
+                return Err(std::io::Error::new(
+                    err.kind(),
+                    format!("a socket exists there and cannot be probed ({err}); it is left alone"),
+                ));
+            }
+        },
+        Ok(_) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "something other than a socket is there; it is left alone",
+            ));
         }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => (),
+        Err(err) => return Err(err),
     }
-    let mut staging = path.as_os_str().to_owned();
-    staging.push(format!(".{}.tmp", std::process::id()));
-    let staging = PathBuf::from(staging);
-    let _ = std::fs::remove_file(&staging);
+    let parent = path.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "the socket path has no file name"))?;
+    // A fresh directory (creating it fails if anything is there) that only
+    // this user can enter: the socket is unreachable until it is restricted.
+    let mut private = name.to_owned();
+    private.push(format!(".{}.{:016x}.tmp", std::process::id(), fastrand::u64(..)));
+    let private = parent.join(private);
+    std::fs::DirBuilder::new().mode(0o700).create(&private)?;
+    let _private = RemoveDirOnDrop(private.clone());
+    let staging = private.join("socket");
     let listener = UnixListener::bind(&staging)?;
-    let placed = std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600))
-        .and_then(|()| std::fs::rename(&staging, path));
-    if let Err(err) = placed {
-        let _ = std::fs::remove_file(&staging);
-        return Err(err);
-    }
+    std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600))?;
+    // A hard link fails rather than replace whatever appeared at the path meanwhile.
+    std::fs::hard_link(&staging, path)?;
     Ok(listener)
+}
+
+/// Removes the private binding directory and what is left in it.
+struct RemoveDirOnDrop(PathBuf);
+
+impl Drop for RemoveDirOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 struct RemoveOnDrop(PathBuf);

@@ -11,6 +11,7 @@
 //! - Bad input is a status, never a panic; one bad call does not affect others.
 //! - Roles are checked before the state is touched (see `auth.rs`).
 
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -21,11 +22,14 @@ use cosi::state::{
 };
 use futures_core::Stream;
 use futures_util::StreamExt;
+use parking_lot::Mutex;
+use prost::Message as _;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
 use crate::auth::{Authenticator, Role};
 use crate::convert::{self, QueryError};
+use crate::limits::{Limits, WATCH_RESPONSE_TARGET, WatchCounter, max_response_size};
 use crate::proto;
 use crate::status::{Rpc, denied, to_status};
 
@@ -41,29 +45,43 @@ pub struct StateService {
     state: Arc<dyn State>,
     authenticator: Authenticator,
     shutdown: watch::Receiver<bool>,
+    limits: Limits,
+    watches: Arc<WatchCounter>,
+    /// What each stored definition says: decoding an encoded definition is
+    /// far dearer than listing, and readers check on every call.
+    definitions: Arc<Mutex<DefinitionCache>>,
 }
 
+/// Stored definitions by address, with the type and sensitivity each names
+/// (`None`: it does not decode). The cache holds each definition's `Arc`, so
+/// an address is never reused for another while cached: a definition that is
+/// replaced, or destroyed and created again, is a new entry.
+type DefinitionCache = HashMap<usize, (Arc<cosi::resource::DynamicResource>, Option<(String, Sensitivity)>)>;
+
 impl StateService {
-    /// Serves `state`; every caller has the admin role.
+    /// Serves `state` with default [`Limits`]; every caller has the admin role.
     pub fn new(state: Arc<dyn State>) -> Self {
         // The sender is dropped: `shutdown` never fires for a bare service.
         let (_, shutdown) = watch::channel(false);
-        StateService { state, authenticator: Authenticator::Trusted, shutdown }
+        StateService::with_security(state, Authenticator::Trusted, shutdown, Limits::default())
     }
 
     pub(crate) fn with_security(
         state: Arc<dyn State>,
         authenticator: Authenticator,
         shutdown: watch::Receiver<bool>,
+        limits: Limits,
     ) -> Self {
-        StateService { state, authenticator, shutdown }
+        let watches = WatchCounter::new(&limits);
+        StateService { state, authenticator, shutdown, limits, watches, definitions: Arc::default() }
     }
 
-    /// The generated tonic server around this service, with message size limits.
+    /// The generated tonic server around this service: requests are limited
+    /// to `max_message_size`, responses to [`max_response_size`] of it.
     pub fn into_server(self, max_message_size: usize) -> proto::state_server::StateServer<Self> {
         proto::state_server::StateServer::new(self)
             .max_decoding_message_size(max_message_size)
-            .max_encoding_message_size(max_message_size)
+            .max_encoding_message_size(max_response_size(max_message_size))
     }
 
     fn role<T>(&self, request: &Request<T>) -> Result<Role, Status> {
@@ -79,26 +97,193 @@ impl StateService {
         }
     }
 
-    /// Refuses a reader access to a type whose definition is sensitive.
+    /// Refuses a reader access to a type unless a definition of that type
+    /// says it is not sensitive: filtering fails closed (see [`Self::readable`]).
     async fn check_read(&self, role: Role, r#type: &str) -> Result<(), Status> {
         if role != Role::Reader {
             return Ok(());
         }
-        let pointer = Pointer::new(META_NAMESPACE, ResourceDefinition::TYPE, r#type.to_lowercase());
-        let sensitive = match self.state.get_dynamic(&pointer).await {
-            Ok(definition) => convert::definition_from_spec(&definition.spec)
-                .is_some_and(|definition| definition.sensitivity == Sensitivity::Sensitive),
-            Err(Error::NotFound(_)) => false,
-            Err(err) => return Err(to_status(&err, Rpc::Get)),
-        };
-        match sensitive {
-            true => Err(denied(format!(
+        match self.readable(r#type).await? {
+            Readable::Yes => Ok(()),
+            Readable::Sensitive => Err(denied(format!(
                 "resources of type {type} are sensitive: the role {} cannot read them",
                 crate::auth::READER_ROLE
             ))),
-            false => Ok(()),
+            Readable::Unknown => Err(denied(format!(
+                "no readable definition of type {type}: the role {} reads only types defined as not sensitive",
+                crate::auth::READER_ROLE
+            ))),
         }
     }
+
+    /// Whether a reader may read `type`, from the definitions whose spec names
+    /// that type, whatever their ID (Go names them by the lowercased type, but
+    /// nothing enforces it). Sensitive if any of them says so; unknown when
+    /// none decodes, or when the one under the conventional ID does not (it
+    /// might say sensitive). Readers are rare and definitions few, so every
+    /// check reads them all rather than trusting a cache to stay current.
+    async fn readable(&self, r#type: &str) -> Result<Readable, Status> {
+        let kind = Kind::new(META_NAMESPACE, ResourceDefinition::TYPE);
+        let definitions =
+            self.state.list_dynamic(&kind, &ListOptions::default()).await.map_err(|err| to_status(&err, Rpc::List))?;
+        let conventional_id = r#type.to_lowercase();
+        let mut found = false;
+        let mut unknown = false;
+        let mut sensitive = false;
+        let mut cache = self.definitions.lock();
+        let mut current = HashMap::with_capacity(definitions.len());
+        for stored in &definitions {
+            let key = Arc::as_ptr(stored) as usize;
+            let said = match cache.remove(&key) {
+                Some((_, said)) => said,
+                None => convert::definition_from_spec(&stored.spec)
+                    .map(|definition| (definition.r#type, definition.sensitivity)),
+            };
+            match &said {
+                Some((defined, sensitivity)) if defined == r#type => match sensitivity {
+                    Sensitivity::Sensitive => sensitive = true,
+                    Sensitivity::NonSensitive => found = true,
+                },
+                Some(_) => (),
+                None if stored.id() == conventional_id => unknown = true,
+                None => (),
+            }
+            current.insert(key, (Arc::clone(stored), said));
+        }
+        // Only the definitions that exist now stay cached.
+        *cache = current;
+        Ok(match (sensitive, unknown, found) {
+            (true, _, _) => Readable::Sensitive,
+            (false, false, true) => Readable::Yes,
+            _ => Readable::Unknown,
+        })
+    }
+}
+
+impl StateService {
+    /// A future that completes when `type` stops being readable for a reader
+    /// (a definition of it changed to sensitive, was removed or no longer
+    /// decodes), or when that can no longer be told (the definitions' watch
+    /// ended): filtering fails closed for the life of a watch, not only at its start.
+    async fn revocation(
+        &self,
+        r#type: String,
+    ) -> Result<Pin<Box<dyn std::future::Future<Output = ()> + Send>>, Status> {
+        let kind = Kind::new(META_NAMESPACE, ResourceDefinition::TYPE);
+        let mut definitions = self
+            .state
+            .watch_kind_dynamic(&kind, WatchKindOptions::default())
+            .await
+            .map_err(|err| to_status(&err, Rpc::Watch))?;
+        let service = self.clone();
+        Ok(Box::pin(async move {
+            while definitions.recv_batch().await.is_some() {
+                if !matches!(service.readable(&r#type).await, Ok(Readable::Yes)) {
+                    return;
+                }
+            }
+        }))
+    }
+}
+
+/// A reader's watch stream: the watch's responses until `revoked` completes,
+/// then one refusal, then the end.
+struct RevocableStream {
+    watched: BoxStream<proto::WatchResponse>,
+    revoked: Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    refusal: Option<Status>,
+    done: bool,
+}
+
+impl Stream for RevocableStream {
+    type Item = Result<proto::WatchResponse, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        if self.done {
+            return Poll::Ready(None);
+        }
+        if self.revoked.as_mut().poll(cx).is_ready() {
+            self.done = true;
+            return Poll::Ready(self.refusal.take().map(Err));
+        }
+        self.watched.as_mut().poll_next(cx)
+    }
+}
+
+/// What the definitions say about a type, for a reader.
+enum Readable {
+    Yes,
+    Sensitive,
+    Unknown,
+}
+
+/// How large watch responses should and may be.
+#[derive(Clone, Copy)]
+struct ResponseSizes {
+    /// Responses are cut before they grow past this.
+    target: usize,
+    /// No response may be larger: the encoding limit.
+    max: usize,
+}
+
+/// One batch of events as responses of about `sizes.target` bytes each, in
+/// order, so that a batch of any size fits the message limit (a kind's
+/// bootstrap is one batch). A single event is never cut: one larger than the
+/// target goes alone, and one larger than `sizes.max` ends the watch with an
+/// error (an `Errored` event for clients that know it, a status otherwise).
+/// A batch with nothing an old client can see yields no response, since an
+/// empty response means "ready". The flag tells whether the watch ends there.
+fn split_batch(
+    events: &[cosi::state::Event],
+    api_version: i32,
+    sizes: ResponseSizes,
+) -> (Vec<Result<proto::WatchResponse, Status>>, bool) {
+    let mut responses = Vec::new();
+    let mut current = Vec::new();
+    let mut size = 0usize;
+    for event in events {
+        let event = match convert::event_to_proto(event, api_version) {
+            Ok(Some(event)) => event,
+            Ok(None) => continue,
+            Err(err) => {
+                responses.push(Err(encode_status(&err)));
+                return (responses, true);
+            }
+        };
+        // The event's bytes plus its field tag and length prefix.
+        let len = event.encoded_len() + 1 + prost::length_delimiter_len(event.encoded_len());
+        if len > sizes.max {
+            if !current.is_empty() {
+                responses.push(Ok(proto::WatchResponse { event: std::mem::take(&mut current) }));
+            }
+            let message = format!(
+                "an event of {len} bytes is over the {} bytes a watch response may hold; the watch ends",
+                sizes.max
+            );
+            responses.push(match api_version {
+                0 => Err(Status::out_of_range(message)),
+                _ => Ok(proto::WatchResponse {
+                    event: vec![proto::Event {
+                        event_type: proto::EventType::Errored.into(),
+                        error: Some(message),
+                        ..proto::Event::default()
+                    }],
+                }),
+            });
+            return (responses, true);
+        }
+        if !current.is_empty() && size + len > sizes.target {
+            responses.push(Ok(proto::WatchResponse { event: std::mem::take(&mut current) }));
+            size = 0;
+        }
+        size += len;
+        current.push(event);
+    }
+    if !current.is_empty() {
+        responses.push(Ok(proto::WatchResponse { event: current }));
+    }
+    (responses, false)
 }
 
 fn owner(owner: String) -> Option<String> {
@@ -192,7 +377,15 @@ impl proto::state_server::State for StateService {
 
     async fn watch(&self, request: Request<proto::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
         let role = self.role(&request)?;
+        // Counted before anything is set up; released when the stream is dropped.
+        let permit = self.watches.open(request.remote_addr())?;
         let request = request.into_inner();
+        let r#type = request.r#type.clone();
+        // Watched before the check, so that no change of definition slips between the two.
+        let revoked = match role {
+            Role::Reader => Some(self.revocation(r#type.clone()).await?),
+            Role::Admin => None,
+        };
         self.check_read(role, &request.r#type).await?;
         let wire = request.options.unwrap_or_default();
         let tail_events = usize::try_from(wire.tail_events).unwrap_or(0);
@@ -224,25 +417,26 @@ impl proto::state_server::State for StateService {
         .map_err(|err| to_status(&err, Rpc::Watch))?;
 
         let api_version = request.api_version;
-        let encode = move |events: Vec<cosi::state::Event>| -> Result<proto::WatchResponse, Status> {
-            let mut out = Vec::with_capacity(events.len());
-            for event in &events {
-                if let Some(event) = convert::event_to_proto(event, api_version).map_err(|err| encode_status(&err))? {
-                    out.push(event);
-                }
-            }
-            Ok(proto::WatchResponse { event: out })
-        };
+        let sizes = ResponseSizes { target: WATCH_RESPONSE_TARGET, max: self.limits.max_response_size() };
         let batches: Pin<Box<dyn Stream<Item = Vec<cosi::state::Event>> + Send>> = match wire.aggregated {
             true => Box::pin(futures_util::stream::unfold(watch, |mut watch| async move {
                 watch.recv_batch().await.map(|batch| (batch, watch))
             })),
             false => Box::pin(watch.map(|event| vec![event])),
         };
+        // The permit lives as long as the stream: dropping it releases the watch's place.
         let events = batches
-            .map(encode)
-            // An empty response means "ready"; batches an old client cannot see are skipped.
-            .filter(|response| std::future::ready(!matches!(response, Ok(response) if response.event.is_empty())));
+            .map(move |batch| {
+                let _ = &permit;
+                split_batch(&batch, api_version, sizes)
+            })
+            // A batch that ended the watch is the last one sent.
+            .scan(false, |ended, (responses, ends)| {
+                let next = (!*ended).then(|| futures_util::stream::iter(responses));
+                *ended = ends;
+                std::future::ready(next)
+            })
+            .flatten();
         let mut shutdown = self.shutdown.clone();
         let stopped = async move {
             // Fires on shutdown, or never when the sender is gone (a bare service).
@@ -251,7 +445,20 @@ impl proto::state_server::State for StateService {
             }
         };
         let ready = futures_util::stream::once(std::future::ready(Ok(proto::WatchResponse::default())));
-        Ok(Response::new(Box::pin(ready.chain(events).take_until(stopped))))
+        let watched = ready.chain(events).take_until(stopped);
+        match revoked {
+            // A reader's watch lasts only as long as the type stays readable.
+            Some(revoked) => {
+                let refusal = denied(format!(
+                    "the definition of {type} changed: the role {} can no longer read it",
+                    crate::auth::READER_ROLE
+                ));
+                let revocable =
+                    RevocableStream { watched: Box::pin(watched), revoked, refusal: Some(refusal), done: false };
+                Ok(Response::new(Box::pin(revocable)))
+            }
+            None => Ok(Response::new(Box::pin(watched))),
+        }
     }
 
     async fn teardown(

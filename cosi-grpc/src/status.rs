@@ -116,13 +116,31 @@ pub(crate) fn to_status(err: &Error, rpc: Rpc) -> Status {
         Error::AccessDenied(_) => Code::PermissionDenied,
         _ => Code::Unknown,
     };
-    let mut status = Status::new(code, err.to_string());
+    let mut status = Status::new(code, public_message(err));
     if let Some(detail) = detail(err) {
         status
             .metadata_mut()
             .insert_bin(ERROR_TRAILER, tonic::metadata::MetadataValue::from_bytes(&detail.encode_to_vec()));
     }
     status
+}
+
+/// The text a client may see for `err`.
+///
+/// A backend's own failure (redb's or etcd's error, an I/O error) can name
+/// files, hosts or keys of the server's machine: the client gets a generic
+/// message with a correlation ID, and the server logs the full error under
+/// that ID. Every other error is about the request and names only what the
+/// client sent.
+pub(crate) fn public_message(err: &Error) -> String {
+    match err {
+        Error::Backend(_) => {
+            let id = format!("{:016x}", fastrand::u64(..));
+            tracing::error!(correlation_id = %id, error = %err, "state backend failure");
+            format!("the state backend failed (correlation ID {id}; the server's log has the details)")
+        }
+        other => other.to_string(),
+    }
 }
 
 /// A refusal for the caller's role.

@@ -5,9 +5,13 @@
 
 mod support;
 
-use cosi::resource::{DefinitionOptions, DynamicResource, Kind, Metadata, ResourceDefinition, Sensitivity, Spec};
+use cosi::resource::{
+    DefinitionOptions, DynamicResource, EncodedSpec, Kind, Metadata, Resource as _, ResourceDefinition, Sensitivity,
+    Spec, Typed,
+};
 use cosi::state::{
-    CreateOptions, DestroyOptions, Error, ListOptions, MemoryState, Registry, State, UpdateOptions, WatchKindOptions,
+    CreateOptions, DestroyOptions, Error, ListOptions, META_NAMESPACE, MemoryState, Registry, State, UpdateOptions,
+    WatchKindOptions, WatchOptions,
 };
 use cosi_grpc::{
     ADMIN_ROLE, Client, ClientSecurity, ClientTls, Endpoint, READER_ROLE, RemoteError, Security, ServeError, Server,
@@ -18,6 +22,14 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 const PUBLIC_TYPE: &str = "Hostnames.test.cosi.dev";
 const SENSITIVE_TYPE: &str = "Secrets.test.cosi.dev";
 const NAMESPACE: &str = "default";
+/// A type without any definition.
+const UNDEFINED_TYPE: &str = "Undefined.test.cosi.dev";
+/// A sensitive type whose definition's ID is not its lowercased type.
+const HIDDEN_TYPE: &str = "Hiddens.test.cosi.dev";
+/// A type whose definition does not decode.
+const GARBLED_TYPE: &str = "Garbleds.test.cosi.dev";
+/// A public type whose definition's ID is not its lowercased type.
+const RENAMED_TYPE: &str = "Renameds.test.cosi.dev";
 
 /// A CA and what it signs.
 struct Pki {
@@ -66,6 +78,36 @@ impl Fixture {
             let options = DefinitionOptions { sensitivity, ..DefinitionOptions::default() };
             let definition = ResourceDefinition::new(r#type, NAMESPACE, options).expect("a valid definition");
             registry.register_definition(definition).await.expect("register a definition");
+            state
+                .create_dynamic(resource(r#type, "existing"), CreateOptions::default())
+                .await
+                .expect("create a resource");
+        }
+
+        // Types whose definitions a reader must not trust: none at all, a
+        // sensitive one under an ID other than the lowercased type, and one
+        // that does not decode under the conventional ID; and a public type
+        // defined under another ID, which stays readable.
+        let definition = |r#type: &str, sensitivity| {
+            let options = DefinitionOptions { sensitivity, ..DefinitionOptions::default() };
+            ResourceDefinition::new(r#type, NAMESPACE, options).expect("a valid definition")
+        };
+        let unusual = [
+            ("hidden-secrets", definition(HIDDEN_TYPE, Sensitivity::Sensitive)),
+            ("renamed-public", definition(RENAMED_TYPE, Sensitivity::NonSensitive)),
+        ];
+        for (id, definition) in unusual {
+            let stored = DynamicResource::from(Typed::new_in(META_NAMESPACE, id, definition));
+            state.create_dynamic(stored, CreateOptions::default()).await.expect("create a definition");
+        }
+        let garbled =
+            Spec::encoded(EncodedSpec { proto: vec![0xff, 0xff, 0xff], yaml: Some("type: [unclosed".into()) });
+        let garbled = DynamicResource::new(
+            Metadata::new(META_NAMESPACE, ResourceDefinition::TYPE, GARBLED_TYPE.to_lowercase()),
+            garbled,
+        );
+        state.create_dynamic(garbled, CreateOptions::default()).await.expect("create an undecodable definition");
+        for r#type in [UNDEFINED_TYPE, HIDDEN_TYPE, GARBLED_TYPE, RENAMED_TYPE] {
             state
                 .create_dynamic(resource(r#type, "existing"), CreateOptions::default())
                 .await
@@ -162,6 +204,35 @@ async fn reader_cannot_write_and_sees_no_sensitive_resource() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sensitive_filtering_fails_closed_for_readers() {
+    let fixture = Fixture::start().await;
+    let reader = fixture.client(&[READER_ROLE]).await.expect("the reader connects");
+    let admin = fixture.client(&[ADMIN_ROLE]).await.expect("the admin connects");
+    for r#type in [SENSITIVE_TYPE, UNDEFINED_TYPE, HIDDEN_TYPE, GARBLED_TYPE] {
+        let kind = Kind::new(NAMESPACE, r#type);
+        let pointer = kind.pointer("existing");
+        let refusals = [
+            ("get", reader.get_dynamic(&pointer).await.map(drop)),
+            ("list", reader.list_dynamic(&kind, &ListOptions::default()).await.map(drop)),
+            ("watch", reader.watch_dynamic(&pointer, WatchOptions::default()).await.map(drop)),
+            ("kind watch", reader.watch_kind_dynamic(&kind, WatchKindOptions::bootstrap()).await.map(drop)),
+        ];
+        for (call, result) in refusals {
+            let err = result.err().unwrap_or_else(|| panic!("{type}: a reader's {call} should be refused"));
+            assert!(is_denied(&err), "{type}: {call}: expected permission denied, got {err:?}");
+        }
+        // The admin is not filtered.
+        admin.get_dynamic(&pointer).await.expect("the admin reads it");
+    }
+    // A public type is found by its definition's type, whatever the definition's ID.
+    let renamed = Kind::new(NAMESPACE, RENAMED_TYPE);
+    assert_eq!(reader.get_dynamic(&renamed.pointer("existing")).await.expect("readable").id(), "existing");
+    // Readers read the definitions themselves (they are not sensitive).
+    let definitions = Kind::new(META_NAMESPACE, ResourceDefinition::TYPE);
+    assert!(!reader.list_dynamic(&definitions, &ListOptions::default()).await.expect("definitions").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_without_role_is_refused() {
     let fixture = Fixture::start().await;
     let nobody = fixture.client(&["example:other"]).await.expect("the TLS handshake succeeds");
@@ -228,4 +299,90 @@ async fn unix_socket_is_private_and_removed_on_shutdown() {
     let _ = stop.send(());
     server.await.expect("the server task").expect("the server stops cleanly");
     assert!(!path.exists(), "the socket should be removed when the server stops");
+}
+
+#[tokio::test]
+async fn binding_removes_only_a_socket_nobody_answers_on() {
+    use std::os::unix::fs::PermissionsExt;
+
+    async fn bind(path: &std::path::Path) -> Result<cosi_grpc::Listening, ServeError> {
+        Server::new(MemoryState::default()).bind(&Endpoint::Unix(path.to_path_buf()), Security::Insecure).await
+    }
+
+    // A file that is not a socket is never removed.
+    let file = support::socket_path();
+    std::fs::write(&file, b"precious").expect("write a file");
+    let err = bind(&file).await.err();
+    assert!(matches!(err, Some(ServeError::Bind { .. })), "expected a bind error, got {err:?}");
+    assert_eq!(std::fs::read(&file).expect("the file is still there"), b"precious");
+
+    // A live server's socket is an error and keeps working.
+    let live = support::socket_path();
+    let listening = bind(&live).await.expect("bind");
+    tokio::spawn(listening.serve());
+    let err = bind(&live).await.err();
+    assert!(matches!(err, Some(ServeError::Bind { .. })), "expected a bind error, got {err:?}");
+    let client = Client::connect(&Endpoint::Unix(live.clone()), ClientSecurity::Insecure).await.expect("connect");
+    client.list_dynamic(&Kind::new(NAMESPACE, PUBLIC_TYPE), &ListOptions::default()).await.expect("still served");
+
+    // The socket of a server that died is replaced, restricted, and nothing
+    // of the binding is left beside it.
+    let dead = support::socket_path();
+    drop(std::os::unix::net::UnixListener::bind(&dead).expect("a socket"));
+    let _listening = bind(&dead).await.expect("a dead socket is replaced");
+    let mode = std::fs::metadata(&dead).expect("the socket exists").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let dir = dead.parent().expect("a directory");
+    let entries: Vec<_> =
+        std::fs::read_dir(dir).expect("list").map(|entry| entry.expect("entry").file_name()).collect();
+    assert_eq!(entries, [dead.file_name().expect("a name").to_owned()], "only the socket is left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_readers_watch_ends_when_its_type_becomes_sensitive() {
+    let fixture = Fixture::start().await;
+    let reader = fixture.client(&[READER_ROLE]).await.expect("the reader connects");
+    let admin = fixture.client(&[ADMIN_ROLE]).await.expect("the admin connects");
+    let kind = Kind::new(NAMESPACE, RENAMED_TYPE);
+    let mut watch = reader.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.expect("readable for now");
+
+    // The admin makes the type sensitive (its definition lives under another ID).
+    let options = DefinitionOptions { sensitivity: Sensitivity::Sensitive, ..DefinitionOptions::default() };
+    let sensitive = ResourceDefinition::new(RENAMED_TYPE, NAMESPACE, options).expect("a valid definition");
+    let pointer = Kind::new(META_NAMESPACE, ResourceDefinition::TYPE).pointer("renamed-public");
+    let stored = admin.get_dynamic(&pointer).await.expect("the definition");
+    let mut changed = DynamicResource::from(Typed::new_in(META_NAMESPACE, "renamed-public", sensitive));
+    changed.metadata.set_version(stored.metadata.version());
+    admin.update_dynamic(changed, UpdateOptions::default()).await.expect("the admin updates the definition");
+    admin.create_dynamic(resource(RENAMED_TYPE, "secret"), CreateOptions::default()).await.expect("create");
+
+    let event = tokio::time::timeout(std::time::Duration::from_secs(10), watch.recv())
+        .await
+        .expect("the watch ends within 10 s instead of retrying");
+    match event {
+        Some(cosi::state::Event::Errored { error }) => assert!(is_denied(&error), "expected a refusal, got {error:?}"),
+        other => panic!("the reader saw {other:?} after its type became sensitive"),
+    }
+    let after = tokio::time::timeout(std::time::Duration::from_secs(5), watch.recv()).await;
+    assert!(matches!(after, Ok(None)), "the watch ends after its error, got {after:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_definition_created_again_as_sensitive_is_seen_at_once() {
+    let fixture = Fixture::start().await;
+    let reader = fixture.client(&[READER_ROLE]).await.expect("the reader connects");
+    let admin = fixture.client(&[ADMIN_ROLE]).await.expect("the admin connects");
+    let resource = Kind::new(NAMESPACE, RENAMED_TYPE).pointer("existing");
+    reader.get_dynamic(&resource).await.expect("readable at first");
+
+    // Destroyed and created again under the same ID, at the same version, now sensitive.
+    let pointer = Kind::new(META_NAMESPACE, ResourceDefinition::TYPE).pointer("renamed-public");
+    admin.destroy_dynamic(&pointer, DestroyOptions::default()).await.expect("destroy the definition");
+    let options = DefinitionOptions { sensitivity: Sensitivity::Sensitive, ..DefinitionOptions::default() };
+    let sensitive = ResourceDefinition::new(RENAMED_TYPE, NAMESPACE, options).expect("a valid definition");
+    let again = DynamicResource::from(Typed::new_in(META_NAMESPACE, "renamed-public", sensitive));
+    admin.create_dynamic(again, CreateOptions::default()).await.expect("create it again");
+
+    let err = reader.get_dynamic(&resource).await.expect_err("now sensitive");
+    assert!(is_denied(&err), "expected a refusal, got {err:?}");
 }

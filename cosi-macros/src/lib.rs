@@ -8,6 +8,8 @@
 mod controller;
 mod ctxt;
 mod debug;
+#[cfg(test)]
+mod fuzz;
 mod parse;
 mod resource;
 mod system;

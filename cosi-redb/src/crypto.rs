@@ -1,14 +1,17 @@
 //! Encryption at rest of specs: AES-256-GCM with a key the caller supplies.
 //!
 //! A sealed spec is `0x01 || 12-byte random nonce || ciphertext and tag`, the
-//! layout of Go COSI's encryption marshaler. The record's key (namespace,
-//! type, ID) is the associated data, so a sealed spec moved to another record
-//! fails to open instead of being read as that record's spec.
+//! layout of Go COSI's encryption marshaler. The associated data binds it to
+//! its record: the record's key (namespace, type, ID) and, from record format
+//! 2 on, the record's whole clear header (metadata with its version, spec
+//! tag), so a sealed spec moved to another record, or an older one put back
+//! under newer metadata, fails to open (see `format.rs`).
 
 use std::fmt;
 
 use aes_gcm::aead::{Aead, Generate, Payload};
 use aes_gcm::{Aes256Gcm, KeyInit, Nonce};
+use zeroize::Zeroize;
 
 use crate::Error;
 
@@ -19,9 +22,16 @@ const TAG_LEN: usize = 16;
 
 /// A 256-bit AES key for encrypting specs at rest.
 ///
-/// Its `Debug` output never shows the key.
+/// Its `Debug` output never shows the key, and its bytes are overwritten with
+/// zeros when it is dropped (so are the cipher's round keys, when the store closes).
 #[derive(Clone, PartialEq, Eq)]
 pub struct EncryptionKey([u8; 32]);
+
+impl Drop for EncryptionKey {
+    fn drop(&mut self) {
+        self.0.zeroize();
+    }
+}
 
 impl EncryptionKey {
     /// A key from its 32 bytes.
@@ -59,7 +69,11 @@ pub(crate) struct Cipher(Aes256Gcm);
 
 impl Cipher {
     pub(crate) fn new(key: &EncryptionKey) -> Self {
-        Cipher(Aes256Gcm::new(&key.0.into()))
+        let mut bytes = aes_gcm::Key::<Aes256Gcm>::from(key.0);
+        let cipher = Cipher(Aes256Gcm::new(&bytes));
+        // The copy made for the key schedule is wiped too.
+        bytes.as_mut_slice().zeroize();
+        cipher
     }
 
     /// `plaintext` sealed, bound to `aad`.

@@ -1,6 +1,6 @@
 //! The stored format: two redb tables, one record per resource.
 //!
-//! - `cosi.meta` (`&str` → bytes): `format` = `[1]`, the version of this
+//! - `cosi.meta` (`&str` → bytes): `format` = `[2]`, the version of this
 //!   layout; `key-check`, present when specs are encrypted, is a sealed known
 //!   text, so a wrong key is told at open even in an empty store.
 //! - `cosi.resources` (`(namespace, type, ID)` → record), so a kind's
@@ -9,7 +9,7 @@
 //! A record is
 //!
 //! ```text
-//! 0x01                      record format
+//! 0x02                      record format
 //! u32 LE n, n bytes         the metadata as JSON (cosi's serde form of `Metadata`)
 //! u8 tag                    0 no spec, 1 encoded spec, 2 typed spec as YAML
 //! spec body                 to the end; sealed (see `crypto`) when the store encrypts
@@ -21,6 +21,19 @@
 //! an encoded spec with that YAML and no proto bytes, which typed reads decode
 //! (`Typed::try_from`, `get::<T>`). Every part has its length, so a cut
 //! record never reads as a shorter one.
+//!
+//! When the store encrypts, the body is sealed, even an empty one, with the
+//! record's key and its whole clear header (format, metadata with the
+//! version, owner, labels and finalizers, spec tag) as associated data: any
+//! change to the metadata, or an older sealed body put back under newer
+//! metadata, fails to open. (A whole older record put back, header and body,
+//! is as authentic as it was when written: detecting that needs a counter
+//! kept outside the file.)
+//!
+//! Record format 1 (store format 1) sealed only the body, bound to the key.
+//! Opening a format 1 store rewrites its encrypted records in format 2 and
+//! marks the store format 2, in one transaction; a format 2 store refuses a
+//! format 1 encrypted record. Unencrypted records of either format read alike.
 //!
 //! Decoding never trusts the bytes: every length is checked, and a record
 //! whose metadata names another resource than its key is refused.
@@ -39,11 +52,17 @@ pub(crate) const RESOURCES: TableDefinition<'static, (&str, &str, &str), &[u8]> 
 pub(crate) const META: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("cosi.meta");
 
 pub(crate) const FORMAT_KEY: &str = "format";
-pub(crate) const FORMAT_VERSION: u8 = 1;
+/// The store format this version writes.
+pub(crate) const FORMAT_VERSION: u8 = 2;
+/// The store format before records were authenticated whole; migrated at open.
+pub(crate) const LEGACY_FORMAT_VERSION: u8 = 1;
 pub(crate) const KEY_CHECK_KEY: &str = "key-check";
 pub(crate) const KEY_CHECK_TEXT: &[u8] = b"cosi-redb key check";
 
-const RECORD_FORMAT: u8 = 1;
+/// The record format this version writes.
+const RECORD_FORMAT: u8 = 2;
+/// Records whose sealed body was bound to their key only.
+const LEGACY_RECORD_FORMAT: u8 = 1;
 const SPEC_EMPTY: u8 = 0;
 const SPEC_ENCODED: u8 = 1;
 const SPEC_YAML: u8 = 2;
@@ -57,6 +76,14 @@ pub(crate) fn aad(namespace: &str, r#type: &str, id: &str) -> Vec<u8> {
         }
         aad.extend_from_slice(part.as_bytes());
     }
+    aad
+}
+
+/// The associated data of a format 2 record's sealed body: its key, then its clear header.
+fn record_aad(namespace: &str, r#type: &str, id: &str, header: &[u8]) -> Vec<u8> {
+    let mut aad = aad(namespace, r#type, id);
+    aad.push(0);
+    aad.extend_from_slice(header);
     aad
 }
 
@@ -93,36 +120,60 @@ pub(crate) fn encode(resource: &DynamicResource, cipher: Option<&Cipher>) -> Res
         }
         (None, None) => (SPEC_EMPTY, Vec::new()),
     };
-    let body = match cipher {
-        Some(cipher) if tag != SPEC_EMPTY => {
-            cipher.seal(&body, &aad(pointer.namespace(), pointer.r#type(), pointer.id()))?
-        }
-        _ => body,
-    };
-
-    let mut record = Vec::with_capacity(1 + 4 + metadata.len() + 1 + body.len());
+    let mut record = Vec::with_capacity(1 + 4 + metadata.len() + 1 + body.len() + 64);
     record.push(RECORD_FORMAT);
     record.extend_from_slice(&metadata_len.to_le_bytes());
     record.extend_from_slice(&metadata);
     record.push(tag);
-    record.extend_from_slice(&body);
+    match cipher {
+        Some(cipher) => {
+            let aad = record_aad(pointer.namespace(), pointer.r#type(), pointer.id(), &record);
+            let sealed = cipher.seal(&body, &aad)?;
+            record.extend_from_slice(&sealed);
+        }
+        None => record.extend_from_slice(&body),
+    }
     Ok(record)
 }
 
-/// The resource stored under `key` as `record`.
+/// The resource stored under `key` as `record`, in a store of the current format.
 pub(crate) fn decode(
+    key: (&str, &str, &str),
+    record: &[u8],
+    cipher: Option<&Cipher>,
+) -> Result<DynamicResource, Error> {
+    decode_with(key, record, cipher, false)
+}
+
+/// The resource stored under `key` as `record`, accepting the legacy record
+/// format even when encrypted: for migrating a format 1 store only.
+pub(crate) fn decode_legacy(
+    key: (&str, &str, &str),
+    record: &[u8],
+    cipher: Option<&Cipher>,
+) -> Result<DynamicResource, Error> {
+    decode_with(key, record, cipher, true)
+}
+
+fn decode_with(
     (namespace, r#type, id): (&str, &str, &str),
     record: &[u8],
     cipher: Option<&Cipher>,
+    legacy: bool,
 ) -> Result<DynamicResource, Error> {
     let corrupt =
         |reason: &str| Error::Corrupt { record: format!("{type}({namespace}/{id})"), reason: reason.to_owned() };
     let mut bytes = Reader(record);
-    match bytes.u8() {
-        Some(RECORD_FORMAT) => {}
+    let format = match bytes.u8() {
+        Some(RECORD_FORMAT) => RECORD_FORMAT,
+        // Without encryption the formats are the same but for this byte.
+        Some(LEGACY_RECORD_FORMAT) if legacy || cipher.is_none() => LEGACY_RECORD_FORMAT,
+        Some(LEGACY_RECORD_FORMAT) => {
+            return Err(corrupt("an encrypted record of format 1, not authenticated whole, in a format 2 store"));
+        }
         Some(other) => return Err(corrupt(&format!("unknown record format {other}"))),
         None => return Err(corrupt("the record is empty")),
-    }
+    };
     let metadata_len = bytes.u32().ok_or_else(|| corrupt("the record ends inside the metadata length"))?;
     let metadata = bytes.take(metadata_len as usize).ok_or_else(|| corrupt("the record ends inside the metadata"))?;
     let metadata: Metadata =
@@ -131,19 +182,28 @@ pub(crate) fn decode(
         return Err(corrupt(&format!("the record holds another resource, {}", metadata.pointer())));
     }
     let tag = bytes.u8().ok_or_else(|| corrupt("the record ends before the spec"))?;
+    let header = &record[..record.len() - bytes.0.len()];
+    let open = |aad: &[u8]| -> Result<Vec<u8>, Error> {
+        match cipher {
+            Some(cipher) => cipher.open(bytes.0, aad).map_err(|err| match err {
+                Error::Encryption(reason) => Error::Encryption(format!("{type}({namespace}/{id}): {reason}")),
+                other => other,
+            }),
+            None => Ok(bytes.0.to_vec()),
+        }
+    };
+    let body = match (format, tag) {
+        // Format 1 left an empty spec unsealed.
+        (LEGACY_RECORD_FORMAT, SPEC_EMPTY) => bytes.0.to_vec(),
+        (LEGACY_RECORD_FORMAT, _) => open(&aad(namespace, r#type, id))?,
+        _ => open(&record_aad(namespace, r#type, id, header))?,
+    };
     if tag == SPEC_EMPTY {
-        return match bytes.0.is_empty() {
+        return match body.is_empty() {
             true => Ok(DynamicResource::new(metadata, Spec::empty())),
             false => Err(corrupt("bytes follow an empty spec")),
         };
     }
-    let body = match cipher {
-        Some(cipher) => cipher.open(bytes.0, &aad(namespace, r#type, id)).map_err(|err| match err {
-            Error::Encryption(reason) => Error::Encryption(format!("{type}({namespace}/{id}): {reason}")),
-            other => other,
-        })?,
-        None => bytes.0.to_vec(),
-    };
     let spec = match tag {
         SPEC_ENCODED => {
             let mut body = Reader(&body);
@@ -211,6 +271,25 @@ fn put_text(out: &mut Vec<u8>, text: &str, pointer: &cosi::Pointer) -> Result<()
     Ok(())
 }
 
+/// A record as format 1 wrote it: the sealed body bound to the key only,
+/// an empty spec unsealed.
+#[cfg(test)]
+pub(crate) fn encode_legacy(resource: &DynamicResource, cipher: &Cipher) -> Vec<u8> {
+    let pointer = resource.metadata.pointer();
+    let record = encode(resource, None).expect("encode");
+    let mut bytes = Reader(&record[1..]);
+    let metadata_len = bytes.u32().expect("length") as usize;
+    let header_len = 1 + 4 + metadata_len + 1;
+    let (header, body) = record.split_at(header_len);
+    let mut legacy = header.to_vec();
+    legacy[0] = LEGACY_RECORD_FORMAT;
+    match header[header_len - 1] {
+        SPEC_EMPTY => (),
+        _ => legacy.extend(cipher.seal(body, &aad(pointer.namespace(), pointer.r#type(), pointer.id())).expect("seal")),
+    }
+    legacy
+}
+
 #[cfg(test)]
 mod tests {
     use cosi::testing::resources::PathResource;
@@ -273,5 +352,75 @@ mod tests {
         let wrong = Cipher::new(&EncryptionKey::new([2; 32]));
         assert!(matches!(decode(KEY, &record, Some(&wrong)), Err(Error::Encryption(_))));
         assert!(decode(("ns", "Things.test.dev", "b"), &record, Some(&cipher)).is_err());
+    }
+
+    #[test]
+    fn encrypted_records_are_authenticated_whole() {
+        let cipher = Cipher::new(&EncryptionKey::new([1; 32]));
+        let older = encoded(b"old secret", Some("a: old\n"));
+        let mut newer = encoded(b"new secret", Some("a: new\n"));
+        newer.metadata.set_version(cosi::Version::new(2));
+        let older_record = encode(&older, Some(&cipher)).expect("encode");
+        let newer_record = encode(&newer, Some(&cipher)).expect("encode");
+        assert_eq!(decode(KEY, &newer_record, Some(&cipher)).expect("decode"), newer);
+
+        // An older sealed spec put back under the newer metadata.
+        let header_len =
+            |record: &[u8]| 1 + 4 + u32::from_le_bytes(record[1..5].try_into().expect("4 bytes")) as usize + 1;
+        let mut spliced = newer_record[..header_len(&newer_record)].to_vec();
+        spliced.extend_from_slice(&older_record[header_len(&older_record)..]);
+        assert!(
+            matches!(decode(KEY, &spliced, Some(&cipher)), Err(Error::Encryption(_))),
+            "an older ciphertext under newer metadata was accepted"
+        );
+
+        // Metadata edited in the clear: a label, the version, a finalizer.
+        for (from, to) in [(&b"\"k\":\"v\""[..], &b"\"k\":\"w\""[..]), (b"\"f\"", b"\"g\"")] {
+            let at = newer_record.windows(from.len()).position(|w| w == from).expect("the clear metadata");
+            let mut edited = newer_record.clone();
+            edited[at..at + from.len()].copy_from_slice(to);
+            assert!(
+                matches!(decode(KEY, &edited, Some(&cipher)), Err(Error::Encryption(_))),
+                "metadata edited from {} to {} was accepted",
+                String::from_utf8_lossy(from),
+                String::from_utf8_lossy(to)
+            );
+        }
+
+        // A resource without a spec is sealed too, so its metadata is authenticated.
+        let tombstone = DynamicResource::tombstone(&cosi::Pointer::new("ns", "Things.test.dev", "a"));
+        let record = encode(&tombstone, Some(&cipher)).expect("encode");
+        assert_eq!(decode(KEY, &record, Some(&cipher)).expect("decode"), tombstone);
+        let mut edited = record.clone();
+        let at = edited.windows(9).position(|w| w == b"\"running\"").expect("the phase in the clear");
+        edited[at..at + 9].copy_from_slice(b"\"runnin_\"");
+        assert!(decode(KEY, &edited, Some(&cipher)).is_err(), "an unsealed empty spec left the metadata open");
+    }
+
+    #[test]
+    fn legacy_encrypted_records_are_read_only_for_migration() {
+        let cipher = Cipher::new(&EncryptionKey::new([1; 32]));
+        let resource = encoded(b"abc", Some("y"));
+        let legacy = encode_legacy(&resource, &cipher);
+        assert!(
+            matches!(decode(KEY, &legacy, Some(&cipher)), Err(Error::Corrupt { .. })),
+            "a format 1 encrypted record is refused in a format 2 store"
+        );
+        assert_eq!(decode_legacy(KEY, &legacy, Some(&cipher)).expect("migration reads it"), resource);
+
+        // The defect format 2 fixes: format 1 took an older sealed spec under newer metadata.
+        let mut newer = encoded(b"new", Some("n"));
+        newer.metadata.set_version(cosi::Version::new(2));
+        let newer_legacy = encode_legacy(&newer, &cipher);
+        let header_len =
+            |record: &[u8]| 1 + 4 + u32::from_le_bytes(record[1..5].try_into().expect("4 bytes")) as usize + 1;
+        let mut spliced = newer_legacy[..header_len(&newer_legacy)].to_vec();
+        spliced.extend_from_slice(&legacy[header_len(&legacy)..]);
+        let read = decode_legacy(KEY, &spliced, Some(&cipher)).expect("format 1 cannot tell");
+        assert_eq!((read.metadata.version(), &read.spec), (cosi::Version::new(2), &resource.spec));
+        // Without encryption the formats read alike.
+        let mut plain = encode(&resource, None).expect("encode");
+        plain[0] = LEGACY_RECORD_FORMAT;
+        assert_eq!(decode(KEY, &plain, None).expect("decode"), resource);
     }
 }

@@ -26,7 +26,10 @@
 //!   a fresh bookmark cookie, so a bookmark from before a restart is rejected
 //!   with [`Error::InvalidBookmark`](cosi::Error::InvalidBookmark), never misread.
 //! - **Encryption at rest** of specs, AES-256-GCM with a key the caller
-//!   supplies ([`Options::encryption_key`]). Metadata stays readable.
+//!   supplies ([`Options::encryption_key`]). Metadata stays readable but is
+//!   authenticated: each record is sealed whole (metadata, version, spec), so
+//!   an edited record, or an older spec put back under newer metadata, fails
+//!   to open. The key is wiped from memory when it is dropped.
 //! - **Bad files are errors.** A foreign, damaged or wrong-key file fails
 //!   [`RedbState::open`] with a [`Error`] that says so; it never panics.
 //!
@@ -77,7 +80,8 @@
 //! decode, each time, until the resource is written again (then its spec is
 //! the written Rust value, shared by reads as in memory). With encryption, a
 //! spec is stored as `0x01 || 12-byte nonce || ciphertext` (Go COSI's
-//! layout), bound to its record's key. `format.rs` has the byte layout.
+//! layout), bound to its record's key and clear header (record format 2; a
+//! store of format 1 is rewritten at open). `format.rs` has the byte layout.
 //!
 //! # Using it
 //!
@@ -99,6 +103,39 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use crypto::EncryptionKey;
+
+/// Not API: the record codec, for the fuzz targets of the workspace's `fuzz/`.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    use cosi::DynamicResource;
+
+    use crate::crypto::Cipher;
+    use crate::{EncryptionKey, Error};
+
+    /// The record of `resource`, as the store writes it.
+    pub fn encode_record(resource: &DynamicResource, key: Option<&EncryptionKey>) -> Result<Vec<u8>, Error> {
+        crate::format::encode(resource, key.map(Cipher::new).as_ref())
+    }
+
+    /// The resource a record under `key` holds, as the store reads it at open.
+    pub fn decode_record(
+        record_key: (&str, &str, &str),
+        record: &[u8],
+        key: Option<&EncryptionKey>,
+    ) -> Result<DynamicResource, Error> {
+        crate::format::decode(record_key, record, key.map(Cipher::new).as_ref())
+    }
+
+    /// As [`decode_record`], accepting format 1 records as a migration does.
+    pub fn decode_legacy_record(
+        record_key: (&str, &str, &str),
+        record: &[u8],
+        key: Option<&EncryptionKey>,
+    ) -> Result<DynamicResource, Error> {
+        crate::format::decode_legacy(record_key, record, key.map(Cipher::new).as_ref())
+    }
+}
 pub use state::{Options, RedbState};
 
 #[doc(no_inline)]

@@ -11,11 +11,13 @@ use cosi::state::{
     WatchOptions,
 };
 use cosi::{DynamicResource, Kind, Pointer, State};
-use redb::{Database, ReadableDatabase};
+use redb::{Database, ReadableDatabase, ReadableTable};
 
 use crate::Error;
 use crate::crypto::{Cipher, EncryptionKey};
-use crate::format::{FORMAT_KEY, FORMAT_VERSION, KEY_CHECK_KEY, KEY_CHECK_TEXT, META};
+use crate::format::{
+    self, FORMAT_KEY, FORMAT_VERSION, KEY_CHECK_KEY, KEY_CHECK_TEXT, LEGACY_FORMAT_VERSION, META, RESOURCES,
+};
 use crate::store::RedbStore;
 
 /// How to open a [`RedbState`].
@@ -60,11 +62,16 @@ impl RedbState {
     /// Opens the store at `path`, creating it when the file is missing or empty,
     /// and loads every stored resource.
     ///
+    /// A missing file is created with mode 0600, whatever the process umask:
+    /// the store holds the state of the machine, and its metadata is never
+    /// encrypted. An existing file keeps its mode.
+    ///
     /// This blocks on file I/O; from async code, call it in `spawn_blocking`.
     /// Fails with a clear [`Error`] when the file is another program's, damaged,
     /// encrypted with another key, or already open (by this process or another).
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Self, Error> {
         let path = path.as_ref().to_path_buf();
+        create_private(&path).map_err(|err| Error::Io(Arc::new(err)))?;
         let db = guard(&path, || redb::Builder::new().create(&path).map_err(|err| open_error(&path, err)))?;
         RedbState::start(db, path, options)
     }
@@ -174,6 +181,18 @@ impl State for RedbState {
     }
 }
 
+/// Creates `path` empty with mode 0600 unless something is there already, so
+/// that redb never creates it with the process umask.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
 /// Runs `read`, which reads the file, turning a panic into an error: redb
 /// may panic on a damaged file instead of returning an error, and a damaged
 /// file must be an error like any other bad input.
@@ -210,21 +229,55 @@ fn prepare(db: &Database, path: &Path, cipher: Option<&Cipher>) -> Result<(), Er
         }
         Err(err) => return Err(err.into()),
     };
-    match meta.get(FORMAT_KEY)?.map(|version| version.value().to_vec()).as_deref() {
-        Some([FORMAT_VERSION]) => {}
+    let legacy = match meta.get(FORMAT_KEY)?.map(|version| version.value().to_vec()).as_deref() {
+        Some([FORMAT_VERSION]) => false,
+        Some([LEGACY_FORMAT_VERSION]) => true,
         Some(other) => return Err(not_a_store(&format!("unknown format version {other:?}"))),
         None => return Err(not_a_store("it has no format version")),
-    }
+    };
     let check = meta.get(KEY_CHECK_KEY)?.map(|check| check.value().to_vec());
     match (check, cipher) {
-        (None, None) => Ok(()),
-        (None, Some(_)) => Err(Error::NotEncrypted),
-        (Some(_), None) => Err(Error::KeyRequired),
+        (None, None) => (),
+        (None, Some(_)) => return Err(Error::NotEncrypted),
+        (Some(_), None) => return Err(Error::KeyRequired),
         (Some(check), Some(cipher)) => match cipher.open(&check, KEY_CHECK_KEY.as_bytes()) {
-            Ok(text) if text == KEY_CHECK_TEXT => Ok(()),
-            _ => Err(Error::WrongKey),
+            Ok(text) if text == KEY_CHECK_TEXT => (),
+            _ => return Err(Error::WrongKey),
         },
     }
+    drop(meta);
+    drop(read);
+    match legacy {
+        true => migrate(db, cipher),
+        false => Ok(()),
+    }
+}
+
+/// Brings a format 1 store to format 2 in one transaction: its encrypted
+/// records are rewritten so that each is authenticated whole (see `format.rs`).
+fn migrate(db: &Database, cipher: Option<&Cipher>) -> Result<(), Error> {
+    let mut txn = db.begin_write()?;
+    txn.set_quick_repair(true);
+    {
+        let mut table = txn.open_table(RESOURCES)?;
+        if let Some(cipher) = cipher {
+            let mut records = Vec::new();
+            for entry in table.iter()? {
+                let (key, value) = entry?;
+                let (namespace, r#type, id) = key.value();
+                let resource = format::decode_legacy((namespace, r#type, id), value.value(), Some(cipher))?;
+                records.push(((namespace.to_owned(), r#type.to_owned(), id.to_owned()), resource));
+            }
+            for ((namespace, r#type, id), resource) in records {
+                let record = format::encode(&resource, Some(cipher))?;
+                table.insert((namespace.as_str(), r#type.as_str(), id.as_str()), record.as_slice())?;
+            }
+        }
+        let mut meta = txn.open_table(META)?;
+        meta.insert(FORMAT_KEY, [FORMAT_VERSION].as_slice())?;
+    }
+    txn.commit()?;
+    Ok(())
 }
 
 /// Writes the format version and, with a key, the key check into a new file.
@@ -237,7 +290,7 @@ fn initialize(db: &Database, cipher: Option<&Cipher>) -> Result<(), Error> {
         if let Some(cipher) = cipher {
             meta.insert(KEY_CHECK_KEY, cipher.seal(KEY_CHECK_TEXT, KEY_CHECK_KEY.as_bytes())?.as_slice())?;
         }
-        txn.open_table(crate::format::RESOURCES)?;
+        txn.open_table(RESOURCES)?;
     }
     txn.commit()?;
     Ok(())
@@ -326,5 +379,72 @@ mod tests {
 
         let nothing = tokio::time::timeout(std::time::Duration::from_millis(50), watch.recv()).await;
         assert!(nothing.is_err(), "a failed write published {nothing:?}");
+    }
+
+    /// A database in memory, shared so that it can be reopened.
+    #[derive(Debug, Clone)]
+    struct Shared(Arc<InMemoryBackend>);
+
+    impl StorageBackend for Shared {
+        fn len(&self) -> std::io::Result<u64> {
+            self.0.len()
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            self.0.read(offset, out)
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.0.set_len(len)
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.0.sync_data()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+            self.0.write(offset, data)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_format_1_store_is_migrated_at_open() {
+        let key = EncryptionKey::new([9; 32]);
+        let cipher = Cipher::new(&key);
+        let backend = Shared(Arc::new(InMemoryBackend::new()));
+        let resource = DynamicResource::from(Typed::new("old", PathResource { value: "kept".into() }));
+        let pointer = resource.metadata.pointer().clone();
+        {
+            // The file as format 1 left it.
+            let db = redb::Builder::new().create_with_backend(backend.clone()).expect("database");
+            let txn = db.begin_write().expect("write");
+            {
+                let mut meta = txn.open_table(META).expect("meta");
+                meta.insert(FORMAT_KEY, [LEGACY_FORMAT_VERSION].as_slice()).expect("format");
+                let check = cipher.seal(KEY_CHECK_TEXT, KEY_CHECK_KEY.as_bytes()).expect("seal");
+                meta.insert(KEY_CHECK_KEY, check.as_slice()).expect("check");
+                let mut resources = txn.open_table(RESOURCES).expect("resources");
+                let record = format::encode_legacy(&resource, &cipher);
+                resources
+                    .insert((pointer.namespace(), pointer.r#type(), pointer.id()), record.as_slice())
+                    .expect("record");
+            }
+            txn.commit().expect("commit");
+        }
+
+        let db = redb::Builder::new().create_with_backend(backend.clone()).expect("database");
+        let state = RedbState::start(db, PathBuf::from("legacy"), Options::default().encryption_key(key.clone()))
+            .expect("a format 1 store opens");
+        let read: Typed<PathResource> = state.get(&pointer).await.expect("the record reads back");
+        assert_eq!(read.value, "kept");
+        drop(state);
+
+        let db = redb::Builder::new().create_with_backend(backend).expect("database");
+        let txn = db.begin_read().expect("read");
+        let meta = txn.open_table(META).expect("meta");
+        assert_eq!(meta.get(FORMAT_KEY).expect("get").expect("format").value(), [FORMAT_VERSION]);
+        let resources = txn.open_table(RESOURCES).expect("resources");
+        let record =
+            resources.get((pointer.namespace(), pointer.r#type(), pointer.id())).expect("get").expect("record");
+        assert_eq!(record.value()[0], 2, "the record was rewritten in format 2");
+        let decoded =
+            format::decode((pointer.namespace(), pointer.r#type(), pointer.id()), record.value(), Some(&cipher));
+        assert_eq!(decoded.expect("decodes").metadata, resource.metadata);
     }
 }

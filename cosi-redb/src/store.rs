@@ -17,7 +17,9 @@
 //!   durable, so the history order is the durable order.
 //! - After a failed commit the store refuses every later write (redb asks for
 //!   a reopen after an I/O error): no write is acknowledged that might not be
-//!   durable, and memory never moves ahead of the file.
+//!   durable, and memory never moves ahead of the file. Writes queued while
+//!   the failing commit ran fail with it and are dropped, and the committer
+//!   stops: nothing whose writer was told it failed is ever committed.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -71,6 +73,16 @@ pub(crate) struct RedbStore {
 impl RedbStore {
     /// Reads everything stored, then hands the database to a committer thread.
     pub(crate) fn start(db: Database, cipher: Option<Cipher>) -> Result<Self, Error> {
+        RedbStore::start_with(db, cipher, commit)
+    }
+
+    /// [`RedbStore::start`] with the function that commits a batch: tests
+    /// inject failures through it.
+    fn start_with(
+        db: Database,
+        cipher: Option<Cipher>,
+        commit: impl Fn(&Database, &[Op]) -> Result<(), redb::Error> + Send + 'static,
+    ) -> Result<Self, Error> {
         let loaded = read_all(&db, cipher.as_ref())?;
         let shared =
             Arc::new(Shared { queue: Mutex::new(Queue::default()), work: Condvar::new(), done: Condvar::new() });
@@ -78,7 +90,7 @@ impl RedbStore {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
                 .name("cosi-redb-commit".to_owned())
-                .spawn(move || commit_loop(&shared, &db))
+                .spawn(move || commit_loop(&shared, &db, commit))
                 .map_err(|err| Error::Io(Arc::new(err)))?
         };
         Ok(RedbStore {
@@ -173,7 +185,7 @@ fn read_all(db: &Database, cipher: Option<&Cipher>) -> Result<Vec<DynamicResourc
     Ok(resources)
 }
 
-fn commit_loop(shared: &Shared, db: &Database) {
+fn commit_loop(shared: &Shared, db: &Database, commit: impl Fn(&Database, &[Op]) -> Result<(), redb::Error>) {
     loop {
         let (ops, last) = {
             let mut queue = shared.queue.lock();
@@ -193,10 +205,18 @@ fn commit_loop(shared: &Shared, db: &Database) {
             Ok(()) => {
                 queue.durable = last;
                 queue.commits += 1;
+                shared.done.notify_all();
             }
-            Err(err) => queue.failed = Some(Arc::new(Error::Failed(Box::new(err)))),
+            Err(err) => {
+                // Every write queued meanwhile was waiting on this store too:
+                // each of them fails now (their writers see `failed`), and
+                // none is ever committed, since the committer stops here.
+                queue.failed = Some(Arc::new(Error::Failed(Box::new(err))));
+                queue.ops.clear();
+                shared.done.notify_all();
+                return;
+            }
         }
-        shared.done.notify_all();
     }
 }
 
@@ -221,4 +241,131 @@ fn commit(db: &Database, ops: &[Op]) -> Result<(), redb::Error> {
     }
     txn.commit()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    use std::time::Duration;
+
+    use cosi::Metadata;
+    use redb::StorageBackend;
+    use redb::backends::InMemoryBackend;
+
+    use super::*;
+
+    const WORKING: u8 = 0;
+    /// The next commit is held until released, then fails without touching
+    /// the file; later commits work.
+    const HOLD_THEN_FAIL: u8 = 1;
+
+    /// A commit function whose next call can be held and failed.
+    #[derive(Clone)]
+    struct Injector {
+        mode: Arc<AtomicU8>,
+        /// Set while a commit is held; cleared to release it.
+        held: Arc<(Mutex<bool>, Condvar)>,
+    }
+
+    impl Injector {
+        fn commit(&self, db: &Database, ops: &[Op]) -> Result<(), redb::Error> {
+            if self.mode.compare_exchange(HOLD_THEN_FAIL, WORKING, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+                return commit(db, ops);
+            }
+            let (held, changed) = &*self.held;
+            let mut held = held.lock();
+            *held = true;
+            changed.notify_all();
+            while *held {
+                changed.wait(&mut held);
+            }
+            Err(redb::Error::Io(std::io::Error::other("injected commit failure")))
+        }
+
+        fn wait_held(&self) {
+            let (held, changed) = &*self.held;
+            let mut held = held.lock();
+            while !*held {
+                changed.wait(&mut held);
+            }
+        }
+
+        fn release(&self) {
+            let (held, changed) = &*self.held;
+            *held.lock() = false;
+            changed.notify_all();
+        }
+    }
+
+    /// A database in memory, shared so that it can be reopened.
+    #[derive(Debug, Clone)]
+    struct Shared(Arc<InMemoryBackend>);
+
+    impl StorageBackend for Shared {
+        fn len(&self) -> std::io::Result<u64> {
+            self.0.len()
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            self.0.read(offset, out)
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.0.set_len(len)
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.0.sync_data()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+            self.0.write(offset, data)
+        }
+    }
+
+    fn resource(id: &str) -> DynamicResource {
+        DynamicResource::new(Metadata::new("ns", "Things.test.cosi.dev", id), cosi::Spec::empty())
+    }
+
+    fn stored_ids(backend: Shared) -> Vec<String> {
+        let db = redb::Builder::new().create_with_backend(backend).expect("reopen");
+        read_all(&db, None).expect("read").into_iter().map(|resource| resource.metadata.id().to_owned()).collect()
+    }
+
+    #[test]
+    fn writes_queued_with_a_failed_commit_fail_and_are_never_committed() {
+        let backend = Shared(Arc::new(InMemoryBackend::new()));
+        let injector =
+            Injector { mode: Arc::new(AtomicU8::new(WORKING)), held: Arc::new((Mutex::new(false), Condvar::new())) };
+        let db = redb::Builder::new().create_with_backend(backend.clone()).expect("database");
+        let commits = injector.clone();
+        let store = RedbStore::start_with(db, None, move |db: &Database, ops: &[Op]| commits.commit(db, ops));
+        let store = Arc::new(store.expect("store"));
+        store.write(&[StoreWrite::Put(&resource("before"))]).expect("a write before the failure");
+        let commits = store.commits();
+
+        // The commit of `first` is held while `second` queues behind it.
+        injector.mode.store(HOLD_THEN_FAIL, Ordering::SeqCst);
+        let writer = |id: &'static str| {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || store.write(&[StoreWrite::Put(&resource(id))]))
+        };
+        let first = writer("first");
+        injector.wait_held();
+        let second = writer("second");
+        while store.shared.queue.lock().queued < 3 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // The held commit fails; committing works again from now on.
+        injector.release();
+        let first = first.join().expect("first writer");
+        let second = second.join().expect("second writer");
+        assert!(first.is_err(), "the failed commit's own write must fail");
+        assert!(second.is_err(), "a write queued with the failed commit must fail, got {second:?}");
+
+        // Give a committer that kept the queue every chance to commit it.
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(store.commits(), commits, "nothing was committed after the failure");
+        let later = store.write(&[StoreWrite::Put(&resource("later"))]);
+        assert!(later.is_err(), "the store refuses writes after a failed commit");
+        store.close();
+        drop(store);
+        assert_eq!(stored_ids(backend), ["before"], "only what was acknowledged is stored");
+    }
 }

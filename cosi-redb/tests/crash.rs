@@ -1,7 +1,8 @@
 //! Crash test: a writer killed with SIGKILL at a random moment loses nothing it acknowledged.
 //!
 //! The test re-executes its own binary as the writer (the environment
-//! variable `COSI_REDB_CRASH_CHILD` names the store). The writer runs
+//! variable `COSI_REDB_CRASH_CHILD` names the store; runs alternate between a
+//! plain and an encrypted store). The writer runs
 //! [`WRITERS`] tasks, two per namespace, so that their writes share commits
 //! both across and within collections; each task creates numbered resources
 //! one after another and prints `try W ID` before and `ack W ID` after every create. The parent kills it
@@ -31,7 +32,12 @@ use cosi_redb::{Options, RedbState};
 const CHILD_ENV: &str = "COSI_REDB_CRASH_CHILD";
 const RUN_ENV: &str = "COSI_REDB_CRASH_RUN";
 /// How many times the writer is killed; `COSI_REDB_CRASH_RUNS` overrides it.
-const RUNS: u32 = 25;
+/// Runs alternate between a plain and an encrypted store, so each is killed
+/// half as often.
+const RUNS: u32 = 50;
+/// Set in the writer's environment when it writes the encrypted store.
+const KEY_ENV: &str = "COSI_REDB_CRASH_ENCRYPTED";
+const KEY: [u8; 32] = [0x42; 32];
 const WRITERS: usize = 4;
 
 fn main() {
@@ -51,7 +57,10 @@ fn writer(path: &Path) {
     let run = std::env::var(RUN_ENV).expect("the parent names the run");
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     runtime.block_on(async {
-        let state = Arc::new(RedbState::open(path, Options::default()).expect("the writer cannot open the store"));
+        let state = Arc::new(
+            RedbState::open(path, options(std::env::var_os(KEY_ENV).is_some()))
+                .expect("the writer cannot open the store"),
+        );
         println!("ready");
         let tasks = (0..WRITERS).map(|w| {
             let state = Arc::clone(&state);
@@ -79,20 +88,50 @@ fn print_line(line: &str) {
     out.flush().expect("stdout");
 }
 
+fn options(encrypted: bool) -> Options {
+    match encrypted {
+        true => Options::default().encryption_key(KEY),
+        false => Options::default(),
+    }
+}
+
+/// One store the writer is killed over, and what it was ever asked to hold.
+struct Store {
+    path: std::path::PathBuf,
+    encrypted: bool,
+    /// Per writer task: what was ever attempted and acknowledged, over all runs.
+    attempted: Vec<BTreeSet<String>>,
+    acked: Vec<BTreeSet<String>>,
+    /// What the last check found stored.
+    stored: usize,
+}
+
 fn parent() {
     let runs = std::env::var("COSI_REDB_CRASH_RUNS").ok().and_then(|n| n.parse().ok()).unwrap_or(RUNS);
     let dir = tempfile::tempdir().expect("temporary directory");
-    let path = dir.path().join("crash.redb");
     let exe = std::env::current_exe().expect("the test binary");
     let random = RandomState::new();
-    // Per writer task: what was ever attempted and acknowledged, over all runs.
-    let mut attempted = vec![BTreeSet::<String>::new(); WRITERS];
-    let mut acked = vec![BTreeSet::<String>::new(); WRITERS];
+    let mut stores: Vec<Store> = [("plain.redb", false), ("encrypted.redb", true)]
+        .into_iter()
+        .map(|(name, encrypted)| Store {
+            path: dir.path().join(name),
+            encrypted,
+            attempted: vec![BTreeSet::new(); WRITERS],
+            acked: vec![BTreeSet::new(); WRITERS],
+            stored: 0,
+        })
+        .collect();
     let mut total_acked = 0usize;
 
     for run in 0..runs {
-        let mut child = Command::new(&exe)
-            .env(CHILD_ENV, &path)
+        let store = &mut stores[run as usize % 2];
+        let (path, attempted, acked) = (&store.path, &mut store.attempted, &mut store.acked);
+        let mut command = Command::new(&exe);
+        if store.encrypted {
+            command.env(KEY_ENV, "1");
+        }
+        let mut child = command
+            .env(CHILD_ENV, path)
             .env(RUN_ENV, format!("run{run:03}"))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -127,10 +166,20 @@ fn parent() {
         }
         total_acked += run_acked;
 
-        assert!(!needs_repair(&path), "run {run}: the file needed a repair after the kill");
-        check(&path, run, &attempted, &acked);
+        assert!(!needs_repair(path), "run {run}: the file needed a repair after the kill");
+        store.stored = check(path, store.encrypted, run, attempted, acked);
     }
     assert!(total_acked > 0, "the writers never got a write acknowledged");
+    for store in &stores {
+        let count = |sets: &[BTreeSet<String>]| sets.iter().map(BTreeSet::len).sum::<usize>();
+        println!(
+            "crash: {} store: {} acknowledged <= {} stored <= {} attempted",
+            if store.encrypted { "encrypted" } else { "plain" },
+            count(&store.acked),
+            store.stored,
+            count(&store.attempted)
+        );
+    }
     println!("crash: {runs} kills, {total_acked} acknowledged writes, all present");
     println!("crash: {runs} passed, 0 failed");
 }
@@ -147,10 +196,12 @@ fn needs_repair(path: &Path) -> bool {
     repaired.load(Ordering::SeqCst)
 }
 
-fn check(path: &Path, run: u32, attempted: &[BTreeSet<String>], acked: &[BTreeSet<String>]) {
+/// Checks acknowledged ⊆ stored ⊆ attempted; returns how many are stored.
+fn check(path: &Path, encrypted: bool, run: u32, attempted: &[BTreeSet<String>], acked: &[BTreeSet<String>]) -> usize {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     runtime.block_on(async {
-        let state = RedbState::open(path, Options::default()).expect("the store does not open after the kill");
+        let state = RedbState::open(path, options(encrypted)).expect("the store does not open after the kill");
+        let mut total = 0;
         for w in 0..WRITERS {
             let kind = Kind::new(namespace(w), <PathResource as Resource>::TYPE);
             let stored = state.list_dynamic(&kind, &ListOptions::default()).await.expect("list");
@@ -176,6 +227,8 @@ fn check(path: &Path, run: u32, attempted: &[BTreeSet<String>], acked: &[BTreeSe
                 in_flight.len() <= usize::try_from(run + 1).unwrap_or(usize::MAX),
                 "run {run}, writer {w}: more unacknowledged writes stored than were in flight: {in_flight:?}"
             );
+            total += ids.len();
         }
-    });
+        total
+    })
 }

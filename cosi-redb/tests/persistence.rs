@@ -365,6 +365,19 @@ async fn encryption_keys_are_checked_and_specs_are_not_in_the_clear() {
 }
 
 #[test]
+fn a_new_store_file_is_private_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = dir();
+    let path = file(dir.path());
+    // With the usual umask (022) a file created by redb alone is readable by everyone.
+    let state = open(&path, Options::default());
+    let mode = std::fs::metadata(&path).expect("the file exists").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "a new store must be readable by its owner only, got {mode:o}");
+    drop(state);
+}
+
+#[test]
 fn a_store_is_opened_once() {
     let dir = dir();
     let _state = open(&file(dir.path()), Options::default());

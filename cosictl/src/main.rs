@@ -39,9 +39,29 @@ enum Command {
 #[derive(Args)]
 struct ServeArgs {
     /// The state backend: memory, redb:PATH (a durable file, created when
-    /// missing) or etcd:http://HOST:PORT[,http://HOST:PORT...] (keys under /cosi).
+    /// missing) or etcd:URL[,URL...] with http:// or https:// URLs (keys under /cosi).
     #[arg(long, default_value = "memory")]
     state: serve::StateSpec,
+    /// The CA that signed etcd's server certificate (PEM); required for https:// etcd endpoints.
+    #[arg(long)]
+    etcd_ca: Option<PathBuf>,
+    /// The client certificate to present to etcd (PEM), for an etcd that requires one.
+    #[arg(long, requires_all = ["etcd_key", "etcd_ca"])]
+    etcd_cert: Option<PathBuf>,
+    /// The private key of --etcd-cert (PEM).
+    #[arg(long, requires = "etcd_cert")]
+    etcd_key: Option<PathBuf>,
+    /// The name etcd's certificate must carry, when it is not the endpoints' host.
+    #[arg(long, requires = "etcd_ca")]
+    etcd_server_name: Option<String>,
+    /// The etcd user to authenticate as, for an etcd with authentication enabled.
+    #[arg(long, requires = "etcd_password_file")]
+    etcd_user: Option<String>,
+    /// A file holding the password of --etcd-user (one trailing newline is
+    /// ignored). It must not be readable by group or others. There is no
+    /// option for the password itself: a command line is visible to every user.
+    #[arg(long, requires = "etcd_user")]
+    etcd_password_file: Option<PathBuf>,
     /// Where to listen: unix:PATH (mode 0600) or tcp://IP:PORT (mutual TLS unless --insecure).
     #[arg(long, default_value_t = default_endpoint())]
     listen: Endpoint,
@@ -57,6 +77,27 @@ struct ServeArgs {
     /// The CA that signs client certificates (PEM); their Organization names the role.
     #[arg(long)]
     client_ca: Option<PathBuf>,
+    /// A file holding the 256-bit key that encrypts specs at rest (redb only):
+    /// 32 raw bytes, or 64 hexadecimal digits. It must not be readable by
+    /// group or others. A store created with a key opens only with it.
+    #[arg(long)]
+    encryption_key_file: Option<PathBuf>,
+    /// The largest request message, in bytes.
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().max_message_size)]
+    max_message_size: usize,
+    /// The most watches one connection may hold open.
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().max_watches_per_connection)]
+    max_watches_per_connection: usize,
+    /// The most watches the server holds open in all.
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().max_watches)]
+    max_watches: usize,
+    /// Seconds between keepalive pings on an idle connection; a peer that does
+    /// not answer within 10 seconds is disconnected.
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().keepalive_interval.as_secs())]
+    keepalive_interval: u64,
+    /// Seconds a graceful shutdown waits for calls in flight before closing their connections.
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().shutdown_grace.as_secs())]
+    shutdown_grace: u64,
 }
 
 /// How `get` and `graph` reach the server. Global, so they may come before
@@ -99,6 +140,10 @@ enum CliError {
     Read { path: PathBuf, source: std::io::Error },
     #[error("cannot open the state {state}: {reason}")]
     Open { state: String, reason: String },
+    #[error("cannot use the encryption key file {path}: {reason}")]
+    Key { path: PathBuf, reason: String },
+    #[error("cannot use the etcd password file {path}: {reason}")]
+    Password { path: PathBuf, reason: String },
     #[error("{0}")]
     Usage(String),
     #[error("cannot write the output: {0}")]

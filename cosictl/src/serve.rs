@@ -5,17 +5,26 @@
 //!   listens: the server never serves a state it could not open.
 //! - Reaching etcd is bounded by [`ETCD_CONNECT_TIMEOUT`]: etcd's client
 //!   connects lazily, so an unreachable cluster would otherwise hang the first call.
-//! - On SIGTERM or SIGINT the server stops, then the last handle on the
-//!   backend is dropped before the process exits: a redb file is committed
-//!   and closed, and opens again without repair.
+//! - On SIGTERM or SIGINT the server stops (waiting at most `--shutdown-grace`
+//!   for calls in flight), then the last handle on the backend is dropped
+//!   before the process exits: a redb file is committed and closed, and opens
+//!   again without repair.
+//! - Secrets stay closed: a new redb file is created 0600 (by `cosi_redb`),
+//!   and an encryption key file readable by group or others is refused.
+//! - etcd is reached over TLS for `https://` endpoints (`--etcd-ca`, and a
+//!   client certificate with `--etcd-cert`/`--etcd-key`), and as a user with
+//!   `--etcd-user` and a password read from a private file, never from the
+//!   command line. A password is never sent in plaintext off this machine:
+//!   with `http://` endpoints it is refused unless every one is on loopback.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cosi::state::{MemoryState, Registry, State};
-use cosi_grpc::{Endpoint, Security, Server, ServerTls};
+use cosi_grpc::{Endpoint, Limits, Security, Server, ServerTls};
+use zeroize::Zeroize;
 
 use crate::{CliError, ServeArgs, read};
 
@@ -32,7 +41,8 @@ pub enum StateSpec {
     Memory,
     /// `redb:PATH`: a durable redb file, created when missing.
     Redb(PathBuf),
-    /// `etcd:URL[,URL...]`: an etcd cluster, keys under `/cosi`.
+    /// `etcd:URL[,URL...]`: an etcd cluster (`http://` or, with TLS settings,
+    /// `https://` URLs, all of one scheme), keys under `/cosi`.
     Etcd(Vec<String>),
 }
 
@@ -50,30 +60,57 @@ impl FromStr for StateSpec {
             ("redb", _) => Err("redb needs a file: redb:PATH".into()),
             ("etcd", Some(endpoints)) => {
                 let endpoints: Vec<String> = endpoints.split(',').map(str::to_owned).collect();
-                match endpoints.iter().find(|url| !is_etcd_url(url)) {
-                    Some(bad) => Err(format!(
-                        "{bad:?} is not an etcd endpoint: expected etcd:http://HOST:PORT[,http://HOST:PORT...]"
-                    )),
-                    None => Ok(StateSpec::Etcd(endpoints)),
+                if let Some(bad) = endpoints.iter().find(|url| etcd_url(url).is_none()) {
+                    return Err(format!(
+                        "{bad:?} is not an etcd endpoint: expected etcd:http://HOST:PORT[,...] or etcd:https://HOST:PORT[,...]"
+                    ));
                 }
+                let https = endpoints.iter().filter(|url| url.starts_with("https://")).count();
+                if https != 0 && https != endpoints.len() {
+                    return Err("etcd endpoints must all be http:// or all be https://".into());
+                }
+                Ok(StateSpec::Etcd(endpoints))
             }
-            _ => Err(format!("unknown state {text:?}: expected memory, redb:PATH or etcd:http://HOST:PORT[,...]")),
+            _ => Err(format!("unknown state {text:?}: expected memory, redb:PATH or etcd:http(s)://HOST:PORT[,...]")),
         }
     }
 }
 
-/// `http://HOST:PORT`, with a host and a port.
-fn is_etcd_url(url: &str) -> bool {
-    url.strip_prefix("http://")
-        .and_then(|authority| authority.trim_end_matches('/').rsplit_once(':'))
-        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
+/// The host of `http://HOST:PORT` or `https://HOST:PORT`, when `url` is one
+/// (with a host and a port).
+fn etcd_url(url: &str) -> Option<&str> {
+    let authority = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"))?;
+    let (host, port) = authority.trim_end_matches('/').rsplit_once(':')?;
+    (!host.is_empty() && port.parse::<u16>().is_ok()).then_some(host)
+}
+
+/// Whether `host` (as written in a URL) is this machine's loopback.
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Opens the backend, publishes the default definitions, serves until a signal, closes the backend.
 pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let security = security(&args)?;
-    let state = open(&args.state).await?;
-    let listening = Server::new(Arc::clone(&state)).bind(&args.listen, security).await?;
+    let key = match (&args.encryption_key_file, &args.state) {
+        (None, _) => None,
+        (Some(path), StateSpec::Redb(_)) => Some(read_key(path)?),
+        (Some(_), _) => {
+            return Err(CliError::Usage("--encryption-key-file needs a redb state (--state redb:PATH)".into()));
+        }
+    };
+    let limits = Limits {
+        max_message_size: args.max_message_size,
+        max_watches_per_connection: args.max_watches_per_connection,
+        max_watches: args.max_watches,
+        keepalive_interval: Duration::from_secs(args.keepalive_interval),
+        shutdown_grace: Duration::from_secs(args.shutdown_grace),
+        ..Limits::default()
+    };
+    let etcd = etcd_options(&args)?;
+    let state = open(&args.state, key, etcd).await?;
+    let listening = Server::new(Arc::clone(&state)).limits(limits).bind(&args.listen, security).await?;
     println!("listening on {}", listening.endpoint());
     let served = listening.serve_with_shutdown(shutdown_signal()).await;
     close(state).await;
@@ -96,18 +133,138 @@ fn security(args: &ServeArgs) -> Result<Security, CliError> {
     }
 }
 
+/// The etcd options the `--etcd-*` flags give; refused when they do not fit
+/// the `--state` (any of them without etcd, https endpoints without a CA,
+/// a CA with http endpoints, a password for a non-loopback http endpoint).
+fn etcd_options(args: &ServeArgs) -> Result<cosi_etcd::Options, CliError> {
+    let given = args.etcd_ca.is_some() || args.etcd_user.is_some();
+    let StateSpec::Etcd(endpoints) = &args.state else {
+        return match given {
+            true => Err(CliError::Usage("the --etcd-* options need an etcd state (--state etcd:URL)".into())),
+            false => Ok(cosi_etcd::Options::default()),
+        };
+    };
+    let https = endpoints.iter().all(|url| url.starts_with("https://"));
+    let tls = match (&args.etcd_ca, https) {
+        (Some(ca), true) => Some(cosi_etcd::Tls {
+            server_ca: read(ca)?,
+            client: match (&args.etcd_cert, &args.etcd_key) {
+                (Some(cert), Some(key)) => {
+                    Some(cosi_etcd::ClientCertificate { certificate: read(cert)?, key: read(key)? })
+                }
+                _ => None,
+            },
+            server_name: args.etcd_server_name.clone(),
+        }),
+        (None, false) => None,
+        (None, true) => return Err(CliError::Usage("https:// etcd endpoints need --etcd-ca".into())),
+        (Some(_), false) => {
+            return Err(CliError::Usage("--etcd-ca is for https:// etcd endpoints; these are http://".into()));
+        }
+    };
+    let credentials = match (&args.etcd_user, &args.etcd_password_file) {
+        (Some(user), Some(path)) => {
+            let off_machine = endpoints.iter().filter_map(|url| etcd_url(url)).any(|host| !is_loopback(host));
+            if !https && off_machine {
+                return Err(CliError::Usage(
+                    "--etcd-user would send the password in plaintext: use https:// endpoints (with --etcd-ca) \
+                     for an etcd off this machine"
+                        .into(),
+                ));
+            }
+            Some(cosi_etcd::Credentials { user: user.clone(), password: read_password(path)? })
+        }
+        _ => None,
+    };
+    Ok(cosi_etcd::Options { connect_timeout: ETCD_CONNECT_TIMEOUT, tls, credentials, ..cosi_etcd::Options::default() })
+}
+
+/// Refuses a secret's file that group or others may read.
+fn private_file(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+
+    let mode = std::fs::metadata(path).map_err(|err| err.to_string())?.permissions().mode();
+    if mode & 0o077 != 0 {
+        return Err(format!("its mode {:o} lets group or others read it; chmod 600 it", mode & 0o777));
+    }
+    Ok(())
+}
+
+/// The password in `path`, a private file: its text without one trailing newline.
+fn read_password(path: &Path) -> Result<String, CliError> {
+    let bad = |reason: String| CliError::Password { path: path.to_path_buf(), reason };
+    private_file(path).map_err(bad)?;
+    let mut text = std::fs::read_to_string(path).map_err(|err| bad(err.to_string()))?;
+    let kept = text.strip_suffix('\n').map(|rest| rest.strip_suffix('\r').unwrap_or(rest)).map(str::len);
+    if let Some(kept) = kept {
+        // Truncated in place, so no second copy of the password is left behind.
+        text.truncate(kept);
+    }
+    if text.is_empty() {
+        return Err(bad("it is empty".into()));
+    }
+    Ok(text)
+}
+
+/// The encryption key in `path`: 32 raw bytes or 64 hexadecimal digits
+/// (surrounding whitespace ignored), in a file only its owner can read.
+fn read_key(path: &Path) -> Result<cosi_redb::EncryptionKey, CliError> {
+    let bad = |reason: String| CliError::Key { path: path.to_path_buf(), reason };
+    private_file(path).map_err(bad)?;
+    let mut bytes = std::fs::read(path).map_err(|err| bad(err.to_string()))?;
+    let key = match bytes.len() {
+        32 => cosi_redb::EncryptionKey::try_from(bytes.as_slice()).map_err(|err| bad(err.to_string())),
+        _ => {
+            let text = std::str::from_utf8(&bytes).map(str::trim).unwrap_or_default();
+            match (text.len(), decode_hex(text)) {
+                (64, Some(mut decoded)) => {
+                    let key =
+                        cosi_redb::EncryptionKey::try_from(decoded.as_slice()).map_err(|err| bad(err.to_string()));
+                    decoded.zeroize();
+                    key
+                }
+                _ => {
+                    Err(bad(format!("it holds {} bytes: expected 32 raw bytes or 64 hexadecimal digits", bytes.len())))
+                }
+            }
+        }
+    };
+    // The bytes read are wiped; the key wipes itself when dropped.
+    bytes.zeroize();
+    key
+}
+
+fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    let digits = text.as_bytes();
+    digits.len().is_multiple_of(2).then_some(())?;
+    digits
+        .chunks(2)
+        .map(|pair| {
+            let high = char::from(pair[0]).to_digit(16)?;
+            let low = char::from(pair[1]).to_digit(16)?;
+            u8::try_from(high * 16 + low).ok()
+        })
+        .collect()
+}
+
 /// The backend, open and holding the default namespaces and definitions.
-async fn open(spec: &StateSpec) -> Result<Arc<dyn State>, CliError> {
+async fn open(
+    spec: &StateSpec,
+    key: Option<cosi_redb::EncryptionKey>,
+    etcd: cosi_etcd::Options,
+) -> Result<Arc<dyn State>, CliError> {
     let state: Arc<dyn State> = match spec {
         StateSpec::Memory => Arc::new(MemoryState::default()),
         StateSpec::Redb(path) => {
             let opening = path.clone();
+            let mut options = cosi_redb::Options::default();
+            if let Some(key) = key {
+                options = options.encryption_key(key);
+            }
             // Opening reads the whole file: keep it off the async threads.
-            let opened = tokio::task::spawn_blocking(move || {
-                cosi_redb::RedbState::open(&opening, cosi_redb::Options::default())
-            })
-            .await
-            .map_err(|err| CliError::Open { state: format!("redb:{}", path.display()), reason: err.to_string() })?;
+            let opened = tokio::task::spawn_blocking(move || cosi_redb::RedbState::open(&opening, options))
+                .await
+                .map_err(|err| CliError::Open { state: format!("redb:{}", path.display()), reason: err.to_string() })?;
             let redb = opened
                 .map_err(|err| CliError::Open { state: format!("redb:{}", path.display()), reason: err.to_string() })?;
             Arc::new(redb)
@@ -115,9 +272,11 @@ async fn open(spec: &StateSpec) -> Result<Arc<dyn State>, CliError> {
         StateSpec::Etcd(endpoints) => {
             let unreachable =
                 |reason: String| CliError::Open { state: format!("etcd:{}", endpoints.join(",")), reason };
-            let options = cosi_etcd::Options { connect_timeout: ETCD_CONNECT_TIMEOUT, ..cosi_etcd::Options::default() };
-            let etcd =
-                cosi_etcd::EtcdState::connect(endpoints, options).await.map_err(|err| unreachable(err.to_string()))?;
+            // Connecting authenticates when a user is given: bounded like the first call.
+            let connected = tokio::time::timeout(ETCD_CONNECT_TIMEOUT, cosi_etcd::EtcdState::connect(endpoints, etcd))
+                .await
+                .map_err(|_| unreachable(format!("no answer within {}s", ETCD_CONNECT_TIMEOUT.as_secs())))?;
+            let etcd = connected.map_err(|err| unreachable(err.to_string()))?;
             // The client connects lazily: the first call tells whether etcd answers.
             let registered = tokio::time::timeout(ETCD_CONNECT_TIMEOUT, Registry::new(&etcd).register_defaults()).await;
             match registered {
@@ -167,6 +326,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn loopback_hosts_are_recognised_and_nothing_else_is() {
+        for host in ["localhost", "127.0.0.1", "127.8.9.10", "[::1]"] {
+            assert!(is_loopback(host), "{host}");
+        }
+        for host in ["10.0.0.2", "etcd.example", "[::2]", "localhost.example", "0.0.0.0"] {
+            assert!(!is_loopback(host), "{host}");
+        }
+    }
+
+    #[test]
     fn state_specs_parse_and_malformed_ones_say_what_is_expected() {
         assert_eq!("memory".parse(), Ok(StateSpec::Memory));
         assert_eq!("redb:/var/lib/cosi.redb".parse(), Ok(StateSpec::Redb("/var/lib/cosi.redb".into())));
@@ -174,6 +343,10 @@ mod tests {
         assert_eq!(
             "etcd:http://127.0.0.1:2379,http://10.0.0.2:2379/".parse(),
             Ok(StateSpec::Etcd(vec!["http://127.0.0.1:2379".into(), "http://10.0.0.2:2379/".into()]))
+        );
+        assert_eq!(
+            "etcd:https://etcd.example:2379".parse(),
+            Ok(StateSpec::Etcd(vec!["https://etcd.example:2379".into()]))
         );
         for (text, expected) in [
             ("", "unknown state"),
@@ -187,6 +360,8 @@ mod tests {
             ("etcd:http://127.0.0.1:2379,", "not an etcd endpoint"),
             ("etcd:http://:2379", "not an etcd endpoint"),
             ("etcd:http://h:99999", "not an etcd endpoint"),
+            ("etcd:unix:///run/etcd.sock", "not an etcd endpoint"),
+            ("etcd:https://a:1,http://b:2", "all be https://"),
         ] {
             let err = text.parse::<StateSpec>().expect_err(text);
             assert!(err.contains(expected), "{text:?}: {err}");

@@ -25,8 +25,14 @@ async fn serve() -> Served {
 
 /// `cosictl serve --state STATE` on a free loopback port.
 async fn serve_state(state: &str) -> Served {
+    serve_with(&["--state", state]).await
+}
+
+/// `cosictl serve ARGS` on a free loopback port.
+async fn serve_with(args: &[&str]) -> Served {
     let mut child = tokio::process::Command::new(COSICTL)
-        .args(["serve", "--state", state, "--listen", "tcp://127.0.0.1:0", "--insecure"])
+        .args(["serve", "--listen", "tcp://127.0.0.1:0", "--insecure"])
+        .args(args)
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -195,14 +201,76 @@ fn hostname(endpoint: &str) -> serde_json::Value {
 
 /// `cosictl serve` that must fail, with a message containing `expected` and no panic.
 fn serve_fails(state: &str, expected: &str) {
+    serve_with_fails(&["--state", state], expected);
+}
+
+/// `cosictl serve ARGS` that must fail, with a message containing `expected` and no panic.
+fn serve_with_fails(args: &[&str], expected: &str) {
     let output = Command::new(COSICTL)
-        .args(["serve", "--state", state, "--listen", "tcp://127.0.0.1:0", "--insecure"])
+        .args(["serve", "--listen", "tcp://127.0.0.1:0", "--insecure"])
+        .args(args)
         .output()
         .expect("cosictl runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "serve --state {state} should fail");
-    assert!(stderr.contains(expected), "serve --state {state}: expected {expected:?} in {stderr}");
-    assert!(!stderr.contains("panicked"), "serve --state {state} panicked: {stderr}");
+    assert!(!output.status.success(), "serve {args:?} should fail");
+    assert!(stderr.contains(expected), "serve {args:?}: expected {expected:?} in {stderr}");
+    assert!(!stderr.contains("panicked"), "serve {args:?} panicked: {stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_redb_keeps_secrets_closed() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("state.redb");
+    let state = format!("redb:{}", path.display());
+    let key = dir.path().join("key");
+    std::fs::write(&key, format!("{}\n", "5a".repeat(32))).expect("write the key");
+
+    // A key file others can read is refused.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let key_arg = key.display().to_string();
+    serve_with_fails(&["--state", &state, "--encryption-key-file", &key_arg], "chmod 600");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    serve_with_fails(&["--state", "memory", "--encryption-key-file", &key_arg], "needs a redb state");
+    let short = dir.path().join("short");
+    std::fs::write(&short, "abc").expect("write");
+    std::fs::set_permissions(&short, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    serve_with_fails(&["--state", &state, "--encryption-key-file", &short.display().to_string()], "64 hexadecimal");
+
+    let mut served = serve_with(&["--state", &state, "--encryption-key-file", &key_arg]).await;
+    populate(&served.endpoint).await;
+    assert_eq!(hostname(&served.endpoint)["spec"]["hostname"], "talos");
+    served.terminate().await;
+
+    let mode = std::fs::metadata(&path).expect("the store exists").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the store file must be private, got {mode:o}");
+    let bytes = std::fs::read(&path).expect("read the store");
+    assert!(!bytes.windows(b"talos".len()).any(|window| window == b"talos"), "a spec is stored in the clear");
+    serve_fails(&state, "open it with its key");
+    let mut served = serve_with(&["--state", &state, "--encryption-key-file", &key_arg]).await;
+    assert_eq!(hostname(&served.endpoint)["spec"]["hostname"], "talos", "the key opens the store again");
+    served.terminate().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_applies_its_limit_flags() {
+    let mut served = serve_with(&["--max-watches-per-connection", "2", "--max-message-size", "65536"]).await;
+    let endpoint: Endpoint = served.endpoint.parse().expect("endpoint");
+    let client = Client::connect(&endpoint, ClientSecurity::Insecure).await.expect("connect");
+    let kind = cosi::resource::Kind::new("network", "Hostnames.net.example.org");
+    let mut watches = Vec::new();
+    for _ in 0..2 {
+        let options = cosi::state::WatchKindOptions::default();
+        watches.push(client.watch_kind_dynamic(&kind, options).await.expect("within the limit"));
+    }
+    let refused = client.watch_kind_dynamic(&kind, cosi::state::WatchKindOptions::default()).await;
+    let Err(err) = refused else { panic!("a third watch on one connection is refused") };
+    assert!(err.to_string().contains("limit of 2 open watches"), "{err}");
+    let big = resource("Hostnames.net.example.org", "big", &"x".repeat(100_000));
+    let err = client.create_dynamic(big, CreateOptions::default()).await.expect_err("over --max-message-size");
+    assert!(err.to_string().contains("message length too large"), "{err}");
+    served.terminate().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -249,6 +317,79 @@ async fn serve_etcd_serves_the_cluster_and_survives_a_restart() {
     let mut served = serve_state(&state).await;
     assert_eq!(hostname(&served.endpoint)["spec"]["hostname"], "talos");
     served.terminate().await;
+}
+
+/// Writes `contents` to `name` in `dir`, readable by its owner only.
+fn private_file(dir: &std::path::Path, name: &str, contents: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+
+    let path = dir.join(name);
+    std::fs::write(&path, contents).expect("write a file");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    path.display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_etcd_over_tls_with_a_client_certificate() {
+    let Some(etcd) = cosi_etcd::testing::EtcdServer::start_tls() else { return };
+    let state = format!("etcd:{}", etcd.endpoint());
+    let tls = etcd.tls().expect("a TLS server's client settings");
+    let client = tls.client.clone().expect("a client certificate");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let ca = private_file(dir.path(), "ca.pem", &tls.server_ca);
+    let cert = private_file(dir.path(), "client.pem", &client.certificate);
+    let key = private_file(dir.path(), "client-key.pem", &client.key);
+
+    let mut served = serve_with(&["--state", &state, "--etcd-ca", &ca, "--etcd-cert", &cert, "--etcd-key", &key]).await;
+    populate(&served.endpoint).await;
+    assert_eq!(hostname(&served.endpoint)["spec"]["hostname"], "talos");
+    served.terminate().await;
+
+    serve_fails(&state, "https:// etcd endpoints need --etcd-ca");
+    // etcd requires a client certificate: without one, nothing is served.
+    serve_with_fails(&["--state", &state, "--etcd-ca", &ca], &format!("cannot open the state {state}"));
+    serve_with_fails(&["--state", &state, "--etcd-ca", &ca, "--etcd-cert", &cert], "--etcd-key");
+    let plain = state.replacen("https://", "http://", 1);
+    serve_with_fails(&["--state", &plain, "--etcd-ca", &ca], "--etcd-ca is for https://");
+    serve_with_fails(&["--state", "memory", "--etcd-ca", &ca], "need an etcd state");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_etcd_as_a_user_with_a_password_file() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let Some(etcd) = cosi_etcd::testing::EtcdServer::start_with_auth() else { return };
+    let state = format!("etcd:{}", etcd.endpoint());
+    let credentials = etcd.credentials().expect("an authenticating server's user");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let password = private_file(dir.path(), "password", &format!("{}\n", credentials.password));
+    let user = credentials.user.as_str();
+
+    let mut served = serve_with(&["--state", &state, "--etcd-user", user, "--etcd-password-file", &password]).await;
+    populate(&served.endpoint).await;
+    assert_eq!(hostname(&served.endpoint)["spec"]["hostname"], "talos");
+    served.terminate().await;
+
+    // Without the user etcd refuses every call; a wrong password fails at once, saying why.
+    serve_fails(&state, "user name is empty");
+    let wrong = private_file(dir.path(), "wrong", "not the password");
+    serve_with_fails(
+        &["--state", &state, "--etcd-user", user, "--etcd-password-file", &wrong],
+        "authentication failed",
+    );
+    // The password never goes on the command line, nor in a file others can read.
+    serve_with_fails(&["--state", &state, "--etcd-user", user, "--etcd-password", "secret"], "--etcd-password");
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    serve_with_fails(&["--state", &state, "--etcd-user", user, "--etcd-password-file", &password], "chmod 600");
+    std::fs::set_permissions(&password, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    serve_with_fails(&["--state", &state, "--etcd-user", user], "--etcd-password-file");
+    let empty = private_file(dir.path(), "empty", "\n");
+    serve_with_fails(&["--state", &state, "--etcd-user", user, "--etcd-password-file", &empty], "it is empty");
+    // Off this machine, a password goes only over TLS (refused before any connection is made).
+    serve_with_fails(
+        &["--state", "etcd:http://192.0.2.1:2379", "--etcd-user", user, "--etcd-password-file", &password],
+        "in plaintext",
+    );
 }
 
 #[test]

@@ -48,6 +48,13 @@ pub(crate) use self::streams::{KeepAlive, WatchStream};
 /// limit is a clear error rather than an allocation of whatever etcd sends.
 pub(crate) const MAX_MESSAGE_SIZE: usize = 64 * 1024 * 1024;
 
+/// The largest watch response this client joins from the fragments etcd
+/// split it into: 256 MiB, four full messages. etcd splits a response into
+/// fragments of at most its request limit, but how many fragments one
+/// response has is etcd's choice; past this, joining them is refused rather
+/// than held in memory, and the watch's reader is told.
+pub(crate) const MAX_WATCH_RESPONSE: usize = 4 * MAX_MESSAGE_SIZE;
+
 /// How many keys the first page of a listing asks for; a page too large for
 /// [`MAX_MESSAGE_SIZE`] is asked for again with half as many.
 const LIST_PAGE: i64 = 1000;
@@ -133,6 +140,14 @@ pub enum EtcdError {
         /// What was wrong with the answer.
         reason: String,
     },
+    /// etcd answered with more than this client accepts.
+    #[error("etcd {call}: the answer is larger than this client's limit of {limit} bytes")]
+    TooLarge {
+        /// The gRPC method.
+        call: &'static str,
+        /// The limit, in bytes.
+        limit: usize,
+    },
 }
 
 impl EtcdError {
@@ -140,7 +155,7 @@ impl EtcdError {
     pub fn status(&self) -> Option<&Status> {
         match self {
             EtcdError::Status { status, .. } => Some(status),
-            EtcdError::Endpoint { .. } | EtcdError::Response { .. } => None,
+            EtcdError::Endpoint { .. } | EtcdError::Response { .. } | EtcdError::TooLarge { .. } => None,
         }
     }
 
@@ -148,8 +163,19 @@ impl EtcdError {
         move |status| EtcdError::Status { call, status }
     }
 
-    fn response(call: &'static str, reason: impl Into<String>) -> EtcdError {
+    pub(crate) fn response(call: &'static str, reason: impl Into<String>) -> EtcdError {
         EtcdError::Response { call, reason: reason.into() }
+    }
+
+    /// Whether the answer can never be received: it exceeds [`MAX_MESSAGE_SIZE`]
+    /// (or a joined watch response [`MAX_WATCH_RESPONSE`]), so asking again
+    /// would only receive it again.
+    pub(crate) fn too_large(&self) -> bool {
+        match self {
+            EtcdError::Status { status, .. } => too_large(status),
+            EtcdError::TooLarge { .. } => true,
+            EtcdError::Endpoint { .. } | EtcdError::Response { .. } => false,
+        }
     }
 
     /// Whether etcd refused the call's token, so a fresh one may succeed.

@@ -14,7 +14,7 @@ use super::proto::etcdserverpb::watch_request::RequestUnion;
 use super::proto::etcdserverpb::{
     LeaseKeepAliveRequest, LeaseKeepAliveResponse, WatchCreateRequest, WatchRequest, WatchResponse,
 };
-use super::{Client, EtcdError, MAX_MESSAGE_SIZE, Token, request, token_refusal};
+use super::{Client, EtcdError, MAX_MESSAGE_SIZE, MAX_WATCH_RESPONSE, Token, request, token_refusal};
 
 const WATCH: &str = "Watch.Watch";
 const KEEP_ALIVE: &str = "Lease.LeaseKeepAlive";
@@ -40,16 +40,28 @@ impl WatchStream {
             },
         };
         // Every fragment but the last says more follow; the events are simply concatenated.
+        let mut size = prost::Message::encoded_len(&response);
         while response.fragment {
             let Some(next) = self.responses.message().await.map_err(EtcdError::status_of(WATCH))? else {
                 return Err(EtcdError::response(WATCH, "the stream ended inside a fragmented response"));
             };
-            response.events.extend(next.events);
-            response.fragment = next.fragment;
-            response.header = next.header.or(response.header);
+            join(&mut response, &mut size, next, MAX_WATCH_RESPONSE)?;
         }
         Ok(Some(response))
     }
+}
+
+/// Adds the fragment `next` to `response`, whose fragments so far take `size`
+/// bytes; refuses to grow it past `limit`.
+fn join(response: &mut WatchResponse, size: &mut usize, next: WatchResponse, limit: usize) -> Result<(), EtcdError> {
+    *size = size.saturating_add(prost::Message::encoded_len(&next));
+    if *size > limit {
+        return Err(EtcdError::TooLarge { call: WATCH, limit });
+    }
+    response.events.extend(next.events);
+    response.fragment = next.fragment;
+    response.header = next.header.or(response.header.take());
+    Ok(())
 }
 
 /// Keeps one lease alive, one renewal at a time.
@@ -148,6 +160,29 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fragments_join_up_to_the_limit_and_no_further() {
+        use crate::client::proto::mvccpb::{Event, KeyValue};
+
+        let fragment = |value: &[u8], more: bool| WatchResponse {
+            events: vec![Event {
+                kv: Some(KeyValue { value: value.to_vec(), ..KeyValue::default() }),
+                ..Event::default()
+            }],
+            fragment: more,
+            ..WatchResponse::default()
+        };
+        let mut response = fragment(b"a", true);
+        let mut size = prost::Message::encoded_len(&response);
+        let one = size;
+        join(&mut response, &mut size, fragment(b"b", true), 2 * one).unwrap();
+        assert_eq!(response.events.len(), 2);
+        let err = join(&mut response, &mut size, fragment(b"c", false), 2 * one).unwrap_err();
+        assert!(err.too_large(), "{err}");
+        assert!(err.to_string().contains(&format!("limit of {} bytes", 2 * one)), "{err}");
+        assert_eq!(response.events.len(), 2, "nothing of a refused fragment is kept");
+    }
 
     #[test]
     fn watch_cancellations_for_tokens_are_recognised() {

@@ -360,8 +360,16 @@ const ID_QUERY_SIZE_LIMIT: usize = 10 << 20;
 impl IdQuery {
     /// Compiles `pattern`; an invalid or oversized pattern is an invalid argument.
     pub fn new(pattern: &str) -> Result<Self, Error> {
+        IdQuery::with_size_limit(pattern, ID_QUERY_SIZE_LIMIT)
+    }
+
+    /// Compiles `pattern` into at most `bytes` of program and of match cache
+    /// (regex's `size_limit` and `dfa_size_limit`): for patterns from
+    /// untrusted clients, which a server keeps for the life of a watch.
+    pub fn with_size_limit(pattern: &str, bytes: usize) -> Result<Self, Error> {
         RegexBuilder::new(pattern)
-            .size_limit(ID_QUERY_SIZE_LIMIT)
+            .size_limit(bytes)
+            .dfa_size_limit(bytes)
             .build()
             .map(|regex| IdQuery { regex })
             .map_err(|err| Error::invalid_argument(format!("invalid ID query {pattern:?}: {err}")))

@@ -263,7 +263,15 @@ impl Engine {
         Ok(())
     }
 
+    /// Spawns `task` on the tracker; a panic in it is logged, never silent
+    /// (the watch and controller tasks also handle theirs, see `ensure_watch`
+    /// and `spawn_controller`).
     fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let task = async move {
+            if let Err(panic) = AssertUnwindSafe(task).catch_unwind().await {
+                tracing::error!(panic = %panic_message(&*panic), "a runtime task panicked");
+            }
+        };
         match &*self.handle.lock() {
             Some(handle) => drop(self.tasks.spawn_on(task, handle)),
             None => drop(self.tasks.spawn(task)),
@@ -405,7 +413,27 @@ impl Engine {
         watches.insert(kind.clone(), Arc::clone(&state));
         let engine = Arc::clone(self);
         let kind = kind.clone();
-        self.spawn(async move { engine.watch_kind(kind, sender, state).await });
+        self.spawn(async move {
+            // A panic (in the state's watch, say) restarts the watch from
+            // scratch after a backoff, and its readers look at everything again.
+            let mut backoff = Backoff::new(engine.options.backoff);
+            let mut resync = false;
+            loop {
+                let run =
+                    AssertUnwindSafe(Arc::clone(&engine).watch_kind(kind.clone(), &sender, &state, resync));
+                let Err(panic) = run.catch_unwind().await else { return };
+                // Until it runs again, the watch is not caught up: `settled` waits.
+                state.established.store(false, Ordering::SeqCst);
+                engine.activity.bump();
+                let delay = backoff.next_delay();
+                tracing::error!(%kind, panic = %panic_message(&*panic), ?delay, "runtime watch panicked; restarting it");
+                resync = true;
+                tokio::select! {
+                    () = engine.cancel.cancelled() => return,
+                    () = tokio::time::sleep(delay) => (),
+                }
+            }
+        });
         receiver
     }
 
@@ -413,27 +441,36 @@ impl Engine {
         let starting = self.activity.begin();
         let ready: Vec<watch::Receiver<bool>> =
             core.inputs().iter().map(|input| self.ensure_watch(&input.kind)).collect();
-        match body {
+        let engine = Arc::clone(self);
+        let reported = Arc::clone(&core);
+        let run: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = match body {
             Body::Reconcile(build) => {
                 let controller = build(Arc::clone(&core));
-                let engine = Arc::clone(self);
-                self.spawn(async move { engine.run_reconciler(core, controller, ready, starting).await });
+                Box::pin(async move { engine.run_reconciler(core, controller, ready, starting).await })
             }
             Body::Queue(build) => {
                 let controller = build(Arc::clone(&core));
-                let engine = Arc::clone(self);
-                self.spawn(async move { engine.run_queue(core, controller, ready, starting).await });
+                Box::pin(async move { engine.run_queue(core, controller, ready, starting).await })
             }
-        }
+        };
+        // Reconciles catch their own panics and restart; a panic in the loop
+        // around them ends the controller, which its status then reports.
+        self.spawn(async move {
+            if let Err(panic) = AssertUnwindSafe(run).catch_unwind().await {
+                let message = format!("the controller's task panicked and stopped: {}", panic_message(&*panic));
+                tracing::error!(controller = %reported.name, error = %message, "controller stopped");
+                reported.stats.record_failure(Duration::ZERO, message, false);
+            }
+        });
     }
 
     /// One kind's watch: routes every change, resumes from the last bookmark
     /// when the watch ends, and starts over (waking every reader of the kind)
     /// when the history no longer holds what it missed.
-    async fn watch_kind(self: Arc<Self>, kind: Kind, ready: watch::Sender<bool>, state: Arc<KindWatch>) {
+    async fn watch_kind(self: Arc<Self>, kind: Kind, ready: &watch::Sender<bool>, state: &KindWatch, resync: bool) {
         let mut backoff = Backoff::new(self.options.backoff);
         let mut bookmark = None;
-        let mut resync = false;
+        let mut resync = resync;
         loop {
             let options = match bookmark.clone() {
                 Some(bookmark) => WatchKindOptions::from_bookmark(bookmark),
@@ -829,14 +866,16 @@ fn read_outcome(outcome: std::thread::Result<Outcome>) -> Result<Requeue, (Strin
             let explicit = error.downcast_ref::<RequeueError>().map(RequeueError::after);
             Err((error.to_string(), explicit))
         }
-        Err(panic) => {
-            let message = match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
-                (Some(message), _) => (*message).to_owned(),
-                (None, Some(message)) => message.clone(),
-                (None, None) => "a panic with a non-string payload".to_owned(),
-            };
-            Err((format!("panicked: {message}"), None))
-        }
+        Err(panic) => Err((format!("panicked: {}", panic_message(&*panic)), None)),
+    }
+}
+
+/// A panic's message, when it has one.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(message), _) => (*message).to_owned(),
+        (None, Some(message)) => message.clone(),
+        (None, None) => "a panic with a non-string payload".to_owned(),
     }
 }
 

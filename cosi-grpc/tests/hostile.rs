@@ -1,0 +1,283 @@
+//! A hostile client against the server's limits (see `limits.rs`): too many
+//! watches, huge queries, oversized responses; each gets a clear status while
+//! another client keeps being served. Also the failures that used to stay
+//! silent or say too much: backend error texts, and a shutdown stuck on a call.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cosi::prelude::*;
+use cosi::resource::{EncodedSpec, Spec};
+use cosi::state::{DestroyOptions, MemoryState, State, Watch, WatchOptions};
+use cosi::testing::resources::PathResource;
+use cosi_grpc::proto::{self, state_client::StateClient};
+use cosi_grpc::{Client, ClientSecurity, Endpoint, Limits, Security, Server};
+use tonic::Code;
+use tonic::transport::Channel;
+
+const NS: &str = "hostile";
+const TYPE: &str = "Targets.test.cosi.dev";
+
+/// Serves `server` on loopback; returns its address.
+async fn start(server: Server) -> std::net::SocketAddr {
+    let listening =
+        server.bind(&"tcp://127.0.0.1:0".parse().expect("endpoint"), Security::Insecure).await.expect("bind");
+    let Endpoint::Tcp(address) = *listening.endpoint() else { unreachable!("a TCP endpoint") };
+    tokio::spawn(listening.serve());
+    address
+}
+
+async fn raw(address: std::net::SocketAddr) -> StateClient<Channel> {
+    StateClient::connect(format!("http://{address}")).await.expect("connect").max_decoding_message_size(64 << 20)
+}
+
+async fn client(address: std::net::SocketAddr) -> Client {
+    Client::connect(&Endpoint::Tcp(address), ClientSecurity::Insecure).await.expect("connect")
+}
+
+fn watch_request() -> proto::WatchRequest {
+    proto::WatchRequest {
+        namespace: NS.into(),
+        r#type: TYPE.into(),
+        id: None,
+        options: Some(proto::WatchOptions { aggregated: true, ..Default::default() }),
+        api_version: 1,
+    }
+}
+
+async fn within<T>(future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), future).await.expect("within 30 s")
+}
+
+/// The other, well-behaved client can still read, write and watch.
+async fn is_served(other: &Client) {
+    let created = within(other.create(Typed::new_in(NS, "probe", PathResource::default()), CreateOptions::default()))
+        .await
+        .expect("the other client writes");
+    assert_eq!(created.id(), "probe");
+    let kind = Kind::new(NS, PathResource::TYPE);
+    let listed = within(other.list_dynamic(&kind, &ListOptions::default())).await.expect("it lists");
+    assert_eq!(listed.len(), 1);
+    within(other.watch_kind_dynamic(&kind, WatchKindOptions::bootstrap())).await.expect("it watches");
+    within(other.destroy_dynamic(created.metadata().pointer(), DestroyOptions::default())).await.expect("it destroys");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_opening_thousands_of_watches_is_refused_and_others_are_served() {
+    let limit = Limits::default().max_watches_per_connection;
+    let address = start(Server::new(MemoryState::default())).await;
+    let mut hostile = raw(address).await;
+    let mut open = Vec::new();
+    let refused = loop {
+        assert!(open.len() <= 2 * limit, "{} watches on one connection and no refusal", open.len());
+        match within(hostile.watch(watch_request())).await {
+            Ok(response) => open.push(response.into_inner()),
+            Err(status) => break status,
+        }
+    };
+    assert_eq!(open.len(), limit, "refused after exactly the limit");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("limit"), "the status says why: {}", refused.message());
+
+    // Another connection is not affected, and the hostile one still gets
+    // unary calls through.
+    is_served(&client(address).await).await;
+    let get = proto::GetRequest { namespace: NS.into(), r#type: TYPE.into(), id: "x".into(), options: None };
+    let status = within(hostile.get(get)).await.expect_err("not found");
+    assert_eq!(status.code(), Code::NotFound);
+
+    // Closing watches frees their places.
+    open.truncate(limit - 10);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    within(hostile.watch(watch_request())).await.expect("a closed watch's place is free again");
+}
+
+fn list_request(options: proto::ListOptions) -> proto::ListRequest {
+    proto::ListRequest { namespace: NS.into(), r#type: TYPE.into(), options: Some(options) }
+}
+
+async fn list_status(client: &mut StateClient<Channel>, options: proto::ListOptions) -> Code {
+    match within(client.list(list_request(options))).await {
+        Err(status) => status.code(),
+        Ok(response) => {
+            let mut stream = response.into_inner();
+            loop {
+                match within(stream.message()).await {
+                    Err(status) => return status.code(),
+                    Ok(None) => return Code::Ok,
+                    Ok(Some(_)) => {}
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_queries_get_a_clear_status_and_others_are_served() {
+    let address = start(Server::new(MemoryState::default())).await;
+    let mut hostile = raw(address).await;
+    let other = client(address).await;
+
+    let term = |n: usize| proto::LabelTerm {
+        key: format!("key-{n}"),
+        op: proto::label_term::Operation::Equal.into(),
+        value: vec!["v".repeat(16)],
+        invert: false,
+    };
+    let many_terms = proto::LabelQuery { terms: (0..100_000).map(term).collect() };
+    let many_values = proto::LabelQuery {
+        terms: vec![proto::LabelTerm {
+            key: "k".into(),
+            op: proto::label_term::Operation::In.into(),
+            value: (0..10_000).map(|n| n.to_string()).collect(),
+            invert: false,
+        }],
+    };
+    let cases = [
+        ("100,000 label terms", proto::ListOptions { label_query: vec![many_terms], id_query: None }),
+        ("10,000 label values", proto::ListOptions { label_query: vec![many_values], id_query: None }),
+        (
+            "1,000 label queries",
+            proto::ListOptions { label_query: vec![proto::LabelQuery { terms: vec![term(0)] }; 1_000], id_query: None },
+        ),
+        (
+            "a 1 MiB ID pattern",
+            proto::ListOptions { label_query: vec![], id_query: Some(proto::IdQuery { regexp: "a".repeat(1 << 20) }) },
+        ),
+        (
+            "an ID pattern that compiles to megabytes",
+            proto::ListOptions { label_query: vec![], id_query: Some(proto::IdQuery { regexp: r"\w{200}".into() }) },
+        ),
+    ];
+    for (what, options) in cases {
+        assert_eq!(list_status(&mut hostile, options.clone()).await, Code::InvalidArgument, "list with {what}");
+        let request = proto::WatchRequest {
+            options: Some(proto::WatchOptions {
+                label_query: options.label_query,
+                id_query: options.id_query,
+                aggregated: true,
+                ..Default::default()
+            }),
+            ..watch_request()
+        };
+        let status = within(hostile.watch(request)).await.expect_err(what);
+        assert_eq!(status.code(), Code::InvalidArgument, "watch with {what}: {status:?}");
+        assert!(status.message().contains("limit") || status.message().contains("size"), "{what}: {status:?}");
+    }
+    // A query of ordinary size still works.
+    let ordinary = proto::ListOptions {
+        label_query: vec![proto::LabelQuery { terms: vec![term(1), term(2)] }],
+        id_query: Some(proto::IdQuery { regexp: "^(?-u:\\w){1,64}$".into() }),
+    };
+    assert_eq!(list_status(&mut hostile, ordinary).await, Code::Ok);
+    is_served(&other).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_refuses_a_response_over_its_limit() {
+    // A server that allows large messages stands in for a hostile one.
+    let state = MemoryState::default();
+    let spec = Spec::encoded(EncodedSpec { proto: vec![7; 20 << 20], yaml: None });
+    let big = DynamicResource::new(Metadata::new(NS, TYPE, "big"), spec);
+    state.create_dynamic(big, CreateOptions::default()).await.expect("create 20 MiB");
+    let address = start(Server::new(state).max_message_size(64 << 20)).await;
+
+    let reader = client(address).await;
+    let err = match within(reader.get_dynamic(&Pointer::new(NS, TYPE, "big"))).await {
+        // Not `expect_err`: its message would print the 20 MiB resource.
+        Ok(_) => panic!("the client accepted a 20 MiB response over its limit"),
+        Err(err) => err,
+    };
+    assert!(err.to_string().contains("message length too large"), "{err}");
+    let raised = client(address).await.max_message_size(32 << 20);
+    let read = within(raised.get_dynamic(&Pointer::new(NS, TYPE, "big"))).await.expect("within a raised limit");
+    assert_eq!(read.spec.as_encoded().map(|spec| spec.proto.len()), Some(20 << 20));
+}
+
+/// A state whose writes fail with an error naming a file of the server's machine,
+/// and whose `get` never returns.
+struct Failing(MemoryState);
+
+const SECRET_PATH: &str = "/var/lib/secret-dir/state.redb";
+
+#[async_trait]
+impl State for Failing {
+    async fn get_dynamic(&self, _: &Pointer) -> cosi::Result<Arc<DynamicResource>> {
+        std::future::pending().await
+    }
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<Arc<DynamicResource>>> {
+        self.0.list_dynamic(kind, options).await
+    }
+    async fn create_dynamic(&self, _: DynamicResource, _: CreateOptions) -> cosi::Result<Arc<DynamicResource>> {
+        Err(cosi::Error::backend(std::io::Error::other(format!("cannot write {SECRET_PATH}: disk full"))))
+    }
+    async fn update_dynamic(
+        &self,
+        resource: DynamicResource,
+        options: UpdateOptions,
+    ) -> cosi::Result<Arc<DynamicResource>> {
+        self.0.update_dynamic(resource, options).await
+    }
+    async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> cosi::Result<()> {
+        self.0.destroy_dynamic(pointer, options).await
+    }
+    async fn watch_dynamic(&self, pointer: &Pointer, options: WatchOptions) -> cosi::Result<Watch> {
+        self.0.watch_dynamic(pointer, options).await
+    }
+    async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> cosi::Result<Watch> {
+        self.0.watch_kind_dynamic(kind, options).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_errors_reach_clients_without_their_text() {
+    let address = start(Server::new(Failing(MemoryState::default()))).await;
+    let mut raw = raw(address).await;
+    let resource = proto::Resource {
+        metadata: Some(proto::Metadata {
+            namespace: NS.into(),
+            r#type: TYPE.into(),
+            id: "a".into(),
+            version: "undefined".into(),
+            phase: "running".into(),
+            ..proto::Metadata::default()
+        }),
+        spec: Some(proto::Spec::default()),
+    };
+    let request = proto::CreateRequest { resource: Some(resource), options: None };
+    let status = within(raw.create(request)).await.expect_err("the backend fails");
+    assert_eq!(status.code(), Code::Unavailable);
+    let trailers = format!("{:?}", status.metadata());
+    for text in [status.message(), trailers.as_str()] {
+        assert!(!text.contains("secret-dir"), "the server's file path reached the client: {text}");
+    }
+    assert!(status.message().contains("correlation ID"), "{}", status.message());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_within_its_grace_period_despite_a_stuck_call() {
+    let limits = Limits { shutdown_grace: Duration::from_millis(300), ..Limits::default() };
+    let listening = Server::new(Failing(MemoryState::default()))
+        .limits(limits)
+        .bind(&"tcp://127.0.0.1:0".parse().expect("endpoint"), Security::Insecure)
+        .await
+        .expect("bind");
+    let Endpoint::Tcp(address) = *listening.endpoint() else { unreachable!("a TCP endpoint") };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(listening.serve_with_shutdown(async move {
+        let _ = stopped.await;
+    }));
+    let stuck = client(address).await;
+    let call = tokio::spawn(async move { stuck.get_dynamic(&Pointer::new(NS, TYPE, "never")).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let _ = stop.send(());
+    let served = tokio::time::timeout(Duration::from_secs(10), server).await;
+    let served = served.expect("the server stops within its grace period").expect("the server task");
+    served.expect("a stop after the grace period is a clean stop");
+    assert!(!call.is_finished(), "the call was indeed stuck");
+    let refused = tokio::net::TcpStream::connect(address).await;
+    assert!(refused.is_err(), "the server no longer listens");
+}
