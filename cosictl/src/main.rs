@@ -28,8 +28,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serves a state over gRPC until SIGTERM or SIGINT.
-    Serve(ServeArgs),
+    /// Serves a state over gRPC until SIGTERM or SIGINT (boxed: its many options would size every command).
+    Serve(Box<ServeArgs>),
     /// Prints resources of a type, or one resource.
     Get(get::GetArgs),
     /// Prints the live controller graph: what each running controller reads and writes.
@@ -161,7 +161,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Serve(args) => serve::run(args).await,
+            Command::Serve(args) => serve::run(*args).await,
             Command::Get(args) => get::run(args, &cli.connect).await,
             Command::Graph(args) => graph::run(args, &cli.connect).await,
         }
