@@ -19,12 +19,11 @@
 //! | [`spec_yaml`] | a spec's YAML (or JSON, which YAML includes) text, decoded as typed specs and as a resource definition |
 //! | [`metadata_json`] | metadata as JSON, the form redb records hold |
 //! | [`etcd_value`] | a value under the etcd prefix (with its key), and a client's etcd bookmark |
+//! | [`machine_yaml`] | the files a user of the example OS edits: `machine.yaml`, `platform.json`, `run/kernel/net.json`, `cmdline` |
 //!
-//! A seam waits for its code: the example OS's `machine.yaml`. Its target
-//! will be [`spec_yaml_as`] with the OS's config type: a function here, its
-//! name in [`TARGETS`] and [`run`], an entry point in `fuzz_targets/` with a
-//! `[[bin]]` in `Cargo.toml`, and a seed in `seeds/machine_yaml/`; `fuzz/run`
-//! then fuzzes it with the others.
+//! A new target is a function here, its name in [`TARGETS`] and [`run`], an
+//! entry point in `fuzz_targets/` with a `[[bin]]` in `Cargo.toml`, and seeds
+//! in `seeds/<target>/`; `fuzz/run` then fuzzes it with the others.
 
 #![warn(missing_docs)]
 
@@ -43,7 +42,8 @@ use prost::Message;
 use tonic::Request;
 
 /// The names of the targets, as `fuzz_targets/`, `fuzz/run` and `fuzz/regressions/` name them.
-pub const TARGETS: &[&str] = &["grpc_request", "queries", "redb_record", "spec_yaml", "metadata_json", "etcd_value"];
+pub const TARGETS: &[&str] =
+    &["grpc_request", "queries", "redb_record", "spec_yaml", "metadata_json", "etcd_value", "machine_yaml"];
 
 /// Runs the target called `name` on `data`; `false` for an unknown name.
 pub fn run(name: &str, data: &[u8]) -> bool {
@@ -54,6 +54,7 @@ pub fn run(name: &str, data: &[u8]) -> bool {
         "spec_yaml" => spec_yaml(data),
         "metadata_json" => metadata_json(data),
         "etcd_value" => etcd_value(data),
+        "machine_yaml" => machine_yaml(data),
         _ => return false,
     }
     true
@@ -345,4 +346,42 @@ pub fn etcd_value(data: &[u8]) {
     let again = cosi_etcd::fuzzing::encode_value(&resource).expect("a decoded resource encodes");
     let back = cosi_etcd::fuzzing::decode_value(ETCD_PREFIX, key, &again).expect("a value just encoded decodes");
     assert_eq!(back, resource, "a resource changed through its etcd value");
+}
+
+/// The files a user of the example OS edits while it runs, each parsed as the
+/// OS parses it: `machine.yaml`, `platform.json`, the fake kernel's
+/// `run/kernel/net.json` and the boot `cmdline`. What `machine.yaml`
+/// accepts must keep every path it names inside the sandbox.
+pub fn machine_yaml(data: &[u8]) {
+    use example_os::machine_config::Config;
+
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    match Config::parse(text) {
+        Ok(config) => {
+            for file in
+                config.files.0.iter().map(|file| &file.path).chain(config.services.0.iter().flat_map(|s| &s.after))
+            {
+                if let Ok(path) = file.relative() {
+                    let path = path.as_str();
+                    assert!(
+                        !path.starts_with('/') && !path.split('/').any(|part| part == ".." || part.is_empty()),
+                        "machine.yaml accepted a path that leaves the sandbox: {path:?}"
+                    );
+                }
+            }
+            for key in config.sysctls.keys() {
+                let path = key.proc_path();
+                assert!(!path.split('/').any(|part| part == ".." || part.is_empty()), "sysctl path {path:?}");
+            }
+            let _ = config.time_servers();
+        }
+        Err(error) => {
+            if let Some((line, column)) = error.location() {
+                assert!(line >= 1 && column >= 1, "a location counts from 1: {line}:{column}");
+            }
+        }
+    }
+    let _ = example_os::platform::PlatformConfig::parse(text);
+    let _ = example_os::kernel::Net::parse(text);
+    let _ = example_os::platform::Cmdline::parse(text);
 }
