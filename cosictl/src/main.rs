@@ -28,7 +28,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serves a state over gRPC until SIGTERM or SIGINT (boxed: its many options would size every command).
+    /// Serves a state over gRPC until SIGTERM or SIGINT.
+    // Boxed: its many options would otherwise size every command.
     Serve(Box<ServeArgs>),
     /// Prints resources of a type, or one resource.
     Get(get::GetArgs),
