@@ -65,7 +65,9 @@ pub struct Node {
     pub kind: NodeKind,
     /// The controller's name, or the type.
     pub name: String,
-    /// What to write in the box: the controller's name, the type's display name.
+    /// What to write in the box: the controller's name without its first
+    /// dotted part (`network.AddressSpecController`: `AddressSpecController`),
+    /// the type's display name.
     pub label: String,
     /// The band it is drawn in.
     pub namespace: String,
@@ -98,12 +100,12 @@ pub struct Edge {
 }
 
 const TYPE_HEIGHT: f64 = 40.0;
-const CONTROLLER_HEIGHT: f64 = 54.0;
-const ROW_GAP: f64 = 18.0;
-const COLUMN_GAP: f64 = 110.0;
+const CONTROLLER_HEIGHT: f64 = 58.0;
+const ROW_GAP: f64 = 14.0;
+const COLUMN_GAP: f64 = 64.0;
 const BAND_PADDING: f64 = 22.0;
 const MARGIN: f64 = 140.0;
-const CHAR_WIDTH: f64 = 7.2;
+const CHAR_WIDTH: f64 = 7.3;
 
 /// Lays out the graph of `controllers`; `definitions` name the types and place them in their namespaces.
 pub fn layout(controllers: &[GraphController], definitions: &BTreeMap<String, ResourceDefinition>) -> Layout {
@@ -147,7 +149,9 @@ pub fn layout(controllers: &[GraphController], definitions: &BTreeMap<String, Re
             .map(|output| graph.namespace(&format!("t:{}", output.r#type)))
             .or_else(|| controller.inputs.first().map(|input| graph.namespace(&format!("t:{}", input.r#type))))
             .unwrap_or_default();
-        graph.add(id, NodeKind::Controller, &controller.name, &controller.name, band);
+        // The name's first dotted part is drawn small, above the rest.
+        let label = controller.name.split_once('.').map_or(controller.name.as_str(), |(_, rest)| rest);
+        graph.add(id, NodeKind::Controller, &controller.name, label, band);
     }
     graph.place()
 }
@@ -186,7 +190,7 @@ impl Graph {
     fn add(&mut self, id: String, kind: NodeKind, name: &str, label: &str, namespace: String) {
         let (height, chars) = match kind {
             NodeKind::Type => (TYPE_HEIGHT, label.len() + 6),
-            NodeKind::Controller => (CONTROLLER_HEIGHT, label.len().max(22)),
+            NodeKind::Controller => (CONTROLLER_HEIGHT, label.len().max(20)),
         };
         #[allow(clippy::cast_precision_loss, reason = "labels are short")]
         let width = (chars as f64).mul_add(CHAR_WIDTH, 28.0);
@@ -206,8 +210,19 @@ impl Graph {
 
     fn place(mut self) -> Layout {
         let count = self.nodes.len();
+        let writes: BTreeSet<(&str, &str)> = self
+            .edges
+            .iter()
+            .filter(|edge| edge.direction == "output")
+            .map(|edge| (edge.from.as_str(), edge.to.as_str()))
+            .collect();
         let mut successors: Vec<Vec<usize>> = vec![Vec::new(); count];
         for edge in &self.edges {
+            // A controller reading what it writes (to tear it down, say) is
+            // feedback: it does not decide where the controller goes.
+            if edge.direction == "input" && writes.contains(&(edge.to.as_str(), edge.from.as_str())) {
+                continue;
+            }
             let (from, to) = (self.index[&edge.from], self.index[&edge.to]);
             if !successors[from].contains(&to) {
                 successors[from].push(to);
@@ -301,7 +316,15 @@ fn acyclic(successors: &[Vec<usize>]) -> Vec<Vec<usize>> {
     }
     let mut marks = vec![Mark::New; successors.len()];
     let mut forward = vec![Vec::new(); successors.len()];
-    for root in 0..successors.len() {
+    // Sources first: a search that starts inside a cycle would cut it at the wrong edge.
+    let mut entered = vec![false; successors.len()];
+    for targets in successors {
+        for &to in targets {
+            entered[to] = true;
+        }
+    }
+    let roots = (0..successors.len()).filter(|&node| !entered[node]).chain(0..successors.len());
+    for root in roots {
         if marks[root] != Mark::New {
             continue;
         }

@@ -51,9 +51,8 @@ async function loadGraph() {
 function drawGraph(layout) {
   graphSvg.replaceChildren();
   page.nodes.clear();
-  graphSvg.setAttribute("width", layout.width);
-  graphSvg.setAttribute("height", layout.height);
   graphSvg.setAttribute("viewBox", `0 0 ${layout.width} ${layout.height}`);
+  applyZoom();
 
   const defs = el("defs", {}, graphSvg);
   for (const [name, color] of [["plain", "#9aa3b2"], ["bold", "#475569"], ["dashed", "#9aa3b2"], ["output", "#60a5fa"]]) {
@@ -75,11 +74,21 @@ function drawGraph(layout) {
   for (const edge of layout.edges) {
     const from = byId.get(edge.from), to = byId.get(edge.to);
     if (!from || !to) continue;
-    const x1 = from.x + from.width, y1 = from.y + from.height / 2;
-    const x2 = to.x, y2 = to.y + to.height / 2;
-    const bend = Math.max(50, Math.abs(x2 - x1) / 2);
+    let d;
+    if (to.x > from.x + from.width) {
+      const x1 = from.x + from.width, y1 = from.y + from.height / 2;
+      const x2 = to.x, y2 = to.y + to.height / 2;
+      const bend = Math.max(40, (x2 - x1) / 2);
+      d = `M ${x1} ${y1} C ${x1 + bend} ${y1}, ${x2 - bend} ${y2}, ${x2 - 2} ${y2}`;
+    } else {
+      // Against the flow (a controller reading what it writes): a loop below both boxes.
+      const x1 = from.x + from.width * 0.4, y1 = from.y + from.height;
+      const x2 = to.x + to.width * 0.6, y2 = to.y + to.height + 2;
+      const low = Math.max(y1, y2) + 26;
+      d = `M ${x1} ${y1} C ${x1} ${low}, ${x2} ${low}, ${x2} ${y2}`;
+    }
     const path = el("path", {
-      d: `M ${x1} ${y1} C ${x1 + bend} ${y1}, ${x2 - bend} ${y2}, ${x2 - 2} ${y2}`,
+      d,
       class: `edge ${edge.style}`, "marker-end": `url(#arrow-${edge.style})`,
       "data-from": edge.from, "data-to": edge.to,
     }, edges);
@@ -97,10 +106,13 @@ function drawGraph(layout) {
     const title = el("title", {}, g);
     title.textContent = node.name;
     if (node.kind === "controller") {
-      const name = el("text", { class: "name", x: 10, y: 20 }, g);
+      const dot = node.name.indexOf(".");
+      const group = el("text", { class: "group", x: 10, y: 14 }, g);
+      group.textContent = dot > 0 ? node.name.slice(0, dot) : "";
+      const name = el("text", { class: "name", x: 10, y: 30 }, g);
       name.textContent = node.label;
-      el("circle", { class: "state", cx: 14, cy: 37, r: 4.5 }, g);
-      el("text", { class: "stats", x: 24, y: 41 }, g);
+      el("circle", { class: "state", cx: 14, cy: 44, r: 4.5 }, g);
+      el("text", { class: "stats", x: 24, y: 48 }, g);
       g.addEventListener("click", () => select({ kind: "controller", name: node.name }));
     } else {
       const name = el("text", { class: "name", x: 14, y: node.height / 2 + 4 }, g);
@@ -117,6 +129,43 @@ function drawGraph(layout) {
   markSelected();
 }
 
+// Zoom: the whole graph fits the pane's width unless that would make it
+// smaller than three quarters; the buttons and Ctrl+wheel change it.
+const zoom = { scale: null };
+
+function fitScale() {
+  const pane = document.getElementById("graph-pane");
+  if (!page.layout) return 1;
+  return Math.min(1, Math.max(0.75, (pane.clientWidth - 4) / page.layout.width));
+}
+
+function applyZoom() {
+  if (!page.layout) return;
+  const scale = zoom.scale === null ? fitScale() : zoom.scale;
+  graphSvg.setAttribute("width", Math.round(page.layout.width * scale));
+  graphSvg.setAttribute("height", Math.round(page.layout.height * scale));
+  document.getElementById("zoom-level").textContent = `${Math.round(scale * 100)}%`;
+}
+
+function setZoom(scale) {
+  zoom.scale = scale === null ? null : Math.min(2, Math.max(0.2, scale));
+  applyZoom();
+}
+
+function currentScale() {
+  return zoom.scale === null ? fitScale() : zoom.scale;
+}
+
+document.getElementById("zoom-in").addEventListener("click", () => setZoom(currentScale() * 1.25));
+document.getElementById("zoom-out").addEventListener("click", () => setZoom(currentScale() / 1.25));
+document.getElementById("zoom-fit").addEventListener("click", () => setZoom(null));
+document.getElementById("graph-pane").addEventListener("wheel", (event) => {
+  if (!event.ctrlKey) return;
+  event.preventDefault();
+  setZoom(currentScale() * (event.deltaY < 0 ? 1.1 : 1 / 1.1));
+}, { passive: false });
+window.addEventListener("resize", () => { if (zoom.scale === null) applyZoom(); });
+
 function drawController(name) {
   const entry = page.nodes.get(`c:${name}`);
   const view = page.controllers.get(name);
@@ -126,8 +175,8 @@ function drawController(name) {
   g.setAttribute("data-state", view.state);
   const stats = g.querySelector("text.stats");
   stats.textContent = view.state === "running"
-    ? `running · ${view.rate.toFixed(1)}/s · ${view.reconciles} reconciles`
-    : `failing · ${view.restarts} restarts · ${view.errors} errors`;
+    ? `${view.rate.toFixed(1)}/s · ${view.reconciles} runs`
+    : `failing · ${view.restarts} restarts`;
   g.querySelector("title").textContent = view.lastError ? `${name}\nlast error: ${view.lastError}` : name;
 }
 
