@@ -6,7 +6,8 @@
 //!
 //! - `controller`: a controller's state, counters, rate and last error;
 //! - `count`: how many resources a kind holds;
-//! - `resource`: one resource was created, updated or destroyed;
+//! - `resource`: one resource was created, updated or destroyed (then the
+//!   kind's `count`, when it changed);
 //! - `graph`: a controller's inputs or outputs changed: fetch the graph again;
 //! - `ready`: every watch has sent the current state;
 //! - `failure`: a watch failed; the stream goes on without it.
@@ -192,9 +193,6 @@ impl Hub {
             _ => ids.insert(resource.id().to_owned()),
         };
         let live = !self.pending.contains(&kind);
-        if live && counted && !self.count(&kind).await {
-            return false;
-        }
         if kind.namespace() == self.status_namespace
             && kind.r#type() == <ControllerStatus as cosi::resource::Resource>::TYPE
             && !self.controller(resource, change == "destroyed", live).await
@@ -212,7 +210,7 @@ impl Hub {
             version,
             change,
         };
-        self.send("resource", &change).await
+        self.send("resource", &change).await && (!counted || self.count(&kind).await)
     }
 
     /// A kind's bootstrap ended: its count goes out; once every kind's has, `ready`.
