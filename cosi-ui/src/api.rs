@@ -3,7 +3,7 @@
 //! that fits: 400 for a malformed name, 403 when the state refuses, 404 for
 //! what does not exist, 502 when the state cannot be reached.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
 use axum::Json;
 use axum::extract::{Path, Query, State as Extract};
@@ -209,19 +209,19 @@ async fn events(Extract(ui): Extract<Ui>) -> Result<Response, Failure> {
 /// sensitive types, which the stream then leaves out rather than fail.
 async fn readable(ui: &Ui, kinds: Vec<(String, String)>) -> Vec<(String, String)> {
     let mut readable = Vec::with_capacity(kinds.len());
-    let mut refused: BTreeMap<String, ()> = BTreeMap::new();
+    let mut refused: BTreeSet<String> = BTreeSet::new();
     for (namespace, r#type) in kinds {
         let kind = Kind::new(&namespace, &r#type);
         let options = ListOptions::default();
         match ui.state.list_dynamic(&kind, &options).await {
             Err(error) if error.is_access_denied() => {
-                refused.insert(r#type, ());
+                refused.insert(r#type);
             }
             _ => readable.push((namespace, r#type)),
         }
     }
     if !refused.is_empty() {
-        tracing::debug!(types = ?refused.keys().collect::<Vec<_>>(), "the event stream leaves out types this connection may not read");
+        tracing::debug!(types = ?refused, "the event stream leaves out types this connection may not read");
     }
     readable
 }

@@ -57,7 +57,7 @@ pub(crate) fn kinds(
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ControllerView {
     pub(crate) name: String,
-    /// `running` or `failing`.
+    /// `running`, `failing` (a retry is scheduled) or `stopped` (its task ended for good).
     pub(crate) state: &'static str,
     pub(crate) reconciles: u64,
     pub(crate) errors: u64,
@@ -66,18 +66,26 @@ pub(crate) struct ControllerView {
     pub(crate) rate: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) last_error: Option<String>,
+    /// When a failing controller is retried, in milliseconds since the Unix epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) next_retry_ms: Option<u64>,
 }
 
 impl ControllerView {
     pub(crate) fn new(name: &str, status: &ControllerStatus, rate: f64) -> Self {
         ControllerView {
             name: name.to_owned(),
-            state: if status.healthy { "running" } else { "failing" },
+            state: match (status.healthy, status.next_retry_ms) {
+                (true, _) => "running",
+                (false, Some(_)) => "failing",
+                (false, None) => "stopped",
+            },
             reconciles: status.reconciles,
             errors: status.errors,
             restarts: status.restarts,
             rate,
             last_error: status.last_error.clone(),
+            next_retry_ms: status.next_retry_ms,
         }
     }
 }

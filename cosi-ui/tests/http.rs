@@ -159,18 +159,37 @@ async fn the_event_stream_pushes_changes_and_failing_controllers() {
     events.until("ready", |_| true).await;
 
     state.create(Typed::new("seven", Number { value: 7 }), CreateOptions::default()).await.expect("create");
-    let change = events.until("resource", |change| change["type"] == Number::TYPE).await;
-    assert_eq!((change["id"].as_str(), change["change"].as_str()), (Some("seven"), Some("created")));
-    events.until("count", |count| count["type"] == Number::TYPE && count["count"] == 2).await;
-    events.until("resource", |change| change["type"] == Word::TYPE && change["id"] == "seven").await;
+    // The number's events, in order, and the word the controller writes; the
+    // kinds' watches are separate, so the word's event may come at any point.
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let (name, data) = tokio::time::timeout(Duration::from_secs(20), events.next())
+            .await
+            .expect("the events of the new number")
+            .expect("the stream goes on");
+        match (name.as_str(), data["type"].as_str()) {
+            ("resource", Some(Number::TYPE)) => seen.push(format!("number {} {}", data["id"], data["change"])),
+            ("count", Some(Number::TYPE)) => seen.push(format!("numbers {}", data["count"])),
+            ("resource", Some(Word::TYPE)) if data["id"] == "seven" => seen.push("word".to_owned()),
+            _ => (),
+        }
+    }
+    seen.retain(|event| event != "word");
+    assert_eq!(seen, [r#"number "seven" "created""#, "numbers 2"]);
 
     state.modify::<Number>("seven", UpdateOptions::default(), |number| number.value = -7).await.expect("update");
     let failing = events.until("controller", |controller| controller["state"] == "failing").await;
     assert_eq!(failing["name"], "speller");
     assert!(failing["lastError"].as_str().unwrap_or_default().contains("cannot spell -7"), "{failing}");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970");
+    let retry = failing["nextRetryMs"].as_u64().expect("a failing controller has its next retry");
+    // Within the backoff's bounds around now (20 ms at first, never more than a minute).
+    let now = u64::try_from(now.as_millis()).expect("ms");
+    assert!(retry + 60_000 > now && retry < now + 60_000, "{retry} against {now}");
 
     state.modify::<Number>("seven", UpdateOptions::default(), |number| number.value = 8).await.expect("update");
-    events.until("controller", |controller| controller["state"] == "running").await;
+    let running = events.until("controller", |controller| controller["state"] == "running").await;
+    assert!(running.get("nextRetryMs").is_none(), "{running}");
     server.abort();
 }
 

@@ -174,11 +174,31 @@ function drawController(name) {
   g.classList.toggle("failing", view.state !== "running");
   g.setAttribute("data-state", view.state);
   const stats = g.querySelector("text.stats");
-  stats.textContent = view.state === "running"
-    ? `${view.rate.toFixed(1)}/s · ${view.reconciles} runs`
-    : `failing · ${view.restarts} restarts`;
+  stats.textContent = describe(view);
   g.querySelector("title").textContent = view.lastError ? `${name}\nlast error: ${view.lastError}` : name;
 }
+
+// Running, failing (with the time to its next retry), restarting (the retry
+// is due), or stopped (a controller whose task ended, which is not retried).
+function describe(view) {
+  switch (view.state) {
+    case "running": return `${view.rate.toFixed(1)}/s · ${view.reconciles} runs`;
+    case "stopped": return "stopped";
+    default: {
+      const wait = view.nextRetryMs ? (view.nextRetryMs - Date.now()) / 1000 : 0;
+      return wait > 0.05 ? `failing · retry in ${wait.toFixed(1)} s` : `restarting · ${view.restarts} restarts`;
+    }
+  }
+}
+
+// The time to the next retry counts down between events.
+setInterval(() => {
+  for (const [name, view] of page.controllers) {
+    if (view.state !== "failing") continue;
+    if (page.selected && page.selected.kind === "controller" && page.selected.name === name) showController(name);
+    else drawController(name);
+  }
+}, 200);
 
 function countOf(type) {
   let total = 0;
@@ -262,6 +282,8 @@ async function refreshPanel() {
 }
 
 function showController(name) {
+  // The box and the panel say the same, from the same moment.
+  drawController(name);
   const view = page.controllers.get(name);
   const node = page.nodes.get(`c:${name}`);
   panel.replaceChildren();
@@ -274,7 +296,9 @@ function showController(name) {
     html("th", key, tr);
     html("td", value, tr, className);
   };
-  row("state", view.state, view.state === "running" ? "" : "error");
+  const [state, retry] = describe(view).split(" · ");
+  row("state", view.state === "running" ? "running" : state, view.state === "running" ? "" : "error");
+  if (state === "failing") row("next retry", retry.replace("retry ", ""));
   row("reconciles per second", view.rate.toFixed(1));
   row("reconciles", view.reconciles);
   row("errors", view.errors);
@@ -364,7 +388,7 @@ function connect() {
     page.controllers.set(view.name, view);
     drawController(view.name);
     if (before && before.reconciles !== view.reconciles) flash(`c:${view.name}`, "pulse");
-    if (page.selected && page.selected.kind === "controller" && page.selected.name === view.name) refreshPanelSoon();
+    if (page.selected && page.selected.kind === "controller" && page.selected.name === view.name) showController(view.name);
     drawTotals();
   });
   events.addEventListener("count", (event) => {
