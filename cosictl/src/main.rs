@@ -5,11 +5,13 @@
 //! - `cosictl get`: reads (and watches) resources, resolving type aliases
 //!   through the resource definitions the state publishes, as `talosctl get` does.
 //! - `cosictl graph`: the live controller graph, from the statuses runtimes publish.
+//! - `cosictl ui`: the same graph alive in a browser, with every resource one click away.
 
 mod get;
 mod graph;
 mod output;
 mod serve;
+mod ui;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,6 +37,9 @@ enum Command {
     Get(get::GetArgs),
     /// Prints the live controller graph: what each running controller reads and writes.
     Graph(graph::GraphArgs),
+    /// Serves a live page of the state on loopback: the controller graph, each
+    /// controller's state, every resource; prints its URL and runs until Ctrl-C.
+    Ui(ui::UiArgs),
 }
 
 #[derive(Args)]
@@ -101,11 +106,11 @@ struct ServeArgs {
     shutdown_grace: u64,
 }
 
-/// How `get` and `graph` reach the server. Global, so they may come before
+/// How `get`, `graph` and `ui` reach the server. Global, so they may come before
 /// the command (`cosictl -e unix:sandbox/cosi.sock get rd`) or after it.
 #[derive(Args)]
 struct ConnectArgs {
-    /// The server (get, graph): unix:PATH or tcp://IP:PORT.
+    /// The server (get, graph, ui): unix:PATH or tcp://IP:PORT.
     #[arg(long, short = 'e', global = true, env = "COSI_ENDPOINT", default_value_t = default_endpoint())]
     endpoint: Endpoint,
     /// The CA of the server's certificate (PEM); enables mutual TLS.
@@ -146,6 +151,8 @@ enum CliError {
     #[error("cannot use the etcd password file {path}: {reason}")]
     Password { path: PathBuf, reason: String },
     #[error("{0}")]
+    Ui(#[from] cosi_ui::Error),
+    #[error("{0}")]
     Usage(String),
     #[error("cannot write the output: {0}")]
     Output(String),
@@ -165,6 +172,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve::run(*args).await,
             Command::Get(args) => get::run(args, &cli.connect).await,
             Command::Graph(args) => graph::run(args, &cli.connect).await,
+            Command::Ui(args) => ui::run(args, &cli.connect).await,
         }
     });
     match result {

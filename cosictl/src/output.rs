@@ -2,7 +2,8 @@
 //!
 //! Specs are shown from their YAML text (every spec on the wire has one when
 //! its writer sent it); table columns evaluate the type's print columns, a
-//! small JSONPath subset (`{.a.b}`, `{.list[0]}`, `{.list[*]}`), against it.
+//! small JSONPath subset (`{.a.b}`, `{.list[0]}`, `{.list[*]}`), against it
+//! with `cosi_ui::columns`, as the live page does.
 
 use std::io::Write;
 
@@ -54,7 +55,7 @@ impl Printer {
                     metadata.id().to_owned(),
                     metadata.version().to_string(),
                 ]);
-                cells.extend(self.columns.iter().map(|(_, path)| json_path(&spec, path)));
+                cells.extend(self.columns.iter().map(|(_, path)| cosi_ui::columns::evaluate(&spec, path)));
                 self.rows.push(cells);
                 if self.watch {
                     self.flush_table(out).map_err(io)?;
@@ -123,56 +124,4 @@ fn document(row: Row<'_>) -> Value {
     document.insert("metadata".into(), serde_json::to_value(&row.resource.metadata).unwrap_or(Value::Null));
     document.insert("spec".into(), spec_value(row.resource));
     Value::Object(document)
-}
-
-/// Evaluates a print column's JSONPath template against `spec`; what does not resolve prints empty.
-fn json_path(spec: &Value, template: &str) -> String {
-    let path = template.trim().trim_start_matches('{').trim_end_matches('}');
-    let mut current = vec![spec];
-    for step in path.split('.').filter(|step| !step.is_empty()) {
-        let (name, index) = match step.split_once('[') {
-            Some((name, rest)) => (name, Some(rest.trim_end_matches(']'))),
-            None => (step, None),
-        };
-        let mut next = Vec::new();
-        for value in current {
-            let Some(value) = (if name.is_empty() { Some(value) } else { value.get(name) }) else { continue };
-            match (index, value) {
-                (None, value) => next.push(value),
-                (Some("*" | ":"), Value::Array(items)) => next.extend(items.iter()),
-                (Some(index), Value::Array(items)) => {
-                    if let Some(item) = index.parse::<usize>().ok().and_then(|i| items.get(i)) {
-                        next.push(item);
-                    }
-                }
-                _ => {}
-            }
-        }
-        current = next;
-    }
-    let texts: Vec<String> = current
-        .into_iter()
-        .map(|value| match value {
-            Value::String(text) => text.clone(),
-            Value::Null => String::new(),
-            other => other.to_string(),
-        })
-        .collect();
-    texts.join(",")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn json_path_subset() {
-        let spec = serde_json::json!({"a": {"b": "x"}, "list": ["p", "q"], "n": 3});
-        assert_eq!(json_path(&spec, "{.a.b}"), "x");
-        assert_eq!(json_path(&spec, "{.list[:]}"), "p,q");
-        assert_eq!(json_path(&spec, "{.list[*]}"), "p,q");
-        assert_eq!(json_path(&spec, "{.list[1]}"), "q");
-        assert_eq!(json_path(&spec, "{.n}"), "3");
-        assert_eq!(json_path(&spec, "{.missing.x}"), "");
-    }
 }

@@ -305,7 +305,7 @@ async fn close(state: Arc<dyn State>) {
 }
 
 /// Completes on SIGTERM or SIGINT.
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     match signal(SignalKind::terminate()) {
         Ok(mut terminate) => {

@@ -1,7 +1,10 @@
-//! `cosictl graph` end to end: a runtime publishes its controllers' statuses
-//! to a remote state, `cosictl graph` draws them.
+//! `cosictl graph` and `cosictl ui` end to end: a runtime publishes its
+//! controllers' statuses to a remote state, `cosictl graph` draws them, and
+//! `cosictl ui` serves the live page of them.
 
 use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 
 use cosi::prelude::*;
 use cosi::runtime::{ControllerStatus, RUNTIME_NAMESPACE};
@@ -135,6 +138,53 @@ async fn graph_draws_the_controllers_a_remote_runtime_publishes() {
         assert!(mermaid.contains(expected), "{expected:?} missing from:\n{mermaid}");
     }
 
+    // The live page of the same endpoint: `cosictl ui` prints its URL, and
+    // the page's graph and summary show both controllers, echo failing.
+    let mut ui = tokio::process::Command::new(COSICTL)
+        .args(["ui", "--endpoint", &endpoint])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("cosictl ui runs");
+    let mut lines = BufReader::new(ui.stdout.take().expect("stdout")).lines();
+    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("cosictl ui prints its URL")
+        .expect("read")
+        .expect("a line");
+    let url = line.split_whitespace().last().unwrap_or_default();
+    let address = url.strip_prefix("http://").and_then(|rest| rest.strip_suffix('/')).expect("an http:// URL");
+    assert!(address.starts_with("127.0.0.1:"), "loopback by default: {line}");
+    let page: serde_json::Value = serde_json::from_str(&http_get(address, "/api/graph").await).expect("JSON");
+    let mut nodes: Vec<&str> =
+        page["nodes"].as_array().expect("nodes").iter().filter_map(|node| node["id"].as_str()).collect();
+    nodes.sort_unstable();
+    assert_eq!(
+        nodes,
+        [
+            "c:echo",
+            "c:shout",
+            "t:Echoes.graph.test.cosi.dev",
+            "t:Greetings.graph.test.cosi.dev",
+            "t:Shouts.graph.test.cosi.dev"
+        ]
+    );
+    let summary: serde_json::Value = serde_json::from_str(&http_get(address, "/api/summary").await).expect("JSON");
+    assert_eq!(summary["controllers"][0]["name"], "echo", "{summary}");
+    assert_eq!(summary["controllers"][0]["state"], "failing", "{summary}");
+    ui.kill().await.expect("cosictl ui stops");
+
     runtime.shutdown().await;
     server.abort();
+}
+
+/// The body of a GET over HTTP/1.0, which must answer 200.
+async fn http_get(address: &str, path: &str) -> String {
+    let mut stream = tokio::net::TcpStream::connect(address).await.expect("connect");
+    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).await.expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("response");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
+    assert!(head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_owned()
 }

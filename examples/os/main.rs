@@ -2,9 +2,11 @@
 //!
 //! Boots a small, Talos-shaped control plane whose every side effect is a
 //! file in the sandbox directory, serves its state on `DIR/cosi.sock`, and
-//! runs until Ctrl-C. The OS itself is the `example-os` crate beside this
+//! runs until Ctrl-C; with `--ui`, serves the live page too (on a free
+//! loopback port, or `--ui ADDR`) and shows its URL in the banner. The OS itself is the `example-os` crate beside this
 //! file; the README walks through what to do with it.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
@@ -19,13 +21,21 @@ struct Args {
     /// the only place the OS writes to.
     #[arg(long, default_value = "sandbox")]
     sandbox: PathBuf,
+    /// Serves the live page (the controller graph, every resource) on
+    /// ADDR, or on a free loopback port without it; the banner shows the URL.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:0")]
+    ui: Option<SocketAddr>,
 }
 
 #[tokio::main]
 async fn main() -> cosi::Result<()> {
     let args = Args::parse();
     example_os::logging::init();
-    let os = Os::boot(Options::new(args.sandbox)).await.inspect_err(|error| tracing::error!("cannot boot: {error}"))?;
+    let mut options = Options::new(args.sandbox);
+    if let Some(address) = args.ui {
+        options = options.ui(address);
+    }
+    let os = Os::boot(options).await.inspect_err(|error| tracing::error!("cannot boot: {error}"))?;
     os.run_until(stop_signal()).await.inspect_err(|error| tracing::error!("{error}"))?;
     Ok(())
 }

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
@@ -341,6 +341,8 @@ pub(crate) struct Stats {
     pub(crate) writes: AtomicU64,
     pub(crate) busy_nanos: AtomicU64,
     pub(crate) last_error: Mutex<Option<String>>,
+    /// When a failed controller (or item) is retried next; `None` while healthy.
+    pub(crate) next_retry: Mutex<Option<SystemTime>>,
     /// Whether the published status is behind.
     pub(crate) dirty: AtomicBool,
     failing: AtomicBool,
@@ -368,6 +370,7 @@ impl Stats {
             writes: AtomicU64::new(0),
             busy_nanos: AtomicU64::new(0),
             last_error: Mutex::new(None),
+            next_retry: Mutex::new(None),
             dirty: AtomicBool::new(true),
             failing: AtomicBool::new(false),
             metrics: Metrics {
@@ -394,6 +397,7 @@ impl Stats {
         self.metrics.reconciles.increment(1);
         self.metrics.busy.record(busy.as_secs_f64());
         self.failing.store(false, Ordering::Relaxed);
+        *self.next_retry.lock() = None;
         self.dirty.store(true, Ordering::Release);
     }
 
@@ -402,14 +406,17 @@ impl Stats {
         !self.failing.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn record_failure(&self, busy: Duration, error: String, restart: bool) {
+    /// A failed reconcile; `retry` is the wait before the next try, `None`
+    /// for a controller that stopped for good.
+    pub(crate) fn record_failure(&self, busy: Duration, error: String, retry: Option<Duration>) {
         self.record_success(busy);
         self.errors.fetch_add(1, Ordering::Relaxed);
         self.metrics.errors.increment(1);
-        if restart {
+        if retry.is_some() {
             self.restarts.fetch_add(1, Ordering::Relaxed);
             self.metrics.restarts.increment(1);
         }
+        *self.next_retry.lock() = retry.map(|retry| SystemTime::now() + retry);
         *self.last_error.lock() = Some(error);
         self.failing.store(true, Ordering::Relaxed);
     }
@@ -430,6 +437,7 @@ impl Stats {
             busy: Duration::from_nanos(self.busy_nanos.load(Ordering::Relaxed)),
             queue_depth,
             last_error: self.last_error.lock().clone(),
+            next_retry: *self.next_retry.lock(),
         }
     }
 }
@@ -459,4 +467,8 @@ pub struct ControllerStats {
     pub queue_depth: usize,
     /// The last failure's message, if any.
     pub last_error: Option<String>,
+    /// When the failing controller (or, for queue controllers, the last
+    /// failed item) is retried next; `None` while healthy, and for a
+    /// controller whose task stopped.
+    pub next_retry: Option<SystemTime>,
 }

@@ -459,7 +459,7 @@ impl Engine {
             if let Err(panic) = AssertUnwindSafe(run).catch_unwind().await {
                 let message = format!("the controller's task panicked and stopped: {}", panic_message(&*panic));
                 tracing::error!(controller = %reported.name, error = %message, "controller stopped");
-                reported.stats.record_failure(Duration::ZERO, message, false);
+                reported.stats.record_failure(Duration::ZERO, message, None);
             }
         });
     }
@@ -683,7 +683,7 @@ impl Engine {
                 Err((message, explicit)) => {
                     let delay = explicit.unwrap_or_else(|| backoff.next_delay());
                     tracing::error!(controller = %core.name, error = %message, ?delay, "reconcile failed; restarting");
-                    core.stats.record_failure(busy, message, true);
+                    core.stats.record_failure(busy, message, Some(delay));
                     // A controller waiting out its backoff has nothing pending:
                     // `settled` does not wait for a retry that may fail forever.
                     core.finished();
@@ -768,7 +768,7 @@ impl Engine {
                             .next_delay()
                     });
                     tracing::warn!(controller = %core.name, item = %item.key.pointer, error = %message, ?delay, "item failed; retrying");
-                    core.stats.record_failure(busy, message, true);
+                    core.stats.record_failure(busy, message, Some(delay));
                     Some(Instant::now() + delay)
                 }
             };
@@ -846,6 +846,7 @@ impl Engine {
                     status.errors = stats.errors;
                     status.restarts = stats.restarts;
                     status.last_error.clone_from(&stats.last_error);
+                    status.next_retry_ms = stats.next_retry.and_then(unix_millis);
                     status.healthy = healthy;
                 })
                 .await;
@@ -855,6 +856,12 @@ impl Engine {
             }
         }
     }
+}
+
+/// Milliseconds since the Unix epoch, for a time after it.
+fn unix_millis(time: std::time::SystemTime) -> Option<u64> {
+    let since = time.duration_since(std::time::UNIX_EPOCH).ok()?;
+    u64::try_from(since.as_millis()).ok()
 }
 
 /// Reads a reconcile's result: a requeue, or a failure's message and the

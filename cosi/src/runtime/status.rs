@@ -39,6 +39,12 @@ pub struct ControllerStatus {
     /// The last failure's message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// When it is retried next, in milliseconds since the Unix epoch, by the
+    /// runtime's clock: set while it fails and waits out its backoff
+    /// (queue controllers: the last failed item's), unset while healthy and
+    /// for a controller whose task stopped for good.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_retry_ms: Option<u64>,
     /// Whether its last reconcile succeeded.
     pub healthy: bool,
 }

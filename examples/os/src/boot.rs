@@ -1,6 +1,7 @@
 //! Booting and stopping the OS: the sandbox, the state, the controllers and
 //! the gRPC server, in that order, and back.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -38,18 +39,27 @@ pub struct Options {
     pub timings: Timings,
     /// The backoff of failing controllers and service restarts.
     pub backoff: BackoffOptions,
+    /// Where to serve the live page (`cosi-ui`), if at all.
+    pub ui: Option<SocketAddr>,
 }
 
 impl Options {
     /// Boots in `sandbox`, with the default timings.
     pub fn new(sandbox: impl Into<PathBuf>) -> Self {
-        Options { sandbox: sandbox.into(), timings: Timings::default(), backoff: BackoffOptions::default() }
+        Options { sandbox: sandbox.into(), timings: Timings::default(), backoff: BackoffOptions::default(), ui: None }
     }
 
     /// With other timings ([`Timings::instant`] for tests).
     #[must_use]
     pub fn timings(mut self, timings: Timings) -> Self {
         self.timings = timings;
+        self
+    }
+
+    /// Serving the live page on `address` (port 0: a free one).
+    #[must_use]
+    pub fn ui(mut self, address: SocketAddr) -> Self {
+        self.ui = Some(address);
         self
     }
 
@@ -69,11 +79,12 @@ pub struct Os {
     runtime: Runtime,
     endpoint: Endpoint,
     server: Option<Serving>,
+    ui: Option<(String, Serving<cosi_ui::Error>)>,
     store: Weak<RedbState>,
 }
 
 /// The gRPC server's task, and how to stop it.
-type Serving = (oneshot::Sender<()>, JoinHandle<Result<(), cosi_grpc::ServeError>>);
+type Serving<E = cosi_grpc::ServeError> = (oneshot::Sender<()>, JoinHandle<Result<(), E>>);
 
 impl std::fmt::Debug for Os {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -102,8 +113,18 @@ impl Os {
 
         prepare(&sandbox, &*state).await?;
         let cmdline = Cmdline::parse(&sandbox.read(CMDLINE)?.unwrap_or_default());
-        let env = Env::new(sandbox, options.timings, Tasks::default(), cmdline);
+        let mut env = Env::new(sandbox, options.timings, Tasks::default(), cmdline);
         register_namespaces(&*state).await?;
+        // Bound before the controllers start, so that the banner has its URL.
+        let ui = match options.ui {
+            Some(address) => {
+                let ui = cosi_ui::Ui::new(Arc::clone(&state), cosi_ui::Config::default().listen(address));
+                let listening = ui.bind().await?;
+                env.ui_url = Some(listening.url());
+                Some(listening)
+            }
+            None => None,
+        };
 
         let mut runtime_options = RuntimeOptions::default();
         runtime_options.backoff = options.backoff;
@@ -127,7 +148,16 @@ impl Os {
             let _ = stopped.await;
         }));
         tracing::info!("serving the state on {endpoint} (try: cosictl -e {endpoint} get rd)");
-        Ok(Os { env, state, runtime, endpoint, server: Some((stop, server)), store: Arc::downgrade(&store) })
+        let ui = ui.map(|listening| {
+            let url = listening.url();
+            tracing::info!("serving the live page on {url}");
+            let (stop, stopped) = oneshot::channel::<()>();
+            let serving = tokio::spawn(listening.serve_with_shutdown(async {
+                let _ = stopped.await;
+            }));
+            (url, (stop, serving))
+        });
+        Ok(Os { env, state, runtime, endpoint, server: Some((stop, server)), ui, store: Arc::downgrade(&store) })
     }
 
     /// The state: every resource of the OS.
@@ -145,6 +175,11 @@ impl Os {
         &self.endpoint
     }
 
+    /// The live page's URL, when [`Options::ui`] asked for it.
+    pub fn ui_url(&self) -> Option<&str> {
+        self.ui.as_ref().map(|(url, _)| url.as_str())
+    }
+
     /// The sandbox.
     pub fn sandbox(&self) -> &SandboxRoot {
         &self.env.sandbox
@@ -160,6 +195,12 @@ impl Os {
     /// the configuration store.
     pub async fn shutdown(mut self) -> Result<(), Error> {
         tracing::info!("shutting down");
+        if let Some((_, (stop, mut serving))) = self.ui.take() {
+            let _ = stop.send(());
+            if tokio::time::timeout(SERVER_GRACE, &mut serving).await.is_err() {
+                serving.abort();
+            }
+        }
         let served = match self.server.take() {
             Some((stop, mut server)) => {
                 let _ = stop.send(());

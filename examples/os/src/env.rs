@@ -66,12 +66,14 @@ pub struct Env {
     pub timings: Timings,
     /// The kernel command line, read at boot.
     pub cmdline: Cmdline,
+    /// The live page's URL, when it is served: the banner shows it.
+    pub ui_url: Option<String>,
 }
 
 impl Env {
     /// The environment of a booted sandbox.
     pub fn new(sandbox: SandboxRoot, timings: Timings, tasks: Tasks, cmdline: Cmdline) -> Self {
-        Env { kernel: Kernel::new(sandbox.clone()), sandbox, tasks, timings, cmdline }
+        Env { kernel: Kernel::new(sandbox.clone()), sandbox, tasks, timings, cmdline, ui_url: None }
     }
 }
 

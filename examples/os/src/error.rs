@@ -30,6 +30,9 @@ pub enum Error {
     /// The gRPC server could not start.
     #[error(transparent)]
     Serve(#[from] cosi_grpc::ServeError),
+    /// The live page could not be served.
+    #[error(transparent)]
+    Ui(#[from] cosi_ui::Error),
     /// A file watch could not be set up.
     #[error("cannot watch {path}: {source}")]
     Watch {

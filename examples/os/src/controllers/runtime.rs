@@ -489,6 +489,9 @@ impl MachineStatusController {
         let mut banner = String::new();
         let _ = writeln!(banner, "the machine is running (booted in {:.1?})", self.booted.elapsed());
         let _ = write!(banner, "  look at it: cosictl -e unix:{} get ms", socket.display());
+        if let Some(url) = &self.env.ui_url {
+            let _ = write!(banner, "\n  watch it live: {url}");
+        }
         let line = "=".repeat(64);
         tracing::info!("{line}");
         for text in banner.lines() {

@@ -1,0 +1,227 @@
+//! The HTTP routes: the page's assets, the JSON and YAML endpoints, and the
+//! event stream. Errors are JSON objects `{"error": "..."}` with the status
+//! that fits: 400 for a malformed name, 403 when the state refuses, 404 for
+//! what does not exist, 502 when the state cannot be reached.
+
+use std::collections::BTreeSet;
+
+use axum::Json;
+use axum::extract::{Path, Query, State as Extract};
+use axum::http::{StatusCode, Uri, header};
+use axum::response::sse::{KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use cosi::resource::{Kind, Pointer};
+use cosi::state::ListOptions;
+use serde::{Deserialize, Serialize};
+
+use crate::Ui;
+use crate::columns;
+use crate::layout::layout;
+use crate::model::{self, ControllerView, Count};
+
+const INDEX: &str = include_str!("assets/index.html");
+const SCRIPT: &str = include_str!("assets/app.js");
+const STYLE: &str = include_str!("assets/app.css");
+
+/// The longest namespace, type or ID a request may name.
+const MAX_NAME: usize = 512;
+
+pub(crate) fn router(ui: Ui) -> axum::Router {
+    axum::Router::new()
+        .route("/", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
+        .route("/app.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
+        .route("/app.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
+        .route("/api/graph", get(graph))
+        .route("/api/summary", get(summary))
+        .route("/api/types/{type}", get(list))
+        .route("/api/resources/{namespace}/{type}/{id}", get(resource))
+        .route("/api/events", get(events))
+        .fallback(not_found)
+        .with_state(ui)
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], body).into_response()
+}
+
+/// An error response.
+struct Failure(StatusCode, String);
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        (self.0, Json(serde_json::json!({ "error": self.1 }))).into_response()
+    }
+}
+
+impl From<cosi::Error> for Failure {
+    fn from(error: cosi::Error) -> Self {
+        let status = if error.is_not_found() {
+            StatusCode::NOT_FOUND
+        } else if error.is_access_denied() {
+            StatusCode::FORBIDDEN
+        } else if error.is_invalid_argument() {
+            StatusCode::BAD_REQUEST
+        } else {
+            StatusCode::BAD_GATEWAY
+        };
+        Failure(status, error.to_string())
+    }
+}
+
+async fn not_found(uri: Uri) -> Failure {
+    Failure(StatusCode::NOT_FOUND, format!("no such page: {}", uri.path()))
+}
+
+/// `what` as a name a request may use: not empty, not too long, no control characters.
+fn checked<'a>(what: &str, name: &'a str) -> Result<&'a str, Failure> {
+    if name.is_empty() || name.len() > MAX_NAME || name.chars().any(char::is_control) {
+        return Err(Failure(
+            StatusCode::BAD_REQUEST,
+            format!("invalid {what} {name:?}: a {what} is 1 to {MAX_NAME} characters, none a control character"),
+        ));
+    }
+    Ok(name)
+}
+
+async fn graph(Extract(ui): Extract<Ui>) -> Result<Response, Failure> {
+    let definitions = model::definitions(&*ui.state).await?;
+    let statuses = model::statuses(&*ui.state, &ui.config.status_namespace).await?;
+    let controllers: Vec<_> = statuses.iter().map(|(name, status)| status.graph_controller(name)).collect();
+    Ok(Json(layout(&controllers, &definitions)).into_response())
+}
+
+#[derive(Serialize)]
+struct Summary {
+    controllers: Vec<ControllerView>,
+    counts: Vec<Count>,
+}
+
+async fn summary(Extract(ui): Extract<Ui>) -> Result<Json<Summary>, Failure> {
+    let definitions = model::definitions(&*ui.state).await?;
+    let statuses = model::statuses(&*ui.state, &ui.config.status_namespace).await?;
+    let mut counts = Vec::new();
+    for (namespace, r#type) in model::kinds(&definitions, &statuses) {
+        // A type this connection may not read (sensitive, for a reader) counts as nothing.
+        let count = match ui.state.list_dynamic(&Kind::new(&namespace, &r#type), &ListOptions::default()).await {
+            Ok(resources) => resources.len(),
+            Err(error) if error.is_access_denied() => 0,
+            Err(error) => return Err(error.into()),
+        };
+        counts.push(Count { namespace, r#type, count });
+    }
+    let controllers = statuses.iter().map(|(name, status)| ControllerView::new(name, status, 0.0)).collect();
+    Ok(Json(Summary { controllers, counts }))
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    namespace: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Listing {
+    #[serde(rename = "type")]
+    r#type: String,
+    display_type: String,
+    namespace: String,
+    /// The namespaces the type is known in.
+    namespaces: Vec<String>,
+    sensitive: bool,
+    columns: Vec<String>,
+    rows: Vec<Row>,
+}
+
+#[derive(Serialize)]
+struct Row {
+    id: String,
+    version: String,
+    phase: String,
+    cells: Vec<String>,
+}
+
+async fn list(
+    Extract(ui): Extract<Ui>,
+    Path(r#type): Path<String>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Listing>, Failure> {
+    let r#type = checked("type", &r#type)?;
+    let definitions = model::definitions(&*ui.state).await?;
+    let Some(definition) = definitions.get(r#type) else {
+        return Err(Failure(StatusCode::NOT_FOUND, format!("no resource definition for the type {type:?}")));
+    };
+    let namespace = match &query.namespace {
+        Some(namespace) => checked("namespace", namespace)?.to_owned(),
+        None => definition.default_namespace.clone(),
+    };
+    let statuses = model::statuses(&*ui.state, &ui.config.status_namespace).await.unwrap_or_default();
+    let namespaces: Vec<String> = model::kinds(&definitions, &statuses)
+        .into_iter()
+        .filter(|(_, known)| known == r#type)
+        .map(|(namespace, _)| namespace)
+        .collect();
+    let resources = ui.state.list_dynamic(&Kind::new(&namespace, r#type), &ListOptions::default()).await?;
+    let rows = resources
+        .iter()
+        .map(|resource| {
+            let spec = model::spec_value(resource);
+            Row {
+                id: resource.id().to_owned(),
+                version: resource.metadata.version().to_string(),
+                phase: resource.metadata.phase().to_string(),
+                cells: definition
+                    .print_columns
+                    .iter()
+                    .map(|column| columns::evaluate(&spec, &column.json_path))
+                    .collect(),
+            }
+        })
+        .collect();
+    Ok(Json(Listing {
+        r#type: definition.r#type.clone(),
+        display_type: definition.display_type.clone(),
+        namespace,
+        namespaces,
+        sensitive: definition.sensitivity == cosi::resource::Sensitivity::Sensitive,
+        columns: definition.print_columns.iter().map(|column| column.name.clone()).collect(),
+        rows,
+    }))
+}
+
+async fn resource(
+    Extract(ui): Extract<Ui>,
+    Path((namespace, r#type, id)): Path<(String, String, String)>,
+) -> Result<Response, Failure> {
+    let pointer = Pointer::new(checked("namespace", &namespace)?, checked("type", &r#type)?, checked("ID", &id)?);
+    let resource = ui.state.get_dynamic(&pointer).await?;
+    Ok(([(header::CONTENT_TYPE, "application/yaml; charset=utf-8")], model::yaml(&resource)).into_response())
+}
+
+async fn events(Extract(ui): Extract<Ui>) -> Result<Response, Failure> {
+    let definitions = model::definitions(&*ui.state).await?;
+    let statuses = model::statuses(&*ui.state, &ui.config.status_namespace).await?;
+    let readable = readable(&ui, model::kinds(&definitions, &statuses).into_iter().collect()).await;
+    let stream = crate::events::open(&ui, readable).await?;
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// The kinds this state handle may read: a reader's connection is refused
+/// sensitive types, which the stream then leaves out rather than fail.
+async fn readable(ui: &Ui, kinds: Vec<(String, String)>) -> Vec<(String, String)> {
+    let mut readable = Vec::with_capacity(kinds.len());
+    let mut refused: BTreeSet<String> = BTreeSet::new();
+    for (namespace, r#type) in kinds {
+        let kind = Kind::new(&namespace, &r#type);
+        let options = ListOptions::default();
+        match ui.state.list_dynamic(&kind, &options).await {
+            Err(error) if error.is_access_denied() => {
+                refused.insert(r#type);
+            }
+            _ => readable.push((namespace, r#type)),
+        }
+    }
+    if !refused.is_empty() {
+        tracing::debug!(types = ?refused, "the event stream leaves out types this connection may not read");
+    }
+    readable
+}

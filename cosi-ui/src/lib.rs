@@ -1,0 +1,207 @@
+//! A live page of a COSI state: the controller graph with each controller's
+//! state and reconciles per second, how many resources each type holds, and
+//! every resource one click away, updated as the state changes.
+//!
+//! [`Ui`] serves it over HTTP for any [`State`] handle: the gRPC client
+//! (`cosictl ui`) or the state of a program itself (the example OS's `--ui`).
+//! Everything the page needs (its HTML, script and style) is built into the
+//! binary; the graph's layout is computed here, from the
+//! [`ControllerStatus`](cosi::runtime::ControllerStatus) resources the runtime
+//! publishes, which are also the graph `cosictl graph` prints.
+//!
+//! The page shows what its state handle may read: through a gRPC connection
+//! with the `cosi:reader` role, sensitive types are refused by the server, as
+//! with `cosictl get`.
+//!
+//! # Endpoints
+//!
+//! | path | what |
+//! |---|---|
+//! | `/` | the page (`/app.js`, `/app.css`) |
+//! | `/api/graph` | the graph with its layout (JSON, [`layout::Layout`]) |
+//! | `/api/summary` | the controllers' statuses and the types' counts (JSON) |
+//! | `/api/types/{type}?namespace=NS` | a type's resources with its print columns (JSON) |
+//! | `/api/resources/{namespace}/{type}/{id}` | one resource, metadata and spec (YAML) |
+//! | `/api/events` | server-sent events: controllers, counts and resources as they change |
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn run(state: std::sync::Arc<dyn cosi::state::State>) -> Result<(), cosi_ui::Error> {
+//! let ui = cosi_ui::Ui::new(state, cosi_ui::Config::default());
+//! let listening = ui.bind().await?;
+//! println!("{}", listening.url());
+//! listening.serve().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+
+mod api;
+pub mod columns;
+mod events;
+pub mod layout;
+mod model;
+
+use std::future::Future;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use cosi::runtime::RUNTIME_NAMESPACE;
+use cosi::state::State;
+use tokio_util::sync::CancellationToken;
+
+/// Where and what to serve.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Config {
+    /// The address to listen on; loopback, on a free port, by default.
+    pub listen: SocketAddr,
+    /// The namespace the runtimes publish their controller statuses in.
+    pub status_namespace: String,
+    /// How often the event stream recomputes reconciles per second.
+    pub tick: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            status_namespace: RUNTIME_NAMESPACE.to_owned(),
+            tick: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Config {
+    /// Listens on `listen`.
+    #[must_use]
+    pub fn listen(mut self, listen: SocketAddr) -> Self {
+        self.listen = listen;
+        self
+    }
+}
+
+/// Why the page cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The address could not be bound.
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Serving failed.
+    #[error("the page's server failed: {0}")]
+    Serve(std::io::Error),
+}
+
+/// The page's server for one state. Cheap to clone: clones share the state
+/// and the counters of open event streams.
+#[derive(Clone)]
+pub struct Ui {
+    state: Arc<dyn State>,
+    config: Arc<Config>,
+    open: Arc<Open>,
+    /// Cancelled when serving stops: ends the open event streams.
+    shutdown: CancellationToken,
+}
+
+/// What is open now, for [`Ui::open_streams`] and [`Ui::open_watches`].
+#[derive(Default)]
+struct Open {
+    streams: AtomicUsize,
+    watches: AtomicUsize,
+}
+
+impl std::fmt::Debug for Ui {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ui").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl Ui {
+    /// The page of `state`.
+    pub fn new(state: Arc<dyn State>, config: Config) -> Self {
+        Ui { state, config: Arc::new(config), open: Arc::default(), shutdown: CancellationToken::new() }
+    }
+
+    /// The HTTP routes, to serve or to call directly.
+    pub fn router(&self) -> axum::Router {
+        api::router(self.clone())
+    }
+
+    /// Binds the configured address.
+    ///
+    /// # Errors
+    ///
+    /// When the address cannot be bound.
+    pub async fn bind(&self) -> Result<Listening, Error> {
+        let address = self.config.listen;
+        let listener =
+            tokio::net::TcpListener::bind(address).await.map_err(|source| Error::Bind { address, source })?;
+        let local = listener.local_addr().map_err(|source| Error::Bind { address, source })?;
+        Ok(Listening { ui: self.clone(), listener, local })
+    }
+
+    /// The event streams open now.
+    pub fn open_streams(&self) -> usize {
+        self.open.streams.load(Ordering::Acquire)
+    }
+
+    /// The state watches the open event streams hold now.
+    pub fn open_watches(&self) -> usize {
+        self.open.watches.load(Ordering::Acquire)
+    }
+}
+
+/// A bound page server; [`serve`](Listening::serve) runs it.
+#[derive(Debug)]
+pub struct Listening {
+    ui: Ui,
+    listener: tokio::net::TcpListener,
+    local: SocketAddr,
+}
+
+impl Listening {
+    /// The address bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The page's URL: `http://ADDRESS/`.
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.local)
+    }
+
+    /// Serves until the process ends.
+    ///
+    /// # Errors
+    ///
+    /// When accepting connections fails for good.
+    pub async fn serve(self) -> Result<(), Error> {
+        self.serve_with_shutdown(std::future::pending()).await
+    }
+
+    /// Serves until `signal` completes; open event streams are closed then.
+    ///
+    /// # Errors
+    ///
+    /// When accepting connections fails for good.
+    pub async fn serve_with_shutdown(self, signal: impl Future<Output = ()> + Send + 'static) -> Result<(), Error> {
+        let router = self.ui.router();
+        let shutdown = self.ui.shutdown.clone();
+        // Event streams never end by themselves: they are ended first, so
+        // that the graceful shutdown has no connection to wait for.
+        let signal = async move {
+            signal.await;
+            shutdown.cancel();
+        };
+        axum::serve(self.listener, router).with_graceful_shutdown(signal).await.map_err(Error::Serve)
+    }
+}

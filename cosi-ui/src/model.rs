@@ -1,0 +1,130 @@
+//! What the page shows, read from the state: the resource definitions, the
+//! controller statuses, and resources rendered for a person.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use cosi::resource::{DynamicResource, Kind, Resource as _, ResourceDefinition, Typed};
+use cosi::runtime::ControllerStatus;
+use cosi::state::{ListOptions, META_NAMESPACE, State};
+use serde::Serialize;
+use serde_json::Value;
+
+/// The resource definitions the state publishes, by type.
+pub(crate) async fn definitions(state: &dyn State) -> cosi::Result<BTreeMap<String, ResourceDefinition>> {
+    let kind = Kind::new(META_NAMESPACE, ResourceDefinition::TYPE);
+    let resources = state.list_dynamic(&kind, &ListOptions::default()).await?;
+    Ok(resources
+        .iter()
+        .filter_map(|resource| cosi_grpc::definition_from_spec(&resource.spec))
+        .map(|definition| (definition.r#type.clone(), definition))
+        .collect())
+}
+
+/// The controller statuses published in `namespace`, by controller name.
+pub(crate) async fn statuses(state: &dyn State, namespace: &str) -> cosi::Result<BTreeMap<String, ControllerStatus>> {
+    let kind = Kind::new(namespace, ControllerStatus::TYPE);
+    let resources = state.list_dynamic(&kind, &ListOptions::default()).await?;
+    Ok(resources.into_iter().filter_map(status).collect())
+}
+
+/// A controller status resource as its name and status; `None` for what does not decode.
+pub(crate) fn status(resource: Arc<DynamicResource>) -> Option<(String, ControllerStatus)> {
+    let typed = Typed::<ControllerStatus>::try_from(resource).ok()?;
+    Some((typed.id().to_owned(), ControllerStatus::clone(&typed)))
+}
+
+/// Every kind the page shows: each defined type in its default namespace,
+/// and every namespace a controller reads a type from.
+pub(crate) fn kinds(
+    definitions: &BTreeMap<String, ResourceDefinition>,
+    statuses: &BTreeMap<String, ControllerStatus>,
+) -> BTreeSet<(String, String)> {
+    let mut kinds: BTreeSet<(String, String)> = definitions
+        .values()
+        .map(|definition| (definition.default_namespace.clone(), definition.r#type.clone()))
+        .collect();
+    for status in statuses.values() {
+        for input in &status.inputs {
+            kinds.insert((input.namespace.clone(), input.r#type.clone()));
+        }
+    }
+    kinds
+}
+
+/// A controller as the page shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ControllerView {
+    pub(crate) name: String,
+    /// `running`, `failing` (a retry is scheduled) or `stopped` (its task ended for good).
+    pub(crate) state: &'static str,
+    pub(crate) reconciles: u64,
+    pub(crate) errors: u64,
+    pub(crate) restarts: u64,
+    /// Reconciles per second, lately.
+    pub(crate) rate: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) last_error: Option<String>,
+    /// When a failing controller is retried, in milliseconds since the Unix epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) next_retry_ms: Option<u64>,
+}
+
+impl ControllerView {
+    pub(crate) fn new(name: &str, status: &ControllerStatus, rate: f64) -> Self {
+        ControllerView {
+            name: name.to_owned(),
+            state: match (status.healthy, status.next_retry_ms) {
+                (true, _) => "running",
+                (false, Some(_)) => "failing",
+                (false, None) => "stopped",
+            },
+            reconciles: status.reconciles,
+            errors: status.errors,
+            restarts: status.restarts,
+            rate,
+            last_error: status.last_error.clone(),
+            next_retry_ms: status.next_retry_ms,
+        }
+    }
+}
+
+/// How many resources one kind holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub(crate) struct Count {
+    pub(crate) namespace: String,
+    #[serde(rename = "type")]
+    pub(crate) r#type: String,
+    pub(crate) count: usize,
+}
+
+/// One resource changed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub(crate) struct Change {
+    pub(crate) namespace: String,
+    #[serde(rename = "type")]
+    pub(crate) r#type: String,
+    pub(crate) id: String,
+    pub(crate) version: String,
+    /// `created`, `updated` or `destroyed`.
+    pub(crate) change: &'static str,
+}
+
+/// The spec as a JSON value: typed specs through serde, encoded ones from
+/// their YAML text; `null` without either.
+pub(crate) fn spec_value(resource: &DynamicResource) -> Value {
+    if let Some(spec) = resource.spec.as_serialize() {
+        return serde_json::to_value(spec).unwrap_or(Value::Null);
+    }
+    let text = resource.spec.as_encoded().and_then(|encoded| encoded.yaml.as_deref());
+    text.and_then(|text| serde_yaml_ng::from_str::<Value>(text).ok()).unwrap_or(Value::Null)
+}
+
+/// The resource as YAML: its metadata and its spec, as `cosictl get -o yaml` prints it.
+pub(crate) fn yaml(resource: &DynamicResource) -> String {
+    let mut document = serde_json::Map::new();
+    document.insert("metadata".into(), serde_json::to_value(&resource.metadata).unwrap_or(Value::Null));
+    document.insert("spec".into(), spec_value(resource));
+    serde_yaml_ng::to_string(&Value::Object(document)).unwrap_or_default()
+}

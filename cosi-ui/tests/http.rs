@@ -1,0 +1,253 @@
+//! The page's HTTP endpoints against a small running program: status codes,
+//! content types, errors for bad paths, and the event stream, including its
+//! cleanup when the client goes and when the server stops.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use cosi::prelude::*;
+use cosi_ui::{Config, Ui};
+use http_body_util::BodyExt as _;
+use support::{EventClient, Number, Word};
+use tower::ServiceExt as _;
+
+/// One request through the router: the status, the content type and the body.
+async fn get(ui: &Ui, path: &str) -> (StatusCode, String, String) {
+    let request = Request::get(path).body(Body::empty()).expect("request");
+    let response = ui.router().oneshot(request).await.expect("infallible");
+    let status = response.status();
+    let content_type = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = response.into_body().collect().await.expect("body").to_bytes();
+    (status, content_type, String::from_utf8(body.to_vec()).expect("UTF-8"))
+}
+
+fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|error| panic!("{error}: {body}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_and_its_assets_are_built_in() {
+    let (state, _runtime) = support::program().await;
+    let ui = Ui::new(state, Config::default());
+    let (status, content_type, index) = get(&ui, "/").await;
+    assert_eq!((status, content_type.as_str()), (StatusCode::OK, "text/html; charset=utf-8"));
+    assert!(index.contains(r#"<script src="/app.js">"#) && index.contains(r#"href="/app.css""#), "{index}");
+    let (status, content_type, script) = get(&ui, "/app.js").await;
+    assert_eq!((status, content_type.as_str()), (StatusCode::OK, "text/javascript; charset=utf-8"));
+    assert!(script.contains("new EventSource(\"/api/events\")"));
+    let (status, content_type, _) = get(&ui, "/app.css").await;
+    assert_eq!((status, content_type.as_str()), (StatusCode::OK, "text/css; charset=utf-8"));
+    // Offline: nothing is loaded from elsewhere (the SVG namespace is a name, not a load).
+    for asset in [&index, &script] {
+        let elsewhere: Vec<&str> =
+            asset.match_indices("://").map(|(at, _)| &asset[at.saturating_sub(12)..at + 24]).collect();
+        assert!(elsewhere.iter().all(|url| url.contains("www.w3.org/2000/svg")), "{elsewhere:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_graph_has_every_controller_and_type_with_their_edges() {
+    let (state, _runtime) = support::program().await;
+    let ui = Ui::new(state, Config::default());
+    let (status, content_type, body) = get(&ui, "/api/graph").await;
+    assert_eq!((status, content_type.as_str()), (StatusCode::OK, "application/json"));
+    let graph = json(&body);
+    let ids: Vec<&str> =
+        graph["nodes"].as_array().expect("nodes").iter().filter_map(|node| node["id"].as_str()).collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    for id in ["c:speller", "t:Numbers.ui-test.cosi.dev", "t:Words.ui-test.cosi.dev"] {
+        assert!(ids.contains(&id), "{id} missing from {ids:?}");
+    }
+    let edges = graph["edges"].as_array().expect("edges");
+    let input = edges.iter().find(|edge| edge["to"] == "c:speller").expect("the input edge");
+    assert_eq!((input["kind"].as_str(), input["style"].as_str()), (Some("strong"), Some("bold")));
+    let output = edges.iter().find(|edge| edge["from"] == "c:speller").expect("the output edge");
+    assert_eq!((output["kind"].as_str(), output["to"].as_str()), (Some("exclusive"), Some("t:Words.ui-test.cosi.dev")));
+    assert_eq!(graph["bands"][0]["namespace"], "default");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_summary_counts_resources_and_shows_controllers() {
+    let (state, runtime) = support::program().await;
+    state.create(Typed::new("seven", Number { value: 7 }), CreateOptions::default()).await.expect("create");
+    runtime.settled().await;
+    let ui = Ui::new(state, Config::default());
+    let (status, _, body) = get(&ui, "/api/summary").await;
+    assert_eq!(status, StatusCode::OK);
+    let summary = json(&body);
+    let count = |r#type: &str| {
+        summary["counts"].as_array().expect("counts").iter().find(|count| count["type"] == r#type).expect(r#type)["count"]
+            .clone()
+    };
+    assert_eq!(count(Number::TYPE), 2);
+    assert_eq!(count(Word::TYPE), 2);
+    let speller = &summary["controllers"][0];
+    assert_eq!((speller["name"].as_str(), speller["state"].as_str()), (Some("speller"), Some("running")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_type_lists_its_resources_with_its_print_columns() {
+    let (state, _runtime) = support::program().await;
+    let ui = Ui::new(state, Config::default());
+    let (status, content_type, body) = get(&ui, "/api/types/Numbers.ui-test.cosi.dev").await;
+    assert_eq!((status, content_type.as_str()), (StatusCode::OK, "application/json"));
+    let listing = json(&body);
+    assert_eq!(listing["namespace"], "default");
+    assert_eq!(listing["columns"], serde_json::json!(["Value"]));
+    assert_eq!(listing["rows"][0]["id"], "answer");
+    assert_eq!(listing["rows"][0]["cells"], serde_json::json!(["42"]));
+
+    let (status, _, body) = get(&ui, "/api/types/Numbers.ui-test.cosi.dev?namespace=elsewhere").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(json(&body)["rows"], serde_json::json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_is_yaml() {
+    let (state, _runtime) = support::program().await;
+    let ui = Ui::new(state, Config::default());
+    let (status, content_type, body) = get(&ui, "/api/resources/default/Words.ui-test.cosi.dev/answer").await;
+    assert_eq!((status, content_type.as_str()), (StatusCode::OK, "application/yaml; charset=utf-8"));
+    let document: serde_json::Value = serde_yaml_ng::from_str(&body).expect("YAML");
+    assert_eq!(document["metadata"]["owner"], "speller");
+    assert_eq!(document["spec"]["text"], "#42");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_paths_have_clear_errors() {
+    let (state, _runtime) = support::program().await;
+    let ui = Ui::new(state, Config::default());
+    let cases = [
+        ("/nope", StatusCode::NOT_FOUND, "no such page: /nope"),
+        ("/api/nope", StatusCode::NOT_FOUND, "no such page: /api/nope"),
+        ("/api/types/Nopes.ui-test.cosi.dev", StatusCode::NOT_FOUND, "no resource definition for the type"),
+        ("/api/resources/default/Words.ui-test.cosi.dev/missing", StatusCode::NOT_FOUND, "missing"),
+        ("/api/resources/default/Words.ui-test.cosi.dev/a%01b", StatusCode::BAD_REQUEST, "invalid ID"),
+        ("/api/types/Numbers.ui-test.cosi.dev?namespace=", StatusCode::BAD_REQUEST, "invalid namespace"),
+        ("/api/resources/default/Words.ui-test.cosi.dev", StatusCode::NOT_FOUND, "no such page"),
+    ];
+    for (path, expected, message) in cases {
+        let (status, content_type, body) = get(&ui, path).await;
+        assert_eq!(status, expected, "{path}: {body}");
+        assert_eq!(content_type, "application/json", "{path}");
+        let error = json(&body)["error"].as_str().unwrap_or_default().to_owned();
+        assert!(error.contains(message), "{path}: {error}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_pushes_changes_and_failing_controllers() {
+    let (state, _runtime) = support::program().await;
+    let ui = Ui::new(Arc::clone(&state), Config::default());
+    let listening = ui.bind().await.expect("bind");
+    let address = listening.local_addr();
+    assert!(address.ip().is_loopback(), "loopback by default");
+    let server = tokio::spawn(listening.serve());
+
+    let mut events = EventClient::open(address).await;
+    let count = events.until("count", |count| count["type"] == Number::TYPE).await;
+    assert_eq!(count["count"], 1);
+    events.until("ready", |_| true).await;
+
+    state.create(Typed::new("seven", Number { value: 7 }), CreateOptions::default()).await.expect("create");
+    // The number's events, in order, and the word the controller writes; the
+    // kinds' watches are separate, so the word's event may come at any point.
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let (name, data) = tokio::time::timeout(Duration::from_secs(20), events.next())
+            .await
+            .expect("the events of the new number")
+            .expect("the stream goes on");
+        match (name.as_str(), data["type"].as_str()) {
+            ("resource", Some(Number::TYPE)) => seen.push(format!("number {} {}", data["id"], data["change"])),
+            ("count", Some(Number::TYPE)) => seen.push(format!("numbers {}", data["count"])),
+            ("resource", Some(Word::TYPE)) if data["id"] == "seven" => seen.push("word".to_owned()),
+            _ => (),
+        }
+    }
+    seen.retain(|event| event != "word");
+    assert_eq!(seen, [r#"number "seven" "created""#, "numbers 2"]);
+
+    state.modify::<Number>("seven", UpdateOptions::default(), |number| number.value = -7).await.expect("update");
+    let failing = events.until("controller", |controller| controller["state"] == "failing").await;
+    assert_eq!(failing["name"], "speller");
+    assert!(failing["lastError"].as_str().unwrap_or_default().contains("cannot spell -7"), "{failing}");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970");
+    let retry = failing["nextRetryMs"].as_u64().expect("a failing controller has its next retry");
+    // Within the backoff's bounds around now (20 ms at first, never more than a minute).
+    let now = u64::try_from(now.as_millis()).expect("ms");
+    assert!(retry + 60_000 > now && retry < now + 60_000, "{retry} against {now}");
+
+    state.modify::<Number>("seven", UpdateOptions::default(), |number| number.value = 8).await.expect("update");
+    let running = events.until("controller", |controller| controller["state"] == "running").await;
+    assert!(running.get("nextRetryMs").is_none(), "{running}");
+    server.abort();
+}
+
+/// Bounded polling until `done`.
+async fn eventually(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..500 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_stream_the_client_closes_is_cleaned_up() {
+    let (state, _runtime) = support::program().await;
+    let ui = Ui::new(state, Config::default());
+    let listening = ui.bind().await.expect("bind");
+    let address = listening.local_addr();
+    let server = tokio::spawn(listening.serve());
+
+    let mut first = EventClient::open(address).await;
+    first.until("ready", |_| true).await;
+    let mut second = EventClient::open(address).await;
+    second.until("ready", |_| true).await;
+    assert_eq!(ui.open_streams(), 2);
+    // Each stream watches every kind: the speller's two, its status, and `meta`'s two.
+    let per_stream = ui.open_watches() / 2;
+    assert!(per_stream >= 5, "{} watches", ui.open_watches());
+
+    first.close();
+    eventually("the closed stream's watches end", || ui.open_streams() == 1 && ui.open_watches() == per_stream).await;
+    second.close();
+    eventually("every watch ends", || ui.open_streams() == 0 && ui.open_watches() == 0).await;
+    server.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_the_server_ends_open_event_streams() {
+    let (state, _runtime) = support::program().await;
+    let ui = Ui::new(state, Config::default());
+    let listening = ui.bind().await.expect("bind");
+    let address = listening.local_addr();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(listening.serve_with_shutdown(async {
+        let _ = stopped.await;
+    }));
+    let mut events = EventClient::open(address).await;
+    events.until("ready", |_| true).await;
+    stop.send(()).expect("the server runs");
+    // A bound against a hang: a stream left open would keep the server waiting.
+    let served = tokio::time::timeout(Duration::from_secs(20), server).await.expect("the server stops");
+    served.expect("no panic").expect("a clean stop");
+    let mut rest = 0;
+    while events.next().await.is_some() {
+        rest += 1;
+        assert!(rest < 1000, "the stream goes on");
+    }
+    assert_eq!((ui.open_streams(), ui.open_watches()), (0, 0));
+}

@@ -1,0 +1,29 @@
+//! `cosictl ui`: the live page of the state behind an endpoint, served on
+//! loopback until Ctrl-C (see the `cosi-ui` crate).
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use clap::Args;
+use cosi::state::State;
+
+use crate::{CliError, ConnectArgs};
+
+#[derive(Args)]
+pub struct UiArgs {
+    /// Where to serve the page: IP:PORT. Loopback on a free port by default;
+    /// the page has no authentication of its own, so anyone who reaches
+    /// another address reads what this connection may read.
+    #[arg(long, default_value_t = SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))]
+    listen: SocketAddr,
+}
+
+pub async fn run(args: UiArgs, connect: &ConnectArgs) -> Result<(), CliError> {
+    let client = connect.connect().await?;
+    let state: Arc<dyn State> = Arc::new(client);
+    let ui = cosi_ui::Ui::new(state, cosi_ui::Config::default().listen(args.listen));
+    let listening = ui.bind().await?;
+    println!("serving the live page of {} on {}", connect.endpoint, listening.url());
+    listening.serve_with_shutdown(crate::serve::shutdown_signal()).await?;
+    Ok(())
+}
