@@ -19,7 +19,8 @@ use std::time::Duration;
 use cosi::prelude::*;
 use cosi::runtime::{BackoffOptions, ControllerStatus, RUNTIME_NAMESPACE};
 use cosi::state::{EventType, META_NAMESPACE};
-use cosi_grpc::{ADMIN_ROLE, Client, ClientSecurity, ClientTls, READER_ROLE, RemoteError, Security, Server, ServerTls};
+use cosi_grpc::testing::Pki;
+use cosi_grpc::{ADMIN_ROLE, Client, ClientSecurity, READER_ROLE, Security, Server};
 use example_os::resources::{
     AddressSpec, AddressStatus, EtcFileSpec, EtcFileStatus, HostnameSpec, HostnameStatus, KernelParamStatus,
     LinkStatus, MachineConfig, MachineStage, MachineStatus, NETWORK_CONFIG, ResolverSpec, ServiceState, ServiceStatus,
@@ -27,7 +28,6 @@ use example_os::resources::{
 };
 use example_os::{Options, Os, Timings};
 use parking_lot::Mutex;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 
 /// The longest any one condition may take to come true. Generous: the
 /// machine this runs on may be busy building other things.
@@ -563,11 +563,9 @@ async fn sensitive_resources_are_hidden_from_readers() {
     let machine = Machine::boot(&logs).await;
     machine.until::<MachineConfig>(MachineConfig::ID, "the configuration", |_| true).await;
 
-    let pki = Pki::new();
-    let (certificate, key) = pki.issue(&["localhost"], &[]);
-    let tls = ServerTls { certificate, key, client_ca: pki.ca_pem.clone() };
+    let pki = Pki::new("example OS test CA");
     let listening = Server::new(Arc::clone(machine.os().state()))
-        .bind(&"tcp://127.0.0.1:0".parse().expect("an endpoint"), Security::MutualTls(tls))
+        .bind(&"tcp://127.0.0.1:0".parse().expect("an endpoint"), Security::MutualTls(pki.server_tls()))
         .await
         .expect("the TLS server binds");
     let endpoint = listening.endpoint().clone();
@@ -575,55 +573,16 @@ async fn sensitive_resources_are_hidden_from_readers() {
     let server = tokio::spawn(listening.serve_with_shutdown(async {
         let _ = stopped.await;
     }));
-    let client = |role: &str| {
-        let (certificate, key) = pki.issue(&["client"], &[role]);
-        let tls = ClientTls { server_ca: pki.ca_pem.clone(), certificate, key, server_name: "localhost".into() };
-        Client::connect(&endpoint, ClientSecurity::MutualTls(tls))
-    };
+    let client = |role: &str| Client::connect(&endpoint, ClientSecurity::MutualTls(pki.client_tls(&[role])));
     let reader = client(READER_ROLE).await.expect("the reader connects");
     let admin = client(ADMIN_ROLE).await.expect("the admin connects");
 
     let denied = reader.get::<MachineConfig>(MachineConfig::ID).await.expect_err("a reader cannot read mc");
-    let denied = match &denied {
-        cosi::Error::Backend(source) => {
-            matches!(source.downcast_ref::<RemoteError>(), Some(RemoteError::PermissionDenied(_)))
-        }
-        _ => false,
-    };
-    assert!(denied, "the reader is denied");
+    assert!(denied.is_access_denied(), "the reader is denied: {denied:?}");
     admin.get::<MachineConfig>(MachineConfig::ID).await.expect("an admin reads mc");
     machine.until::<HostnameStatus>("hostname", "the hostname", |_| true).await;
     reader.get::<HostnameStatus>("hostname").await.expect("a reader reads the hostname");
 
     let _ = stop.send(());
     server.await.expect("the server task").expect("the server stops");
-}
-
-/// A CA and what it signs, generated per run (no key is committed).
-struct Pki {
-    ca_pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-impl Pki {
-    fn new() -> Self {
-        let key = KeyPair::generate().expect("a CA key");
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, "example OS test CA");
-        let certificate = params.self_signed(&key).expect("a self-signed CA");
-        Pki { ca_pem: certificate.pem(), issuer: Issuer::new(params, key) }
-    }
-
-    fn issue(&self, names: &[&str], organizations: &[&str]) -> (String, String) {
-        let key = KeyPair::generate().expect("a key");
-        let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
-        let mut params = CertificateParams::new(names).expect("certificate parameters");
-        params.distinguished_name.push(DnType::CommonName, "example OS test");
-        for organization in organizations {
-            params.distinguished_name.push(DnType::OrganizationName, *organization);
-        }
-        let certificate = params.signed_by(&key, &self.issuer).expect("a signed certificate");
-        (certificate.pem(), key.serialize_pem())
-    }
 }

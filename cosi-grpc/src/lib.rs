@@ -36,6 +36,8 @@ pub mod proto;
 mod server;
 mod service;
 mod status;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use auth::{ADMIN_ROLE, READER_ROLE, Role};
 pub use client::{Client, ClientSecurity, ClientTls, ConnectError, RetryOptions};

@@ -51,9 +51,6 @@ pub(crate) enum Rpc {
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RemoteError {
-    /// The server refused the call for the caller's role.
-    #[error("permission denied: {0}")]
-    PermissionDenied(String),
     /// The call failed with another status.
     #[error("gRPC status {code:?}: {message}")]
     Status {
@@ -234,9 +231,9 @@ pub(crate) fn from_status(status: &Status, context: &CallContext<'_>) -> Error {
     let message = status.message().to_owned();
     match (status.code(), context.rpc) {
         (Code::NotFound, _) => Error::NotFound(pointer),
-        (Code::PermissionDenied, Rpc::Get | Rpc::List | Rpc::Watch) => {
-            Error::backend(RemoteError::PermissionDenied(message))
-        }
+        // A read refused for the caller's role; a write's bare PERMISSION_DENIED
+        // is Go's owner conflict.
+        (Code::PermissionDenied, Rpc::Get | Rpc::List | Rpc::Watch) => Error::AccessDenied(message),
         (Code::PermissionDenied, _) => Error::OwnerConflict { pointer, owner: None },
         (Code::AlreadyExists, _) => Error::AlreadyExists(pointer),
         (Code::InvalidArgument, Rpc::Update) => {
@@ -293,7 +290,7 @@ fn from_detail(detail: ErrorDetail) -> Option<Error> {
             capacity: usize::try_from(detail.capacity).unwrap_or(usize::MAX),
         },
         "invalid_argument" => Error::InvalidArgument(detail.reason),
-        "denied" => Error::backend(RemoteError::PermissionDenied(detail.reason)),
+        "denied" => Error::AccessDenied(detail.reason),
         _ => return None,
     })
 }
@@ -361,15 +358,7 @@ mod tests {
         assert_eq!(status.code(), Code::PermissionDenied);
         let context = CallContext { rpc: Rpc::Get, pointer: &pointer, version: Version::new(1), expected_phase: None };
         let back = from_status(&status, &context);
-        let source = match &back {
-            Error::Backend(source) => source,
-            other => panic!("expected a refusal, got {other:?}"),
-        };
-        let refused = source.downcast_ref::<RemoteError>();
-        assert!(
-            matches!(refused, Some(RemoteError::PermissionDenied(reason)) if reason.contains("cannot read it")),
-            "{back:?}"
-        );
+        assert!(matches!(&back, Error::AccessDenied(reason) if reason.contains("cannot read it")), "{back:?}");
     }
 
     #[test]
@@ -390,7 +379,7 @@ mod tests {
         assert!(read(Code::FailedPrecondition, Rpc::Destroy).is_conflict());
         assert!(read(Code::FailedPrecondition, Rpc::Watch).is_invalid_bookmark());
         assert!(matches!(read(Code::Unavailable, Rpc::Get), Error::Backend(_)));
-        assert!(matches!(read(Code::PermissionDenied, Rpc::Get), Error::Backend(_)));
+        assert!(read(Code::PermissionDenied, Rpc::Get).is_access_denied());
     }
 
     #[test]

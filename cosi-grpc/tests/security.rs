@@ -13,11 +13,8 @@ use cosi::state::{
     CreateOptions, DestroyOptions, Error, ListOptions, META_NAMESPACE, MemoryState, Registry, State, UpdateOptions,
     WatchKindOptions, WatchOptions,
 };
-use cosi_grpc::{
-    ADMIN_ROLE, Client, ClientSecurity, ClientTls, Endpoint, READER_ROLE, RemoteError, Security, ServeError, Server,
-    ServerTls,
-};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use cosi_grpc::testing::Pki;
+use cosi_grpc::{ADMIN_ROLE, Client, ClientSecurity, ClientTls, Endpoint, READER_ROLE, Security, ServeError, Server};
 
 const PUBLIC_TYPE: &str = "Hostnames.test.cosi.dev";
 const SENSITIVE_TYPE: &str = "Secrets.test.cosi.dev";
@@ -30,36 +27,6 @@ const HIDDEN_TYPE: &str = "Hiddens.test.cosi.dev";
 const GARBLED_TYPE: &str = "Garbleds.test.cosi.dev";
 /// A public type whose definition's ID is not its lowercased type.
 const RENAMED_TYPE: &str = "Renameds.test.cosi.dev";
-
-/// A CA and what it signs.
-struct Pki {
-    ca_pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-impl Pki {
-    fn new(name: &str) -> Self {
-        let key = KeyPair::generate().expect("a CA key");
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let certificate = params.self_signed(&key).expect("a self-signed CA");
-        Pki { ca_pem: certificate.pem(), issuer: Issuer::new(params, key) }
-    }
-
-    /// A certificate and key for `names`, with `organizations` in its subject.
-    fn issue(&self, names: &[&str], organizations: &[&str]) -> (String, String) {
-        let key = KeyPair::generate().expect("a key");
-        let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
-        let mut params = CertificateParams::new(names).expect("certificate parameters");
-        params.distinguished_name.push(DnType::CommonName, "cosi test");
-        for organization in organizations {
-            params.distinguished_name.push(DnType::OrganizationName, *organization);
-        }
-        let certificate = params.signed_by(&key, &self.issuer).expect("a signed certificate");
-        (certificate.pem(), key.serialize_pem())
-    }
-}
 
 struct Fixture {
     pki: Pki,
@@ -115,10 +82,8 @@ impl Fixture {
         }
 
         let pki = Pki::new("cosi test CA");
-        let (certificate, key) = pki.issue(&["localhost"], &[]);
-        let tls = ServerTls { certificate, key, client_ca: pki.ca_pem.clone() };
         let listening = Server::new(state)
-            .bind(&"tcp://127.0.0.1:0".parse().expect("endpoint"), Security::MutualTls(tls))
+            .bind(&"tcp://127.0.0.1:0".parse().expect("endpoint"), Security::MutualTls(pki.server_tls()))
             .await
             .expect("the TLS server binds");
         let endpoint = listening.endpoint().clone();
@@ -127,9 +92,7 @@ impl Fixture {
     }
 
     async fn client(&self, organizations: &[&str]) -> Result<Client, cosi_grpc::ConnectError> {
-        let (certificate, key) = self.pki.issue(&["client"], organizations);
-        let tls = ClientTls { server_ca: self.pki.ca_pem.clone(), certificate, key, server_name: "localhost".into() };
-        Client::connect(&self.endpoint, ClientSecurity::MutualTls(tls)).await
+        Client::connect(&self.endpoint, ClientSecurity::MutualTls(self.pki.client_tls(organizations))).await
     }
 }
 
@@ -141,12 +104,7 @@ fn resource(r#type: &str, id: &str) -> DynamicResource {
 }
 
 fn is_denied(err: &Error) -> bool {
-    match err {
-        Error::Backend(source) => {
-            matches!(source.downcast_ref::<RemoteError>(), Some(RemoteError::PermissionDenied(_)))
-        }
-        _ => false,
-    }
+    err.is_access_denied()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -245,7 +203,7 @@ async fn client_without_certificate_is_refused() {
     let fixture = Fixture::start().await;
     let Endpoint::Tcp(address) = fixture.endpoint else { unreachable!("a TCP endpoint") };
     let tls = tonic::transport::ClientTlsConfig::new()
-        .ca_certificate(tonic::transport::Certificate::from_pem(&fixture.pki.ca_pem))
+        .ca_certificate(tonic::transport::Certificate::from_pem(fixture.pki.ca_pem()))
         .domain_name("localhost");
     let connected = async {
         let channel =
@@ -262,7 +220,8 @@ async fn client_without_certificate_is_refused() {
     // A certificate from another CA is refused as well.
     let other = Pki::new("another CA");
     let (certificate, key) = other.issue(&["client"], &[ADMIN_ROLE]);
-    let tls = ClientTls { server_ca: fixture.pki.ca_pem.clone(), certificate, key, server_name: "localhost".into() };
+    let tls =
+        ClientTls { server_ca: fixture.pki.ca_pem().to_owned(), certificate, key, server_name: "localhost".into() };
     let result = match Client::connect(&fixture.endpoint, ClientSecurity::MutualTls(tls)).await {
         Ok(client) => client.get_dynamic(&Kind::new(NAMESPACE, PUBLIC_TYPE).pointer("existing")).await.map(drop),
         Err(err) => Err(Error::backend(err)),

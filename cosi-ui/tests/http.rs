@@ -7,32 +7,10 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
+use axum::http::StatusCode;
 use cosi::prelude::*;
 use cosi_ui::{Config, Ui};
-use http_body_util::BodyExt as _;
-use support::{EventClient, Number, Word};
-use tower::ServiceExt as _;
-
-/// One request through the router: the status, the content type and the body.
-async fn get(ui: &Ui, path: &str) -> (StatusCode, String, String) {
-    let request = Request::get(path).body(Body::empty()).expect("request");
-    let response = ui.router().oneshot(request).await.expect("infallible");
-    let status = response.status();
-    let content_type = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    let body = response.into_body().collect().await.expect("body").to_bytes();
-    (status, content_type, String::from_utf8(body.to_vec()).expect("UTF-8"))
-}
-
-fn json(body: &str) -> serde_json::Value {
-    serde_json::from_str(body).unwrap_or_else(|error| panic!("{error}: {body}"))
-}
+use support::{EventClient, Number, Word, get, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_and_its_assets_are_built_in() {

@@ -14,6 +14,12 @@ use cosi::runtime::RuntimeOptions;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use cosi_ui::Ui;
+use http_body_util::BodyExt as _;
+use tower::ServiceExt as _;
+
 /// A number to spell out.
 #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[resource(
@@ -142,4 +148,24 @@ impl EventClient {
     pub fn close(self) {
         drop(self.reader);
     }
+}
+
+/// One request through the router: the status, the content type and the body.
+pub async fn get(ui: &Ui, path: &str) -> (StatusCode, String, String) {
+    let request = Request::get(path).body(Body::empty()).expect("request");
+    let response = ui.router().oneshot(request).await.expect("infallible");
+    let status = response.status();
+    let content_type = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = response.into_body().collect().await.expect("body").to_bytes();
+    (status, content_type, String::from_utf8(body.to_vec()).expect("UTF-8"))
+}
+
+/// The body as JSON; panics with the body when it is not.
+pub fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|error| panic!("{error}: {body}"))
 }

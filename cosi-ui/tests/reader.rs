@@ -1,0 +1,112 @@
+//! The page through a connection with the `cosi:reader` role: a sensitive
+//! type counts as nothing, its listing and its resources are refused (403),
+//! and the event stream leaves it out, while an admin's connection sees it.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use cosi::prelude::*;
+use cosi::state::Registry;
+use cosi_grpc::testing::Pki;
+use cosi_grpc::{ADMIN_ROLE, Client, ClientSecurity, READER_ROLE, Security, Server};
+use cosi_ui::{Config, Ui};
+use support::{EventClient, Number, get, json};
+
+/// A secret: sensitive, so that readers never see it.
+#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[resource(type = "Secrets.ui-test.cosi.dev", namespace = "default", sensitive)]
+struct Secret {
+    value: String,
+}
+
+/// The speller's program with one secret, served over mutual TLS; the page
+/// of a reader's connection and of an admin's, and the state itself.
+async fn pages() -> (Ui, Ui, Arc<dyn State>, Runtime) {
+    let (state, runtime) = support::program().await;
+    Registry::new(&*state).register::<Secret>().await.expect("register the secret's definition");
+    let token = Secret { value: "hunter2".into() };
+    state.create(Typed::new("token", token), CreateOptions::default()).await.expect("create a secret");
+
+    let pki = Pki::new("cosi-ui test CA");
+    let listening = Server::new(Arc::clone(&state))
+        .bind(&"tcp://127.0.0.1:0".parse().expect("an endpoint"), Security::MutualTls(pki.server_tls()))
+        .await
+        .expect("the TLS server binds");
+    let endpoint = listening.endpoint().clone();
+    tokio::spawn(listening.serve());
+    let page = async |role: &str| {
+        let client = Client::connect(&endpoint, ClientSecurity::MutualTls(pki.client_tls(&[role])))
+            .await
+            .expect("the client connects");
+        let client: Arc<dyn State> = Arc::new(client);
+        Ui::new(client, Config::default())
+    };
+    (page(READER_ROLE).await, page(ADMIN_ROLE).await, state, runtime)
+}
+
+/// The count the summary gives `type`.
+fn count(summary: &serde_json::Value, r#type: &str) -> serde_json::Value {
+    let counts = summary["counts"].as_array().expect("counts");
+    let count = counts.iter().find(|count| count["type"] == r#type);
+    count.unwrap_or_else(|| panic!("no count of {type} in {summary}"))["count"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_sees_no_sensitive_type_and_an_admin_does() {
+    let (reader, admin, _state, _runtime) = pages().await;
+
+    let (status, _, summary) = get(&reader, "/api/summary").await;
+    assert_eq!(status, StatusCode::OK, "{summary}");
+    let summary = json(&summary);
+    assert_eq!((count(&summary, Secret::TYPE), count(&summary, Number::TYPE)), (0.into(), 1.into()));
+    let (status, _, summary) = get(&admin, "/api/summary").await;
+    assert_eq!(status, StatusCode::OK, "{summary}");
+    assert_eq!(count(&json(&summary), Secret::TYPE), 1);
+
+    let listing = format!("/api/types/{}?namespace=default", Secret::TYPE);
+    let resource = format!("/api/resources/default/{}/token", Secret::TYPE);
+    for path in [&listing, &resource] {
+        let (status, _, body) = get(&reader, path).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {body}");
+        assert!(!body.contains("hunter2"), "{path}: {body}");
+        let (status, _, body) = get(&admin, path).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+        assert!(body.contains("token"), "{path}: {body}");
+    }
+    assert!(get(&admin, &resource).await.2.contains("hunter2"), "the admin reads the spec");
+    let (status, _, numbers) = get(&reader, &format!("/api/types/{}?namespace=default", Number::TYPE)).await;
+    assert_eq!(status, StatusCode::OK, "{numbers}");
+    assert!(numbers.contains("answer"), "{numbers}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_readers_event_stream_leaves_sensitive_types_out() {
+    let (reader, _admin, state, _runtime) = pages().await;
+    let listening = reader.bind().await.expect("bind");
+    let address = listening.local_addr();
+    let server = tokio::spawn(listening.serve());
+    let mut events = EventClient::open(address).await;
+    events.until("ready", |_| true).await;
+
+    // A secret, then a number: the number's event comes, the secret's never.
+    let later = Secret { value: "hunter3".into() };
+    state.create(Typed::new("later", later), CreateOptions::default()).await.expect("create a secret");
+    state.create(Typed::new("later", Number { value: 3 }), CreateOptions::default()).await.expect("create a number");
+    let mut seen = Vec::new();
+    loop {
+        let (name, data) = tokio::time::timeout(Duration::from_secs(20), events.next())
+            .await
+            .expect("the number's event")
+            .expect("the stream goes on");
+        assert!(!data.to_string().contains("hunter"), "a reader's stream carried a secret: {name} {data}");
+        seen.push(data["type"].clone());
+        if name == "resource" && data["type"] == Number::TYPE && data["id"] == "later" {
+            break;
+        }
+    }
+    assert!(!seen.contains(&Secret::TYPE.into()), "{seen:?}");
+    server.abort();
+}
