@@ -47,8 +47,11 @@ pub(crate) struct Engine {
     options: RuntimeOptions,
     controllers: RwLock<Vec<Arc<Core>>>,
     routes: RwLock<HashMap<Kind, Vec<Route>>>,
-    /// The kinds watched.
+    /// The kinds watched: those some route reads.
     watches: Mutex<HashMap<Kind, Arc<KindWatch>>>,
+    /// The watch tasks alive per kind: one while the kind is watched, and
+    /// the tasks of stopped watches until they have ended.
+    watch_tasks: Mutex<HashMap<Kind, usize>>,
     run: Mutex<Run>,
     /// The epoch of pending work, for `settled`.
     activity: Arc<Activity>,
@@ -68,6 +71,9 @@ struct Route {
 
 /// One kind's runtime watch.
 struct KindWatch {
+    /// Stops this watch's task: cancelled when no route reads the kind any
+    /// more, and with the engine's token at shutdown.
+    cancel: CancellationToken,
     /// Whether the watch has been established: controllers reading the kind
     /// start once it is. It stays true while the watch resumes.
     ready: watch::Receiver<bool>,
@@ -94,6 +100,27 @@ impl KindWatch {
     }
 }
 
+/// Counts a kind's watch task as alive until the task ends, however it ends.
+struct WatchTask {
+    engine: Arc<Engine>,
+    kind: Kind,
+}
+
+impl Drop for WatchTask {
+    fn drop(&mut self) {
+        {
+            let mut tasks = self.engine.watch_tasks.lock();
+            if let Some(count) = tasks.get_mut(&self.kind) {
+                *count -= 1;
+                if *count == 0 {
+                    tasks.remove(&self.kind);
+                }
+            }
+        }
+        self.engine.activity.bump();
+    }
+}
+
 enum Run {
     Idle { pending: Vec<(Arc<Core>, Body)> },
     Running,
@@ -109,6 +136,7 @@ impl Engine {
             controllers: RwLock::default(),
             routes: RwLock::default(),
             watches: Mutex::default(),
+            watch_tasks: Mutex::default(),
             run: Mutex::new(Run::Idle { pending: Vec::new() }),
             activity: Arc::default(),
             types: Mutex::new(types),
@@ -305,7 +333,10 @@ impl Engine {
         if !self.controllers.read().iter().all(|core| core.is_quiet(now)) {
             return false;
         }
-        self.watches.lock().values().all(|watch| watch.caught_up())
+        // A stopped watch whose task has not ended yet is still pending.
+        let watches = self.watches.lock();
+        watches.values().all(|watch| watch.caught_up())
+            && self.watch_tasks.lock().values().sum::<usize>() == watches.len()
     }
 
     pub(crate) fn graph(&self) -> Graph {
@@ -330,6 +361,13 @@ impl Engine {
         Some(core.stats.snapshot(core.queue.as_ref().map_or(0, Queue::len)))
     }
 
+    /// The kinds whose watch task is alive.
+    pub(crate) fn watched_kinds(&self) -> Vec<Kind> {
+        let mut kinds: Vec<Kind> = self.watch_tasks.lock().keys().cloned().collect();
+        kinds.sort();
+        kinds
+    }
+
     fn add_routes(&self, core: &Arc<Core>, inputs: &[Input]) {
         let mut routes = self.routes.write();
         for input in inputs {
@@ -349,6 +387,7 @@ impl Engine {
             routes.retain(|_, list| !list.is_empty());
         }
         self.add_routes(core, inputs);
+        self.stop_unread_watches();
         if !matches!(*self.run.lock(), Run::Running) {
             return;
         }
@@ -397,6 +436,26 @@ impl Engine {
         });
     }
 
+    /// Stops the watches of kinds no route reads any more. A route added
+    /// meanwhile is in `routes` before its `ensure_watch`, and this holds
+    /// `routes` while it looks: its watch is either kept or started again.
+    fn stop_unread_watches(&self) {
+        let routes = self.routes.read();
+        let mut watches = self.watches.lock();
+        let before = watches.len();
+        watches.retain(|kind, watch| {
+            let read = routes.contains_key(kind);
+            if !read {
+                tracing::debug!(%kind, "no controller reads the kind any more; stopping its watch");
+                watch.cancel.cancel();
+            }
+            read
+        });
+        if watches.len() != before {
+            self.activity.bump();
+        }
+    }
+
     /// Starts the watch of `kind` unless it runs; returns whether it is established.
     fn ensure_watch(self: &Arc<Self>, kind: &Kind) -> watch::Receiver<bool> {
         let mut watches = self.watches.lock();
@@ -405,15 +464,19 @@ impl Engine {
         }
         let (sender, receiver) = watch::channel(false);
         let state = Arc::new(KindWatch {
+            cancel: self.cancel.child_token(),
             ready: receiver.clone(),
             established: AtomicBool::new(false),
             progress: Mutex::new(None),
             routed: AtomicU64::new(0),
         });
         watches.insert(kind.clone(), Arc::clone(&state));
+        *self.watch_tasks.lock().entry(kind.clone()).or_default() += 1;
+        let alive = WatchTask { engine: Arc::clone(self), kind: kind.clone() };
         let engine = Arc::clone(self);
         let kind = kind.clone();
         self.spawn(async move {
+            let _alive = alive;
             // A panic (in the state's watch, say) restarts the watch from
             // scratch after a backoff, and its readers look at everything again.
             let mut backoff = Backoff::new(engine.options.backoff);
@@ -429,7 +492,7 @@ impl Engine {
                 tracing::error!(%kind, panic = %panic_message(&*panic), ?delay, "runtime watch panicked; restarting it");
                 resync = true;
                 tokio::select! {
-                    () = engine.cancel.cancelled() => return,
+                    () = state.cancel.cancelled() => return,
                     () = tokio::time::sleep(delay) => (),
                 }
             }
@@ -477,7 +540,7 @@ impl Engine {
                 None => WatchKindOptions::default().with_bootstrap_bookmark(),
             };
             let watch = tokio::select! {
-                () = self.cancel.cancelled() => return,
+                () = state.cancel.cancelled() => return,
                 watch = self.state.watch_kind_dynamic(&kind, options) => watch,
             };
             let mut watch = match watch {
@@ -490,7 +553,7 @@ impl Engine {
                     }
                     let delay = backoff.next_delay();
                     tokio::select! {
-                        () = self.cancel.cancelled() => return,
+                        () = state.cancel.cancelled() => return,
                         () = tokio::time::sleep(delay) => continue,
                     }
                 }
@@ -507,7 +570,7 @@ impl Engine {
             self.activity.bump();
             'events: loop {
                 let batch = tokio::select! {
-                    () = self.cancel.cancelled() => return,
+                    () = state.cancel.cancelled() => return,
                     batch = watch.recv_batch() => batch,
                 };
                 let Some(batch) = batch else { break };
