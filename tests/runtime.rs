@@ -97,6 +97,20 @@ impl Follower {
     }
 }
 
+/// Not collected: a queue controller that fails every config but `move`,
+/// which moves its input to the namespace `elsewhere`.
+#[controller(inputs = [Primary<Config>], outputs = [], inventory = false)]
+struct Mover;
+
+impl Mover {
+    async fn reconcile(&self, ctx: &Ctx<Self>, item: &Pointer) -> Result<(), cosi::controller::BoxError> {
+        match item.id() {
+            "move" => Ok(ctx.update_inputs([Input::of::<Config>(InputKind::Primary).in_namespace("elsewhere")])?),
+            _ => Err(format!("{item} fails on purpose").into()),
+        }
+    }
+}
+
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -179,6 +193,29 @@ fn a_kind_watch_stops_when_no_controller_reads_the_kind_any_more() {
             runtime.settled().await;
             assert_eq!(runtime.watched_kinds(), [Kind::new(to, Config::TYPE)], "moved from {from} to {to}");
         }
+        runtime.shutdown().await;
+    });
+}
+
+#[test]
+fn failed_items_of_a_kind_no_longer_read_leave_the_queue_and_their_backoff() {
+    block_on(async {
+        let state = cosi::state::memory();
+        let mut options = cosi::runtime::RuntimeOptions::default();
+        options.status_namespace = None;
+        let runtime = Runtime::with_options(state.clone(), options);
+        runtime.register(Mover).expect("register");
+        runtime.start().await.expect("start");
+        state.create(Typed::new("broken", Config::default()), CreateOptions::default()).await.expect("create");
+        runtime.settled().await;
+        let stats = runtime.stats("Mover").expect("stats");
+        assert!(stats.errors >= 1, "{stats:?}");
+        assert_eq!((stats.queue_depth, stats.backing_off), (1, 1), "the failed item waits out its backoff");
+        state.create(Typed::new("move", Config::default()), CreateOptions::default()).await.expect("create");
+        runtime.settled().await;
+        assert_eq!(runtime.watched_kinds(), [Kind::new("elsewhere", Config::TYPE)]);
+        let stats = runtime.stats("Mover").expect("stats");
+        assert_eq!((stats.queue_depth, stats.backing_off), (0, 0), "{stats:?}");
         runtime.shutdown().await;
     });
 }

@@ -29,7 +29,7 @@ use crate::resource::ResourceDefinition;
 use crate::resource::{DynamicResource, Kind, Phase};
 use crate::runtime::backoff::Backoff;
 use crate::runtime::core::Trigger;
-use crate::runtime::queue::{Item, Job, Key, Queue};
+use crate::runtime::queue::{Item, Job, Key};
 use crate::runtime::settle::{Activity, InFlight};
 use crate::runtime::status::{ControllerStatus, RUNTIME_OWNER};
 use crate::runtime::types::Types;
@@ -358,7 +358,7 @@ impl Engine {
     pub(crate) fn stats(&self, name: &str) -> Option<ControllerStats> {
         let controllers = self.controllers.read();
         let core = controllers.iter().find(|core| &*core.name == name)?;
-        Some(core.stats.snapshot(core.queue.as_ref().map_or(0, Queue::len)))
+        Some(core.stats.snapshot(core.queue.as_ref()))
     }
 
     /// The kinds whose watch task is alive.
@@ -388,6 +388,11 @@ impl Engine {
         }
         self.add_routes(core, inputs);
         self.stop_unread_watches();
+        if let Some(queue) = &core.queue {
+            // Items of kinds it no longer reads would fail their access checks forever.
+            queue.retain(|key| reads(inputs, key));
+            self.activity.bump();
+        }
         if !matches!(*self.run.lock(), Run::Running) {
             return;
         }
@@ -775,11 +780,10 @@ impl Engine {
             () = self.cancel.cancelled() => return,
             () = wait_ready(ready) => (),
         }
-        let backoffs: Arc<Mutex<HashMap<Key, Backoff>>> = Arc::default();
         for _ in 0..core.declaration.concurrency.unwrap_or(1).max(1) {
             let engine = Arc::clone(&self);
-            let (core, controller, backoffs) = (Arc::clone(&core), Arc::clone(&controller), Arc::clone(&backoffs));
-            self.spawn(async move { engine.run_worker(core, controller, backoffs).await });
+            let (core, controller) = (Arc::clone(&core), Arc::clone(&controller));
+            self.spawn(async move { engine.run_worker(core, controller).await });
         }
         let kinds: Vec<Kind> = core.inputs().iter().map(|input| input.kind.clone()).collect();
         for kind in kinds {
@@ -788,12 +792,7 @@ impl Engine {
         drop(starting);
     }
 
-    async fn run_worker(
-        self: Arc<Self>,
-        core: Arc<Core>,
-        controller: Arc<dyn ErasedQueue>,
-        backoffs: Arc<Mutex<HashMap<Key, Backoff>>>,
-    ) {
+    async fn run_worker(self: Arc<Self>, core: Arc<Core>, controller: Arc<dyn ErasedQueue>) {
         let Some(queue) = &core.queue else { return };
         loop {
             let item = tokio::select! {
@@ -801,6 +800,12 @@ impl Engine {
                 item = queue.next() => item,
             };
             core.stats.set_queue_depth(queue.len());
+            if !reads(&core.inputs(), &item.key) {
+                queue.forget_backoff(&item.key);
+                queue.release(item, None);
+                self.activity.bump();
+                continue;
+            }
             let span = tracing::info_span!(
                 "reconcile",
                 controller = %core.name,
@@ -816,20 +821,14 @@ impl Engine {
             let requeue = match read_outcome(outcome) {
                 Ok(requeue) => {
                     core.stats.record_success(busy);
-                    backoffs.lock().remove(&item.key);
+                    queue.forget_backoff(&item.key);
                     match requeue {
                         Requeue::Never => None,
                         Requeue::After(after) => Some(Instant::now() + after),
                     }
                 }
                 Err((message, explicit)) => {
-                    let delay = explicit.unwrap_or_else(|| {
-                        backoffs
-                            .lock()
-                            .entry(item.key.clone())
-                            .or_insert_with(|| Backoff::new(self.options.backoff))
-                            .next_delay()
-                    });
+                    let delay = explicit.unwrap_or_else(|| queue.next_backoff(&item.key, self.options.backoff));
                     tracing::warn!(controller = %core.name, item = %item.key.pointer, error = %message, ?delay, "item failed; retrying");
                     core.stats.record_failure(busy, message, true);
                     Some(Instant::now() + delay)
@@ -894,7 +893,7 @@ impl Engine {
             if !core.stats.dirty.swap(false, std::sync::atomic::Ordering::AcqRel) {
                 continue;
             }
-            let stats = core.stats.snapshot(core.queue.as_ref().map_or(0, Queue::len));
+            let stats = core.stats.snapshot(core.queue.as_ref());
             let graph = GraphController::new(&core.name, core.declaration, &core.inputs());
             let pointer =
                 crate::resource::Pointer::new(namespace, <ControllerStatus as crate::Resource>::TYPE, &*core.name);
@@ -918,6 +917,23 @@ impl Engine {
             }
         }
     }
+}
+
+/// Whether a queue controller with `inputs` still reads the item `key`: a
+/// reconcile of a primary input's type (as a mapping may name it), or a
+/// mapping of a resource its mapped inputs cover.
+fn reads(inputs: &[Input], key: &Key) -> bool {
+    let pointer = &key.pointer;
+    inputs.iter().any(|input| {
+        let kind = input.kind.namespace() == pointer.namespace() && input.kind.r#type() == pointer.r#type();
+        match key.job {
+            Job::Reconcile => kind && input.dependency == InputKind::Primary,
+            Job::Map => {
+                kind && matches!(input.dependency, InputKind::Mapped | InputKind::MappedDestroyReady)
+                    && input.covers(pointer.id())
+            }
+        }
+    })
 }
 
 /// Reads a reconcile's result: a requeue, or a failure's message and the
