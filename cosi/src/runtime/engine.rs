@@ -22,12 +22,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use crate::backoff::Backoff;
 use crate::controller::{
     Entry, Input, InputKind, Outcome, ReducedMetadata, Requeue, RequeueError, check_declaration, check_pair,
 };
 use crate::resource::ResourceDefinition;
 use crate::resource::{DynamicResource, Kind, Phase};
-use crate::runtime::backoff::Backoff;
 use crate::runtime::core::Trigger;
 use crate::runtime::queue::{Item, Job, Key};
 use crate::runtime::settle::{Activity, InFlight};

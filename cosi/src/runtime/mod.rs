@@ -61,7 +61,6 @@
 //!   by controller; install the recorder before building the runtime); one
 //!   [`ControllerStatus`] resource per controller in the `runtime` namespace.
 
-mod backoff;
 mod core;
 mod engine;
 mod graph;
@@ -84,7 +83,7 @@ use crate::controller::{
 use crate::resource::{Kind, Pointer};
 use crate::state::State;
 
-pub use backoff::BackoffOptions;
+pub use crate::backoff::BackoffOptions;
 pub use core::ControllerStats;
 pub use graph::{Graph, GraphController, GraphInput, GraphOutput};
 pub use status::{ControllerStatus, RUNTIME_NAMESPACE, RUNTIME_OWNER};

@@ -28,9 +28,9 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::backoff::{Backoff, BackoffOptions};
 use crate::controller::ReducedMetadata;
 use crate::resource::Pointer;
-use crate::runtime::backoff::{Backoff, BackoffOptions};
 
 /// What to do with a resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -437,7 +437,7 @@ mod tests {
             assert!(matches!(refused, Err(Error::InvalidArgument(_))), "{refused:?}");
             let mut owned = resource("ns2", "a");
             owned.metadata.set_owner(Some("someone"));
-            let other_owner = CreateOptions { owner: Some("someone-else".into()), ..Default::default() };
+            let other_owner = CreateOptions { owner: Some("someone-else".into()) };
             assert!(matches!(state.create_dynamic(owned, other_owner).await, Err(Error::InvalidArgument(_))));
             assert_eq!(state.collection_count(), 0);
         }
