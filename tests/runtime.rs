@@ -78,6 +78,39 @@ impl Drop for Guarded {
     }
 }
 
+/// Not collected: reads configs in the namespace `namespace` holds when it reconciles.
+#[controller(inputs = [Weak<Config>], outputs = [], inventory = false)]
+struct Follower {
+    namespace: Arc<parking_lot::Mutex<String>>,
+    reading: Option<String>,
+}
+
+impl Follower {
+    async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> cosi::Result<()> {
+        let namespace = self.namespace.lock().clone();
+        // New inputs wake the controller again: move only when the namespace changed.
+        if self.reading.as_ref() != Some(&namespace) {
+            ctx.update_inputs([Input::of::<Config>(InputKind::Weak).in_namespace(&namespace)])?;
+            self.reading = Some(namespace);
+        }
+        Ok(())
+    }
+}
+
+/// Not collected: a queue controller that fails every config but `move`,
+/// which moves its input to the namespace `elsewhere`.
+#[controller(inputs = [Primary<Config>], outputs = [], inventory = false)]
+struct Mover;
+
+impl Mover {
+    async fn reconcile(&self, ctx: &Ctx<Self>, item: &Pointer) -> Result<(), cosi::controller::BoxError> {
+        match item.id() {
+            "move" => Ok(ctx.update_inputs([Input::of::<Config>(InputKind::Primary).in_namespace("elsewhere")])?),
+            _ => Err(format!("{item} fails on purpose").into()),
+        }
+    }
+}
+
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -135,6 +168,54 @@ fn a_burst_of_changes_wakes_a_controller_a_few_times_and_never_misses_the_last()
         assert!(status.reconciles < 1_000, "{} reconciles for 10 000 changes", status.reconciles);
         let stats = runtime.stats("counter").expect("stats");
         assert!(stats.wakeups < 1_000, "{stats:?}");
+        runtime.shutdown().await;
+    });
+}
+
+#[test]
+fn a_kind_watch_stops_when_no_controller_reads_the_kind_any_more() {
+    block_on(async {
+        let state = cosi::state::memory();
+        let mut options = cosi::runtime::RuntimeOptions::default();
+        options.status_namespace = None;
+        let runtime = Runtime::with_options(state.clone(), options);
+        let namespace = Arc::new(parking_lot::Mutex::new("one".to_owned()));
+        runtime.register(Follower { namespace: Arc::clone(&namespace), reading: None }).expect("register");
+        assert_eq!(runtime.watched_kinds(), [], "nothing is watched before the start");
+        runtime.start().await.expect("start");
+        runtime.settled().await;
+        assert_eq!(runtime.watched_kinds(), [Kind::new("one", Config::TYPE)]);
+        // Each change in the namespace it reads moves the follower on to the next.
+        for (from, to) in [("one", "two"), ("two", "three"), ("three", "one")] {
+            *namespace.lock() = to.to_owned();
+            let config = Typed::new_in(from, format!("to-{to}"), Config::default());
+            state.create(config, CreateOptions::default()).await.expect("create");
+            runtime.settled().await;
+            assert_eq!(runtime.watched_kinds(), [Kind::new(to, Config::TYPE)], "moved from {from} to {to}");
+        }
+        runtime.shutdown().await;
+    });
+}
+
+#[test]
+fn failed_items_of_a_kind_no_longer_read_leave_the_queue_and_their_backoff() {
+    block_on(async {
+        let state = cosi::state::memory();
+        let mut options = cosi::runtime::RuntimeOptions::default();
+        options.status_namespace = None;
+        let runtime = Runtime::with_options(state.clone(), options);
+        runtime.register(Mover).expect("register");
+        runtime.start().await.expect("start");
+        state.create(Typed::new("broken", Config::default()), CreateOptions::default()).await.expect("create");
+        runtime.settled().await;
+        let stats = runtime.stats("Mover").expect("stats");
+        assert!(stats.errors >= 1, "{stats:?}");
+        assert_eq!((stats.queue_depth, stats.backing_off), (1, 1), "the failed item waits out its backoff");
+        state.create(Typed::new("move", Config::default()), CreateOptions::default()).await.expect("create");
+        runtime.settled().await;
+        assert_eq!(runtime.watched_kinds(), [Kind::new("elsewhere", Config::TYPE)]);
+        let stats = runtime.stats("Mover").expect("stats");
+        assert_eq!((stats.queue_depth, stats.backing_off), (0, 0), "{stats:?}");
         runtime.shutdown().await;
     });
 }

@@ -20,6 +20,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cosi::backoff::{Backoff, BackoffOptions};
 use cosi::runtime::{Runtime, RuntimeError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -164,7 +165,7 @@ impl LeaderElection {
     /// [`Leadership::lease`] instead.
     ///
     /// A campaign that fails (etcd unreachable, say) is retried with a
-    /// backoff that grows to the time to live, and logged as a warning: a
+    /// backoff that grows to the time to live, with jitter, and logged as a warning: a
     /// replica cut off from etcd stays a candidate and leads again once etcd
     /// is back.
     ///
@@ -205,7 +206,7 @@ impl LeaderElection {
         S: Future,
     {
         let mut shutdown = std::pin::pin!(shutdown);
-        let mut retry = CAMPAIGN_RETRY;
+        let mut retry = self.campaign_backoff();
         loop {
             let campaign = tokio::select! {
                 biased;
@@ -215,17 +216,17 @@ impl LeaderElection {
             let leadership = match campaign {
                 Ok(leadership) => leadership,
                 Err(error) => {
-                    tracing::warn!(election = %self.name, identity = %self.identity, %error, "campaign failed: retrying in {retry:?}");
+                    let delay = retry.next_delay();
+                    tracing::warn!(election = %self.name, identity = %self.identity, %error, "campaign failed: retrying in {delay:?}");
                     tokio::select! {
                         biased;
                         _ = &mut shutdown => return Ok(()),
-                        () = tokio::time::sleep(retry) => (),
+                        () = tokio::time::sleep(delay) => (),
                     }
-                    retry = (retry * 2).min(self.options.ttl.max(CAMPAIGN_RETRY));
                     continue;
                 }
             };
-            retry = CAMPAIGN_RETRY;
+            retry.reset();
             tracing::info!(election = %self.name, identity = %self.identity, "leading: starting the runtime");
             let runtime = match build() {
                 Ok(runtime) => runtime,
@@ -247,6 +248,14 @@ impl LeaderElection {
                 }
             }
         }
+    }
+
+    /// The waits between failed campaigns: [`CAMPAIGN_RETRY`], doubled up to
+    /// the time to live, ±50 % so that replicas cut off together do not
+    /// campaign in step.
+    fn campaign_backoff(&self) -> Backoff {
+        let max = self.options.ttl.max(CAMPAIGN_RETRY);
+        Backoff::new(BackoffOptions { initial: CAMPAIGN_RETRY, multiplier: 2.0, jitter: 0.5, max })
     }
 
     /// Resigns after the runtime refused, and reports the refusal.

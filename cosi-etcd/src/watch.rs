@@ -15,7 +15,8 @@
 //!
 //! Nothing fails silently or forever:
 //! - Every failed attempt to reopen is logged (a warning), with a backoff
-//!   from 50 ms doubling to 1 s. After `Options::watch_reconnect_timeout` of
+//!   from 50 ms doubling to 1 s, ±50 % at random so that the watches
+//!   of an etcd that restarts do not all reopen in step. After `Options::watch_reconnect_timeout` of
 //!   outage the reader gets `Errored` ([`WatchLost`], as a backend error) and
 //!   the watch ends: the reader decides whether to watch again.
 //! - A response the client can never receive (larger than its message
@@ -40,6 +41,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use cosi::backoff::{Backoff, BackoffOptions};
 use cosi::resource::{DynamicResource, Kind, Pointer};
 use cosi::state::Bookmark;
 use cosi::state::{Error, Event, Result, Watch, WatchKindOptions, WatchOptions};
@@ -260,9 +262,12 @@ struct Unreceivable {
     source: EtcdError,
 }
 
-/// The first wait before reopening a broken watch, doubled after each failed attempt up to [`REOPEN_MAX_DELAY`].
-const REOPEN_FIRST_DELAY: Duration = Duration::from_millis(50);
+/// The longest wait before reopening a broken watch.
 const REOPEN_MAX_DELAY: Duration = Duration::from_secs(1);
+/// The waits before reopening a broken watch: 50 ms, doubled after each
+/// failed attempt up to [`REOPEN_MAX_DELAY`], ±50 %.
+const REOPEN_BACKOFF: BackoffOptions =
+    BackoffOptions { initial: Duration::from_millis(50), multiplier: 2.0, jitter: 0.5, max: REOPEN_MAX_DELAY };
 
 /// The events the reader has not taken yet.
 struct Queue {
@@ -425,7 +430,7 @@ impl Pump {
             // The stream broke: reopen it after what was seen, with a backoff,
             // until etcd is back, the outage lasts too long, or the reader goes away.
             let since = *outage.get_or_insert_with(Instant::now);
-            let mut delay = REOPEN_FIRST_DELAY;
+            let mut backoff = Backoff::new(REOPEN_BACKOFF);
             stream = loop {
                 if last.too_large() {
                     tracing::error!(kind = %self.kind, error = %last, "etcd watch response too large; ending the watch");
@@ -438,9 +443,9 @@ impl Pump {
                     self.queue.fail(Error::backend(lost));
                     return;
                 }
+                let delay = backoff.next_delay();
                 tracing::warn!(kind = %self.kind, attempts, error = %last, ?delay, "etcd watch broke; reopening it");
                 tokio::time::sleep(delay.min(timeout.saturating_sub(since.elapsed()))).await;
-                delay = (delay * 2).min(REOPEN_MAX_DELAY);
                 attempts += 1;
                 // An etcd that accepts connections but never confirms the watch
                 // must not hold the pump past the outage's end.

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use cosi::backoff::{Backoff, BackoffOptions};
 use cosi::resource::{DynamicResource, Kind, Phase, Pointer, Version};
 use cosi::state::{
     CreateOptions, DestroyOptions, Error, Event, ListOptions, Result, State, TeardownOptions, UpdateOptions, Watch,
@@ -64,9 +65,10 @@ pub enum ClientSecurity {
 pub struct RetryOptions {
     /// Resume broken watches at all.
     pub enabled: bool,
-    /// The first delay (Go COSI: 500 ms); each next one is 1.5 times longer, ±50 % at random.
+    /// The first delay (Go COSI: 500 ms); each next one is 1.5 times longer, ±50 % at random
+    /// (a [`cosi::backoff::Backoff`]).
     pub initial_delay: Duration,
-    /// The longest delay (Go COSI: 60 s).
+    /// The longest delay, jitter included (Go COSI: 60 s).
     pub max_delay: Duration,
     /// Give up after retrying this long without success (Go COSI: 15 min).
     pub max_elapsed: Duration,
@@ -80,6 +82,13 @@ impl Default for RetryOptions {
             max_delay: Duration::from_secs(60),
             max_elapsed: Duration::from_secs(15 * 60),
         }
+    }
+}
+
+impl RetryOptions {
+    /// The backoff between attempts: Go COSI's, 1.5 times longer each time, ±50 %.
+    fn backoff(&self) -> Backoff {
+        Backoff::new(BackoffOptions { initial: self.initial_delay, multiplier: 1.5, jitter: 0.5, max: self.max_delay })
     }
 }
 
@@ -474,16 +483,13 @@ impl RemoteWatch {
             options.start_from_bookmark = Some(bookmark);
         }
         let started = Instant::now();
-        let mut delay = self.retry.initial_delay;
+        let mut backoff = self.retry.backoff();
         let mut last = broken;
         loop {
             if started.elapsed() >= self.retry.max_elapsed {
                 return Err(Error::backend(RemoteError::Transport(format!("maximum retry attempts: {last}"))));
             }
-            tokio::time::sleep(jitter(delay)).await;
-            delay = Duration::try_from_secs_f64(delay.as_secs_f64() * 1.5)
-                .unwrap_or(self.retry.max_delay)
-                .min(self.retry.max_delay);
+            tokio::time::sleep(backoff.next_delay()).await;
             match open_watch(&mut self.client, self.request.clone()).await {
                 Ok(stream) => {
                     self.stream = stream;
@@ -506,13 +512,4 @@ fn is_refusal(status: &Status) -> bool {
         status.code(),
         Code::PermissionDenied | Code::Unauthenticated | Code::InvalidArgument | Code::Unimplemented
     )
-}
-
-/// `delay` ±50 %, so clients that lost the same server do not return in step.
-fn jitter(delay: Duration) -> Duration {
-    use std::hash::{BuildHasher, RandomState};
-    // A fresh `RandomState` is randomly keyed: enough randomness for a jitter.
-    let random = RandomState::new().hash_one(Instant::now());
-    let factor = 0.5 + (random % 1_000) as f64 / 1_000.0;
-    Duration::try_from_secs_f64(delay.as_secs_f64() * factor).unwrap_or(delay)
 }

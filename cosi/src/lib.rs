@@ -43,6 +43,7 @@
 // inside this crate too, which derives `Resource` for its own meta types.
 extern crate self as cosi;
 
+pub mod backoff;
 pub mod controller;
 pub mod resource;
 pub mod runtime;

@@ -425,7 +425,8 @@ impl Stats {
         self.metrics.queue_depth.set(depth as f64);
     }
 
-    pub(crate) fn snapshot(&self, queue_depth: usize) -> ControllerStats {
+    pub(crate) fn snapshot(&self, queue: Option<&Queue>) -> ControllerStats {
+        let (queue_depth, backing_off) = queue.map_or((0, 0), |queue| (queue.len(), queue.backing_off()));
         ControllerStats {
             wakeups: self.wakeups.load(Ordering::Relaxed),
             external_wakeups: self.external_wakeups.load(Ordering::Relaxed),
@@ -436,6 +437,7 @@ impl Stats {
             writes: self.writes.load(Ordering::Relaxed),
             busy: Duration::from_nanos(self.busy_nanos.load(Ordering::Relaxed)),
             queue_depth,
+            backing_off,
             last_error: self.last_error.lock().clone(),
             next_retry: *self.next_retry.lock(),
         }
@@ -465,6 +467,8 @@ pub struct ControllerStats {
     pub busy: Duration,
     /// Items waiting (queue controllers).
     pub queue_depth: usize,
+    /// Items of those waiting out a backoff after a failure (queue controllers).
+    pub backing_off: usize,
     /// The last failure's message, if any.
     pub last_error: Option<String>,
     /// When the failing controller (or, for queue controllers, the last

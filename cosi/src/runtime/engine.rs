@@ -22,14 +22,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use crate::backoff::Backoff;
 use crate::controller::{
     Entry, Input, InputKind, Outcome, ReducedMetadata, Requeue, RequeueError, check_declaration, check_pair,
 };
 use crate::resource::ResourceDefinition;
 use crate::resource::{DynamicResource, Kind, Phase};
-use crate::runtime::backoff::Backoff;
 use crate::runtime::core::Trigger;
-use crate::runtime::queue::{Item, Job, Key, Queue};
+use crate::runtime::queue::{Item, Job, Key};
 use crate::runtime::settle::{Activity, InFlight};
 use crate::runtime::status::{ControllerStatus, RUNTIME_OWNER};
 use crate::runtime::types::Types;
@@ -47,8 +47,11 @@ pub(crate) struct Engine {
     options: RuntimeOptions,
     controllers: RwLock<Vec<Arc<Core>>>,
     routes: RwLock<HashMap<Kind, Vec<Route>>>,
-    /// The kinds watched.
+    /// The kinds watched: those some route reads.
     watches: Mutex<HashMap<Kind, Arc<KindWatch>>>,
+    /// The watch tasks alive per kind: one while the kind is watched, and
+    /// the tasks of stopped watches until they have ended.
+    watch_tasks: Mutex<HashMap<Kind, usize>>,
     run: Mutex<Run>,
     /// The epoch of pending work, for `settled`.
     activity: Arc<Activity>,
@@ -68,6 +71,9 @@ struct Route {
 
 /// One kind's runtime watch.
 struct KindWatch {
+    /// Stops this watch's task: cancelled when no route reads the kind any
+    /// more, and with the engine's token at shutdown.
+    cancel: CancellationToken,
     /// Whether the watch has been established: controllers reading the kind
     /// start once it is. It stays true while the watch resumes.
     ready: watch::Receiver<bool>,
@@ -94,6 +100,27 @@ impl KindWatch {
     }
 }
 
+/// Counts a kind's watch task as alive until the task ends, however it ends.
+struct WatchTask {
+    engine: Arc<Engine>,
+    kind: Kind,
+}
+
+impl Drop for WatchTask {
+    fn drop(&mut self) {
+        {
+            let mut tasks = self.engine.watch_tasks.lock();
+            if let Some(count) = tasks.get_mut(&self.kind) {
+                *count -= 1;
+                if *count == 0 {
+                    tasks.remove(&self.kind);
+                }
+            }
+        }
+        self.engine.activity.bump();
+    }
+}
+
 enum Run {
     Idle { pending: Vec<(Arc<Core>, Body)> },
     Running,
@@ -109,6 +136,7 @@ impl Engine {
             controllers: RwLock::default(),
             routes: RwLock::default(),
             watches: Mutex::default(),
+            watch_tasks: Mutex::default(),
             run: Mutex::new(Run::Idle { pending: Vec::new() }),
             activity: Arc::default(),
             types: Mutex::new(types),
@@ -305,7 +333,10 @@ impl Engine {
         if !self.controllers.read().iter().all(|core| core.is_quiet(now)) {
             return false;
         }
-        self.watches.lock().values().all(|watch| watch.caught_up())
+        // A stopped watch whose task has not ended yet is still pending.
+        let watches = self.watches.lock();
+        watches.values().all(|watch| watch.caught_up())
+            && self.watch_tasks.lock().values().sum::<usize>() == watches.len()
     }
 
     pub(crate) fn graph(&self) -> Graph {
@@ -327,7 +358,14 @@ impl Engine {
     pub(crate) fn stats(&self, name: &str) -> Option<ControllerStats> {
         let controllers = self.controllers.read();
         let core = controllers.iter().find(|core| &*core.name == name)?;
-        Some(core.stats.snapshot(core.queue.as_ref().map_or(0, Queue::len)))
+        Some(core.stats.snapshot(core.queue.as_ref()))
+    }
+
+    /// The kinds whose watch task is alive.
+    pub(crate) fn watched_kinds(&self) -> Vec<Kind> {
+        let mut kinds: Vec<Kind> = self.watch_tasks.lock().keys().cloned().collect();
+        kinds.sort();
+        kinds
     }
 
     fn add_routes(&self, core: &Arc<Core>, inputs: &[Input]) {
@@ -349,6 +387,12 @@ impl Engine {
             routes.retain(|_, list| !list.is_empty());
         }
         self.add_routes(core, inputs);
+        self.stop_unread_watches();
+        if let Some(queue) = &core.queue {
+            // Items of kinds it no longer reads would fail their access checks forever.
+            queue.retain(|key| reads(inputs, key));
+            self.activity.bump();
+        }
         if !matches!(*self.run.lock(), Run::Running) {
             return;
         }
@@ -397,6 +441,26 @@ impl Engine {
         });
     }
 
+    /// Stops the watches of kinds no route reads any more. A route added
+    /// meanwhile is in `routes` before its `ensure_watch`, and this holds
+    /// `routes` while it looks: its watch is either kept or started again.
+    fn stop_unread_watches(&self) {
+        let routes = self.routes.read();
+        let mut watches = self.watches.lock();
+        let before = watches.len();
+        watches.retain(|kind, watch| {
+            let read = routes.contains_key(kind);
+            if !read {
+                tracing::debug!(%kind, "no controller reads the kind any more; stopping its watch");
+                watch.cancel.cancel();
+            }
+            read
+        });
+        if watches.len() != before {
+            self.activity.bump();
+        }
+    }
+
     /// Starts the watch of `kind` unless it runs; returns whether it is established.
     fn ensure_watch(self: &Arc<Self>, kind: &Kind) -> watch::Receiver<bool> {
         let mut watches = self.watches.lock();
@@ -405,15 +469,19 @@ impl Engine {
         }
         let (sender, receiver) = watch::channel(false);
         let state = Arc::new(KindWatch {
+            cancel: self.cancel.child_token(),
             ready: receiver.clone(),
             established: AtomicBool::new(false),
             progress: Mutex::new(None),
             routed: AtomicU64::new(0),
         });
         watches.insert(kind.clone(), Arc::clone(&state));
+        *self.watch_tasks.lock().entry(kind.clone()).or_default() += 1;
+        let alive = WatchTask { engine: Arc::clone(self), kind: kind.clone() };
         let engine = Arc::clone(self);
         let kind = kind.clone();
         self.spawn(async move {
+            let _alive = alive;
             // A panic (in the state's watch, say) restarts the watch from
             // scratch after a backoff, and its readers look at everything again.
             let mut backoff = Backoff::new(engine.options.backoff);
@@ -429,7 +497,7 @@ impl Engine {
                 tracing::error!(%kind, panic = %panic_message(&*panic), ?delay, "runtime watch panicked; restarting it");
                 resync = true;
                 tokio::select! {
-                    () = engine.cancel.cancelled() => return,
+                    () = state.cancel.cancelled() => return,
                     () = tokio::time::sleep(delay) => (),
                 }
             }
@@ -477,7 +545,7 @@ impl Engine {
                 None => WatchKindOptions::default().with_bootstrap_bookmark(),
             };
             let watch = tokio::select! {
-                () = self.cancel.cancelled() => return,
+                () = state.cancel.cancelled() => return,
                 watch = self.state.watch_kind_dynamic(&kind, options) => watch,
             };
             let mut watch = match watch {
@@ -490,7 +558,7 @@ impl Engine {
                     }
                     let delay = backoff.next_delay();
                     tokio::select! {
-                        () = self.cancel.cancelled() => return,
+                        () = state.cancel.cancelled() => return,
                         () = tokio::time::sleep(delay) => continue,
                     }
                 }
@@ -507,7 +575,7 @@ impl Engine {
             self.activity.bump();
             'events: loop {
                 let batch = tokio::select! {
-                    () = self.cancel.cancelled() => return,
+                    () = state.cancel.cancelled() => return,
                     batch = watch.recv_batch() => batch,
                 };
                 let Some(batch) = batch else { break };
@@ -712,11 +780,10 @@ impl Engine {
             () = self.cancel.cancelled() => return,
             () = wait_ready(ready) => (),
         }
-        let backoffs: Arc<Mutex<HashMap<Key, Backoff>>> = Arc::default();
         for _ in 0..core.declaration.concurrency.unwrap_or(1).max(1) {
             let engine = Arc::clone(&self);
-            let (core, controller, backoffs) = (Arc::clone(&core), Arc::clone(&controller), Arc::clone(&backoffs));
-            self.spawn(async move { engine.run_worker(core, controller, backoffs).await });
+            let (core, controller) = (Arc::clone(&core), Arc::clone(&controller));
+            self.spawn(async move { engine.run_worker(core, controller).await });
         }
         let kinds: Vec<Kind> = core.inputs().iter().map(|input| input.kind.clone()).collect();
         for kind in kinds {
@@ -725,12 +792,7 @@ impl Engine {
         drop(starting);
     }
 
-    async fn run_worker(
-        self: Arc<Self>,
-        core: Arc<Core>,
-        controller: Arc<dyn ErasedQueue>,
-        backoffs: Arc<Mutex<HashMap<Key, Backoff>>>,
-    ) {
+    async fn run_worker(self: Arc<Self>, core: Arc<Core>, controller: Arc<dyn ErasedQueue>) {
         let Some(queue) = &core.queue else { return };
         loop {
             let item = tokio::select! {
@@ -738,6 +800,12 @@ impl Engine {
                 item = queue.next() => item,
             };
             core.stats.set_queue_depth(queue.len());
+            if !reads(&core.inputs(), &item.key) {
+                queue.forget_backoff(&item.key);
+                queue.release(item, None);
+                self.activity.bump();
+                continue;
+            }
             let span = tracing::info_span!(
                 "reconcile",
                 controller = %core.name,
@@ -753,20 +821,14 @@ impl Engine {
             let requeue = match read_outcome(outcome) {
                 Ok(requeue) => {
                     core.stats.record_success(busy);
-                    backoffs.lock().remove(&item.key);
+                    queue.forget_backoff(&item.key);
                     match requeue {
                         Requeue::Never => None,
                         Requeue::After(after) => Some(Instant::now() + after),
                     }
                 }
                 Err((message, explicit)) => {
-                    let delay = explicit.unwrap_or_else(|| {
-                        backoffs
-                            .lock()
-                            .entry(item.key.clone())
-                            .or_insert_with(|| Backoff::new(self.options.backoff))
-                            .next_delay()
-                    });
+                    let delay = explicit.unwrap_or_else(|| queue.next_backoff(&item.key, self.options.backoff));
                     tracing::warn!(controller = %core.name, item = %item.key.pointer, error = %message, ?delay, "item failed; retrying");
                     core.stats.record_failure(busy, message, Some(delay));
                     Some(Instant::now() + delay)
@@ -831,7 +893,7 @@ impl Engine {
             if !core.stats.dirty.swap(false, std::sync::atomic::Ordering::AcqRel) {
                 continue;
             }
-            let stats = core.stats.snapshot(core.queue.as_ref().map_or(0, Queue::len));
+            let stats = core.stats.snapshot(core.queue.as_ref());
             let graph = GraphController::new(&core.name, core.declaration, &core.inputs());
             let pointer =
                 crate::resource::Pointer::new(namespace, <ControllerStatus as crate::Resource>::TYPE, &*core.name);
@@ -862,6 +924,23 @@ impl Engine {
 fn unix_millis(time: std::time::SystemTime) -> Option<u64> {
     let since = time.duration_since(std::time::UNIX_EPOCH).ok()?;
     u64::try_from(since.as_millis()).ok()
+}
+
+/// Whether a queue controller with `inputs` still reads the item `key`: a
+/// reconcile of a primary input's type (as a mapping may name it), or a
+/// mapping of a resource its mapped inputs cover.
+fn reads(inputs: &[Input], key: &Key) -> bool {
+    let pointer = &key.pointer;
+    inputs.iter().any(|input| {
+        let kind = input.kind.namespace() == pointer.namespace() && input.kind.r#type() == pointer.r#type();
+        match key.job {
+            Job::Reconcile => kind && input.dependency == InputKind::Primary,
+            Job::Map => {
+                kind && matches!(input.dependency, InputKind::Mapped | InputKind::MappedDestroyReady)
+                    && input.covers(pointer.id())
+            }
+        }
+    })
 }
 
 /// Reads a reconcile's result: a requeue, or a failure's message and the

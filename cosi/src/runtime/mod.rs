@@ -43,7 +43,8 @@
 //! # How it works
 //!
 //! - **One watch per (namespace, type)** that any controller reads, resumed
-//!   from its last bookmark when it drops. A watch that fell behind the
+//!   from its last bookmark when it drops, and stopped when no controller
+//!   reads the kind any more ([`Runtime::watched_kinds`]). A watch that fell behind the
 //!   state's history starts over and wakes every controller that reads the
 //!   kind (queue controllers: re-queues every resource), so no change is lost.
 //! - **Coalesced triggers.** A reconcile controller has one pending wake-up at
@@ -60,7 +61,6 @@
 //!   by controller; install the recorder before building the runtime); one
 //!   [`ControllerStatus`] resource per controller in the `runtime` namespace.
 
-mod backoff;
 mod core;
 mod engine;
 mod graph;
@@ -80,10 +80,10 @@ use futures_util::future::BoxFuture;
 use crate::controller::{
     BoxError, Controller, Declaration, Input, Outcome, QueueController, ReducedMetadata, Register,
 };
-use crate::resource::Pointer;
+use crate::resource::{Kind, Pointer};
 use crate::state::State;
 
-pub use backoff::BackoffOptions;
+pub use crate::backoff::BackoffOptions;
 pub use core::ControllerStats;
 pub use graph::{Graph, GraphController, GraphInput, GraphOutput};
 pub use status::{ControllerStatus, RUNTIME_NAMESPACE, RUNTIME_OWNER};
@@ -319,6 +319,15 @@ impl Runtime {
     /// What the runtime counted for the controller `name`.
     pub fn stats(&self, name: &str) -> Option<ControllerStats> {
         self.engine.stats(name)
+    }
+
+    /// The kinds the runtime watches now, sorted: one watch task each, for
+    /// as long as a controller reads the kind. A kind no controller reads
+    /// any more (its readers moved their inputs away with
+    /// [`Ctx::update_inputs`](crate::Ctx::update_inputs)) has its watch
+    /// stopped; [`settled`](Runtime::settled) waits for that.
+    pub fn watched_kinds(&self) -> Vec<Kind> {
+        self.engine.watched_kinds()
     }
 
     /// Starts the watches and every controller in the background, on the

@@ -12,8 +12,13 @@
 //!   scheduled run.
 //! - **Fairness.** Items due at the same instant come out in the order they
 //!   were put.
+//! - **A backoff per failing item, for as long as the item is queued.** An
+//!   item's backoff lives beside it and leaves the queue with it (after a
+//!   success, or when its controller no longer reads its kind), so the
+//!   backoffs never outnumber the items.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 // Keys are resource pointers (three strings) hashed on every put and pop; Fx
@@ -23,6 +28,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::backoff::{Backoff, BackoffOptions};
 use crate::controller::ReducedMetadata;
 use crate::resource::Pointer;
 
@@ -60,6 +66,8 @@ struct Inner {
     scheduled: HashMap<Key, (Instant, u64, Option<ReducedMetadata>)>,
     on_hold: HashSet<Key>,
     parked: HashMap<Key, Option<ReducedMetadata>>,
+    /// The backoff of each item that failed last time it ran.
+    backoffs: HashMap<Key, Backoff>,
     sequence: u64,
 }
 
@@ -118,6 +126,39 @@ impl Queue {
         }
     }
 
+    /// The wait before retrying `key`, which just failed: its backoff's next delay.
+    pub(crate) fn next_backoff(&self, key: &Key, options: BackoffOptions) -> Duration {
+        let mut inner = self.inner.lock();
+        if let Some(backoff) = inner.backoffs.get_mut(key) {
+            return backoff.next_delay();
+        }
+        let mut backoff = Backoff::new(options);
+        let delay = backoff.next_delay();
+        inner.backoffs.insert(key.clone(), backoff);
+        delay
+    }
+
+    /// Forgets `key`'s backoff, after a success.
+    pub(crate) fn forget_backoff(&self, key: &Key) {
+        self.inner.lock().backoffs.remove(key);
+    }
+
+    /// Drops the waiting items (and the backoffs) whose key `keep` refuses;
+    /// an item on hold is left to its worker.
+    pub(crate) fn retain(&self, keep: impl Fn(&Key) -> bool) {
+        let mut inner = self.inner.lock();
+        let Inner { schedule, scheduled, on_hold, parked, backoffs, .. } = &mut *inner;
+        schedule.retain(|(_, _, key)| keep(key));
+        scheduled.retain(|key, _| keep(key));
+        parked.retain(|key, _| keep(key));
+        backoffs.retain(|key, _| on_hold.contains(key) || keep(key));
+    }
+
+    /// Items that failed and wait out their backoff.
+    pub(crate) fn backing_off(&self) -> usize {
+        self.inner.lock().backoffs.len()
+    }
+
     /// Items waiting, parked ones included.
     pub(crate) fn len(&self) -> usize {
         let inner = self.inner.lock();
@@ -171,8 +212,6 @@ impl Inner {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     fn key(id: &str) -> Key {
@@ -203,6 +242,28 @@ mod tests {
         queue.release(again, None);
         queue.release(b, None);
         assert_eq!(queue.len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retain_drops_items_and_their_backoffs() {
+        let queue = Queue::default();
+        let options = crate::runtime::BackoffOptions::default();
+        for id in ["a", "b", "c"] {
+            queue.put(key(id), None);
+            let item = queue.next().await;
+            queue.next_backoff(&item.key, options);
+            queue.release(item, Some(Instant::now() + Duration::from_secs(1)));
+        }
+        queue.put(key("d"), None);
+        let on_hold = queue.next().await;
+        queue.next_backoff(&on_hold.key, options);
+        assert_eq!((queue.len(), queue.backing_off()), (3, 4));
+        queue.retain(|key| key.pointer.id() == "b");
+        assert_eq!((queue.len(), queue.backing_off()), (1, 2), "b is kept, d is on hold");
+        queue.forget_backoff(&on_hold.key);
+        queue.release(on_hold, None);
+        assert_eq!(queue.next().await.key, key("b"));
+        assert_eq!((queue.len(), queue.backing_off()), (0, 1));
     }
 
     #[tokio::test(start_paused = true)]

@@ -10,7 +10,9 @@
 //! - every kind watch is established and has routed every event its state
 //!   wrote so far: the engine notes how far its watch had read (a
 //!   [`WatchProgress`](crate::state::WatchProgress)) after routing each
-//!   batch, and compares that with what the state has written.
+//!   batch, and compares that with what the state has written;
+//! - no stopped kind watch (one no controller reads any more) has a task
+//!   that has not ended yet.
 //!
 //! Work moves between these places (a write makes an event, an event a
 //! wake-up, a wake-up a reconcile, a reconcile writes), and a check that

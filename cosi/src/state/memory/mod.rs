@@ -200,12 +200,21 @@ impl MemoryState {
         let pointer = resource.metadata.pointer();
         // The collection checks the namespace and type when it is created,
         // so only the ID, new to the state, is left to check.
-        let collection = self.collection(pointer.namespace(), pointer.r#type())?;
-        crate::resource::validate_name("id", pointer.id()).map_err(Error::InvalidArgument)?;
-        Ok(match collection.create(resource, options) {
-            Submitted::Done(result) => Pending::Done(result),
-            Submitted::Queued(ticket) => Pending::Queued(Arc::clone(&collection), ticket),
-        })
+        let guard = self.collection(pointer.namespace(), pointer.r#type())?;
+        let refused = match crate::resource::validate_name("id", pointer.id()) {
+            Err(reason) => Error::InvalidArgument(reason),
+            Ok(()) => match guard.create(resource, options) {
+                Submitted::Done(Ok(stored)) => return Ok(Pending::Done(Ok(stored))),
+                Submitted::Queued(ticket) => return Ok(Pending::Queued(Arc::clone(&guard), ticket)),
+                Submitted::Done(Err(error)) => error,
+            },
+        };
+        // A refused create wrote nothing: a collection it created goes again
+        // (released without the map's read lock, which `release` takes to write).
+        let collection = Arc::clone(&guard);
+        drop(guard);
+        collection.release();
+        Err(refused)
     }
 
     /// Hands an update to its collection: done at once, or queued for the backing store.
@@ -249,11 +258,19 @@ impl Pending {
     fn finish(self) -> Result<Arc<DynamicResource>> {
         let result = match self {
             Pending::Done(result) => result,
-            Pending::Queued(collection, ticket) => collection.wait(ticket).and_then(|stored| {
-                stored.ok_or_else(|| {
-                    Error::backend(std::io::Error::other("a put through the backing store stored nothing"))
-                })
-            }),
+            Pending::Queued(collection, ticket) => {
+                let stored = collection.wait(ticket).and_then(|stored| {
+                    stored.ok_or_else(|| {
+                        Error::backend(std::io::Error::other("a put through the backing store stored nothing"))
+                    })
+                });
+                // A put refused (by the checks or the store) may leave a
+                // collection that holds nothing, which goes again.
+                if stored.is_err() {
+                    collection.release();
+                }
+                stored
+            }
         };
         match result {
             Err(Error::NotFound(pointer)) => Err(not_found(&pointer)),
@@ -409,6 +426,25 @@ mod tests {
         }
     }
 
+    /// A create the state refuses writes nothing, so it leaves no collection either.
+    #[tokio::test]
+    async fn refused_creates_leave_nothing() {
+        let plain = MemoryState::default();
+        let backed = MemoryState::with_store(MemoryOptions::default(), Arc::new(RefusingStore)).unwrap();
+        for state in [&plain, &backed] {
+            let bad_id = resource("ns1", "");
+            let refused = state.create_dynamic(bad_id, CreateOptions::default()).await;
+            assert!(matches!(refused, Err(Error::InvalidArgument(_))), "{refused:?}");
+            let mut owned = resource("ns2", "a");
+            owned.metadata.set_owner(Some("someone"));
+            let other_owner = CreateOptions { owner: Some("someone-else".into()) };
+            assert!(matches!(state.create_dynamic(owned, other_owner).await, Err(Error::InvalidArgument(_))));
+            assert_eq!(state.collection_count(), 0);
+        }
+        assert!(backed.create_dynamic(resource("ns3", "a"), CreateOptions::default()).await.is_err());
+        assert_eq!(backed.collection_count(), 0, "a create the store refused leaves nothing");
+    }
+
     /// A written collection keeps its history (and bookmarks) after its watchers leave.
     #[tokio::test]
     async fn written_collections_stay() {
@@ -448,6 +484,18 @@ mod tests {
     }
 
     struct NullStore;
+
+    struct RefusingStore;
+
+    impl BackingStore for RefusingStore {
+        fn load(&self) -> Result<Vec<DynamicResource>> {
+            Ok(Vec::new())
+        }
+
+        fn write(&self, _batch: &[StoreWrite<'_>]) -> Result<()> {
+            Err(Error::backend(std::io::Error::other("refused")))
+        }
+    }
 
     impl BackingStore for NullStore {
         fn load(&self) -> Result<Vec<DynamicResource>> {
