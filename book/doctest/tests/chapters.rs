@@ -5,7 +5,8 @@
 //!   record against the pinned compiler), and the snippet above it is that
 //!   case's source, hidden lines included;
 //! - a graph between `<!-- graph: <name> -->` and `<!-- graph:end -->` is the
-//!   Mermaid text the runtime exports for it now (`Graph::to_mermaid`).
+//!   Mermaid text the runtime exports for it now (`Graph::to_mermaid`), after
+//!   one line of display settings.
 //!
 //! It also runs the recipes of chapter 6 (`examples/recipes/`), whose graphs
 //! the chapter draws.
@@ -32,6 +33,10 @@ mod gitops_agent;
 mod vm_control_plane;
 
 const GRAPH_END: &str = "<!-- graph:end -->";
+/// Before each graph, a display setting of Mermaid's: draw it at its natural
+/// size (the page scrolls sideways), not shrunk to the page's width, which
+/// makes the example OS's graph unreadable.
+const NATURAL_SIZE: &str = "%%{init: {\"flowchart\": {\"useMaxWidth\": false}}}%%\n";
 const REGENERATE: &str = "regenerate with `UPDATE_BOOK_GRAPHS=1 cargo test -p cosi-book --test chapters`";
 
 fn book() -> PathBuf {
@@ -150,7 +155,7 @@ fn graphs_are_the_runtime_s_export() {
             let name = &rest["<!-- graph: ".len()..rest.find(" -->").expect("a closed graph marker")];
             let end = rest.find(GRAPH_END).expect("a graph:end marker") + GRAPH_END.len();
             let current = &rest[..end];
-            let expected = format!("<!-- graph: {name} -->\n```mermaid\n{}```\n{GRAPH_END}", graph(name));
+            let expected = format!("<!-- graph: {name} -->\n```mermaid\n{NATURAL_SIZE}{}```\n{GRAPH_END}", graph(name));
             if update {
                 updated = updated.replace(current, &expected);
             } else {
