@@ -13,6 +13,21 @@ use serde::{Deserialize, Serialize};
 use crate::resource::{Kind, Resource, ResourceDefinition};
 
 /// How a controller depends on an input.
+///
+/// # Example
+///
+/// ```
+/// use cosi::controller::Declared;
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// #[controller(inputs = [Strong<HostnameSpec>])]
+/// async fn hostname(_ctx: &mut Ctx) {}
+///
+/// assert_eq!(hostname::DECLARATION.inputs[0].kind, InputKind::Strong);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum InputKind {
@@ -227,6 +242,22 @@ impl Declaration {
 }
 
 /// An input as the runtime holds it; controllers can change theirs while they run.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// let input = Input::of::<HostnameSpec>(InputKind::Weak)
+///     .in_namespace("network-config")
+///     .with_id("configuration/hostname");
+/// assert_eq!(input.kind, Kind::new("network-config", "HostnameSpecs.net.example.org"));
+/// assert!(input.covers("configuration/hostname"));
+/// assert!(!input.covers("platform/hostname"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Input {
     /// The (namespace, type) watched.

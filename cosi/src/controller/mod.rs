@@ -108,6 +108,25 @@ pub trait QueueController: Declared + Send + Sync + Sized + 'static {
 
 /// Anything the runtime can register: every `#[controller]`, and
 /// [`Registration`] itself.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameStatuses.net.example.org", namespace = "network")]
+/// # pub struct HostnameStatus { pub hostname: String }
+///
+/// #[controller(outputs = [Exclusive<HostnameStatus>])]
+/// async fn hostname(_ctx: &mut Ctx) {}
+///
+/// let runtime = Runtime::new(cosi::state::memory());
+/// // A controller declared on a function registers as the struct of the same name.
+/// runtime.register(hostname {})?;
+/// // A second controller of the same name is refused.
+/// assert!(runtime.register(hostname {}).is_err());
+/// # Ok::<(), cosi::RuntimeError>(())
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a controller the runtime can register",
     label = "not a controller",
@@ -145,6 +164,34 @@ pub trait Declared {
 
 /// What a mapper sees of a changed resource: enough to find the items it
 /// affects, without its spec.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameStatuses.net.example.org", namespace = "network")]
+/// # pub struct HostnameStatus { pub hostname: String }
+///
+/// /// One spec at a time; a change of a status queues the spec of the same ID.
+/// #[controller(inputs = [Primary<HostnameSpec>, Mapped<HostnameStatus>])]
+/// #[derive(Default)]
+/// pub struct Specs;
+///
+/// impl Specs {
+///     async fn reconcile(&self, _ctx: &Ctx<Self>, _item: &Pointer) {}
+///
+///     async fn map(&self, _ctx: &Ctx<Self>, status: &ReducedMetadata) -> Vec<Pointer> {
+///         vec![HostnameSpec::pointer(status.pointer.id())]
+///     }
+/// }
+///
+/// Runtime::new(cosi::state::memory()).register(Specs)?;
+/// # Ok::<(), cosi::RuntimeError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReducedMetadata {
     /// The resource.

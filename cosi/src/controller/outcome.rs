@@ -8,6 +8,32 @@ use std::time::Duration;
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 
 /// When a queue controller wants an item reconciled again.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// /// Looks at every spec again each minute, even if nothing changes.
+/// #[controller(inputs = [Primary<HostnameSpec>])]
+/// #[derive(Default)]
+/// pub struct Refresh;
+///
+/// impl Refresh {
+///     async fn reconcile(&self, _ctx: &Ctx<Self>, _item: &Pointer) -> cosi::Result<Requeue> {
+///         Ok(Requeue::After(Duration::from_secs(60)))
+///     }
+/// }
+///
+/// Runtime::new(cosi::state::memory()).register(Refresh)?;
+/// assert_eq!(Requeue::default(), Requeue::Never);
+/// # Ok::<(), cosi::RuntimeError>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Requeue {
     /// Only when something changes.

@@ -10,6 +10,23 @@ use crate::resource::{Metadata, Pointer, Resource};
 ///
 /// States store and stream these. Typed code converts with [`Typed::try_from`](crate::Typed)
 /// and [`From<Typed<S>>`](crate::Typed), which move `Arc`s and never copy a spec.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// let typed = Typed::new("default", HostnameSpec { hostname: "talos".into() });
+/// let dynamic = DynamicResource::from(typed);
+/// assert_eq!(dynamic.metadata().r#type(), "HostnameSpecs.net.example.org");
+///
+/// let typed = Typed::<HostnameSpec>::try_from(dynamic)?;
+/// assert_eq!(typed.hostname, "talos");
+/// # Ok::<(), cosi::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct DynamicResource {
     /// The metadata.

@@ -13,6 +13,21 @@ use crate::resource::{Kind, Pointer};
 /// Identity (namespace, type, ID) never changes. The state broker owns
 /// `version`, `created` and `updated`: whatever a caller puts there is
 /// replaced on create and update.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+///
+/// let mut metadata = Metadata::new("network", "HostnameSpecs.net.example.org", "default");
+/// assert_eq!(metadata.version(), Version::UNDEFINED);
+/// assert_eq!(metadata.phase(), Phase::Running);
+/// assert_eq!(metadata.owner(), None);
+///
+/// metadata.labels_mut().set("layer", "configuration");
+/// metadata.finalizers_mut().add("network.HostnameSpecController");
+/// assert!(metadata.finalizers().has("network.HostnameSpecController"));
+/// ```
 #[derive(Clone)]
 pub struct Metadata {
     pointer: Pointer,
@@ -317,6 +332,17 @@ impl fmt::Display for Metadata {
 }
 
 /// A resource version: undefined before the first write, then 1, 2, 3...
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+///
+/// let version = Version::new(1);
+/// assert_eq!(version.get(), Some(1));
+/// assert_eq!(version.next(), Version::new(2));
+/// assert!(Version::UNDEFINED.is_undefined());
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Version(Option<u64>);
 
@@ -400,6 +426,27 @@ impl<'de> Deserialize<'de> for Version {
 pub struct ParseError(String);
 
 /// The lifecycle phase of a resource.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// let state = cosi::state::memory();
+/// state.create(Typed::new("default", HostnameSpec::default()), CreateOptions::default()).await?;
+/// state.add_finalizers::<HostnameSpec>("default", &["mine"]).await?;
+///
+/// // Torn down, but held by a finalizer: still there, going away.
+/// assert!(!state.teardown::<HostnameSpec>("default", TeardownOptions::default()).await?);
+/// assert_eq!(state.get::<HostnameSpec>("default").await?.metadata().phase(), Phase::TearingDown);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Phase {
     /// In use: the normal state.
@@ -435,6 +482,19 @@ impl std::str::FromStr for Phase {
 /// A map of string keys to string values, used for labels and annotations.
 ///
 /// A key set to the empty string is different from a missing key.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+///
+/// let mut labels = Labels::default();
+/// labels.set("tier", "gold");
+/// assert_eq!(labels.get("tier"), Some("gold"));
+/// assert!(LabelQuery::default().equal("tier", "gold").matches(&labels));
+/// assert_eq!(labels.remove("tier").as_deref(), Some("gold"));
+/// assert!(labels.is_empty());
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Labels(BTreeMap<String, String>);

@@ -80,6 +80,20 @@ pub trait Resource: Clone + PartialEq + fmt::Debug + Send + Sync + Serialize + D
 type Name = smol_str::SmolStr;
 
 /// A (namespace, type) pair: what a list or a kind watch addresses.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// let kind = Kind::new("network", "HostnameSpecs.net.example.org");
+/// assert_eq!(kind.namespace(), "network");
+/// assert_eq!(HostnameSpec::kind(), kind);
+/// assert_eq!(Typed::new("default", HostnameSpec::default()).metadata().kind(), kind);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Kind {
     namespace: Name,
@@ -120,6 +134,20 @@ impl fmt::Display for Kind {
 }
 
 /// A (namespace, type, ID) triple: the address of one resource.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// let pointer = Pointer::new("network", "HostnameSpecs.net.example.org", "default");
+/// assert_eq!(pointer.id(), "default");
+/// assert_eq!(HostnameSpec::pointer("default"), pointer);
+/// assert_eq!(Typed::new("default", HostnameSpec::default()).metadata().pointer(), &pointer);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
 pub struct Pointer {
     namespace: Name,

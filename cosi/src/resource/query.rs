@@ -85,6 +85,18 @@ pub enum LabelOp {
 /// (`(?-u:\w)` is the ASCII class Go means by `\w`). The match is unanchored
 /// unless the pattern anchors itself: `^web` selects IDs starting with `web`,
 /// `^web$` only `web`.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+///
+/// let query = IdQuery::new("^eth[0-9]+$")?;
+/// assert!(query.matches("eth0"));
+/// assert!(!query.matches("lo"));
+/// assert!(IdQuery::new("(").is_err());
+/// # Ok::<(), cosi::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct IdQuery {
     regex: Regex,

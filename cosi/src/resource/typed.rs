@@ -14,6 +14,24 @@ use crate::state::Error;
 /// Cloning it, reading it from a state and converting it to and from
 /// [`DynamicResource`] share the stored resource and its spec behind `Arc`s;
 /// only editing copies, and only what is edited.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// let mut spec = Typed::new("default", HostnameSpec { hostname: "talos".into() });
+/// // It reads as its spec, and edits as one.
+/// assert_eq!(spec.hostname, "talos");
+/// spec.hostname = "node-1".into();
+/// assert_eq!(spec.spec().hostname, "node-1");
+///
+/// let layer = Typed::new_in("network-config", "configuration/hostname", HostnameSpec::default());
+/// assert_eq!(layer.metadata().namespace(), "network-config");
+/// ```
 pub struct Typed<S> {
     /// The resource as read. Its metadata is this resource's; its spec is not
     /// read (it goes stale once `spec` is edited) and is replaced by `spec` on

@@ -93,6 +93,39 @@ pub(crate) use core::{Core, Trigger, check_runtime_inputs};
 use engine::Engine;
 
 /// The controller runtime. Cheap to clone: clones share one runtime.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameStatuses.net.example.org", namespace = "network")]
+/// # pub struct HostnameStatus { pub hostname: String }
+///
+/// #[controller(inputs = [Weak<HostnameSpec>], outputs = [Exclusive<HostnameStatus>])]
+/// async fn hostname(ctx: &mut Ctx) -> cosi::Result<()> {
+///     for spec in ctx.list::<HostnameSpec>().await? {
+///         ctx.modify::<HostnameStatus>(spec.id(), |status| status.hostname = spec.hostname.clone()).await?;
+///     }
+///     ctx.cleanup_outputs::<HostnameStatus>().await
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// let state = cosi::state::memory();
+/// let runtime = Runtime::new(state.clone());
+/// runtime.register(hostname {})?;
+/// runtime.start().await?;
+/// state.modify::<HostnameSpec>("default", UpdateOptions::default(), |spec| spec.hostname = "talos".into()).await?;
+/// runtime.settled().await;
+/// assert_eq!(state.get::<HostnameStatus>("default").await?.hostname, "talos");
+/// runtime.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Runtime {
     engine: Arc<Engine>,

@@ -14,6 +14,30 @@ use crate::resource::{DynamicResource, Kind, Pointer, Resource, Typed};
 use crate::state::Error;
 
 /// One change, as a watch delivers it.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// let state = cosi::state::memory();
+/// let mut watch = state.watch_kind_dynamic(&HostnameSpec::kind(), WatchKindOptions::default()).await?;
+/// state.create(Typed::new("default", HostnameSpec::default()), CreateOptions::default()).await?;
+/// match watch.recv().await {
+///     Some(Event::Created { resource, bookmark }) => {
+///         assert_eq!(resource.id(), "default");
+///         assert!(bookmark.is_some());
+///     }
+///     other => panic!("expected a creation, got {other:?}"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub enum Event {
     /// The resource appeared: it was created, or it started matching the watch's queries,
@@ -323,6 +347,27 @@ impl fmt::Debug for Watch {
 
 /// One change to a resource of type `T`, as a [`TypedWatch`] delivers it: an
 /// [`Event`] whose resources are read as `T`.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// let state = cosi::state::memory();
+/// let mut watch = state.watch_kind::<HostnameSpec>(WatchKindOptions::default()).await?;
+/// state.create(Typed::new("default", HostnameSpec { hostname: "talos".into() }), CreateOptions::default()).await?;
+/// match watch.recv().await {
+///     Some(TypedEvent::Created { resource, .. }) => assert_eq!(resource.hostname, "talos"),
+///     other => panic!("expected a creation, got {other:?}"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub enum TypedEvent<T> {
     /// The resource appeared (see [`Event::Created`]).

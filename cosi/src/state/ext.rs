@@ -21,6 +21,24 @@ use crate::state::{
 /// Where a resource is can be given as an ID (in the type's default
 /// namespace), a [`Pointer`], or a resource read before: see [`At`].
 /// Reads share the stored specs; nothing is deep-copied.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// let state = cosi::state::memory();
+/// state.create(Typed::new("default", HostnameSpec { hostname: "talos".into() }), CreateOptions::default()).await?;
+/// assert_eq!(state.get::<HostnameSpec>("default").await?.hostname, "talos");
+/// assert_eq!(state.list::<HostnameSpec>(&ListOptions::default()).await?.len(), 1);
+/// # Ok(())
+/// # }
+/// ```
 pub trait StateExt: State {
     /// The resource of type `T` at `at`.
     fn get<T: Resource>(&self, at: impl At<T>) -> impl Future<Output = Result<Typed<T>>> + Send {
@@ -274,6 +292,31 @@ pub trait StateExt: State {
 impl<S: State + ?Sized> StateExt for S {}
 
 /// What [`StateExt::watch_for`] waits for. Every condition set must hold.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// let state = cosi::state::memory();
+/// state.create(Typed::new("default", HostnameSpec::default()), CreateOptions::default()).await?;
+/// state.add_finalizers::<HostnameSpec>("default", &["mine"]).await?;
+/// state.teardown::<HostnameSpec>("default", TeardownOptions::default()).await?;
+///
+/// // Waits (here: not at all) until it is tearing down with a spec as wanted.
+/// let condition = WatchCondition::new()
+///     .phases([Phase::TearingDown])
+///     .resource(|spec: &Typed<HostnameSpec>| spec.hostname.is_empty());
+/// let event = state.watch_for::<HostnameSpec>("default", condition).await?;
+/// assert!(event.resource().is_some());
+/// # Ok(())
+/// # }
+/// ```
 pub struct WatchCondition<T> {
     event_types: Vec<EventType>,
     phases: Vec<Phase>,

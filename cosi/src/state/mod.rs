@@ -57,6 +57,29 @@ pub fn memory() -> Arc<dyn State> {
 ///   gets one [`Event::Errored`] and the watch ends.
 ///
 /// Reads return `Arc`s to the stored resources: nothing is copied.
+///
+/// # Example
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// // Programs hold an `Arc<dyn State>`; the typed methods come from `StateExt`.
+/// let state: Arc<dyn State> = cosi::state::memory();
+/// state.create(Typed::new("default", HostnameSpec::default()), CreateOptions::default()).await?;
+///
+/// // The dynamic methods work without the spec type: what transports and generic tools use.
+/// let stored = state.get_dynamic(&HostnameSpec::pointer("default")).await?;
+/// assert_eq!(stored.metadata().r#type(), "HostnameSpecs.net.example.org");
+/// # Ok(())
+/// # }
+/// ```
 #[async_trait]
 pub trait State: Send + Sync + 'static {
     /// The resource at `pointer`.

@@ -7,6 +7,30 @@ use crate::resource::{IdQuery, LabelQuery, Phase};
 use crate::state::{Bookmark, Error, Event, Result};
 
 /// Filters of a list.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// let state = cosi::state::memory();
+/// for (id, layer) in [("configuration/hostname", "configuration"), ("default/hostname", "default")] {
+///     let mut spec = Typed::new(id, HostnameSpec::default());
+///     spec.metadata_mut().labels_mut().set("layer", layer);
+///     state.create(spec, CreateOptions::default()).await?;
+/// }
+/// let configuration = ListOptions::default().label(LabelQuery::default().equal("layer", "configuration"));
+/// assert_eq!(state.list::<HostnameSpec>(&configuration).await?.len(), 1);
+/// let defaults = ListOptions::default().id(IdQuery::new("^default/")?);
+/// assert_eq!(state.list::<HostnameSpec>(&defaults).await?[0].id(), "default/hostname");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct ListOptions {
     /// Label queries, ORed; empty selects everything.
@@ -32,6 +56,24 @@ impl ListOptions {
 }
 
 /// Options of a create.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameStatuses.net.example.org", namespace = "network")]
+/// # pub struct HostnameStatus { pub hostname: String }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// let state = cosi::state::memory();
+/// let status = Typed::new("default", HostnameStatus::default());
+/// let status = state.create(status, CreateOptions::owner("hostname")).await?;
+/// assert_eq!(status.metadata().owner(), Some("hostname"));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct CreateOptions {
     /// The owner to record; `None` keeps the resource's own.
@@ -46,6 +88,28 @@ impl CreateOptions {
 }
 
 /// Options of an update.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameStatuses.net.example.org", namespace = "network")]
+/// # pub struct HostnameStatus { pub hostname: String }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// let state = cosi::state::memory();
+/// state.create(Typed::new("default", HostnameStatus::default()), CreateOptions::owner("hostname")).await?;
+///
+/// let mut status = state.get::<HostnameStatus>("default").await?;
+/// status.hostname = "talos".into();
+/// // Only the owner may update it.
+/// assert!(state.update(status.clone(), UpdateOptions::default()).await.is_err());
+/// state.update(status, UpdateOptions::owner("hostname")).await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct UpdateOptions {
     /// The owner the caller writes as; must equal the stored owner.
@@ -83,6 +147,24 @@ impl UpdateOptions {
 }
 
 /// Options of a destroy.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameStatuses.net.example.org", namespace = "network")]
+/// # pub struct HostnameStatus { pub hostname: String }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// let state = cosi::state::memory();
+/// state.create(Typed::new("default", HostnameStatus::default()), CreateOptions::owner("hostname")).await?;
+/// assert!(state.destroy::<HostnameStatus>("default", DestroyOptions::default()).await.is_err());
+/// state.destroy::<HostnameStatus>("default", DestroyOptions::owner("hostname")).await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct DestroyOptions {
     /// The owner the caller acts as; must equal the stored owner.
@@ -97,6 +179,25 @@ impl DestroyOptions {
 }
 
 /// Options of a teardown.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameStatuses.net.example.org", namespace = "network")]
+/// # pub struct HostnameStatus { pub hostname: String }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// let state = cosi::state::memory();
+/// state.create(Typed::new("default", HostnameStatus::default()), CreateOptions::owner("hostname")).await?;
+/// // No finalizers: it can be destroyed at once.
+/// assert!(state.teardown::<HostnameStatus>("default", TeardownOptions::owner("hostname")).await?);
+/// state.destroy::<HostnameStatus>("default", DestroyOptions::owner("hostname")).await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct TeardownOptions {
     /// The owner the caller acts as; must equal the stored owner.
@@ -114,6 +215,28 @@ impl TeardownOptions {
 ///
 /// By default the first event is the current state: `Created` with the
 /// resource, or `Destroyed` with a tombstone when it is absent.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// let state = cosi::state::memory();
+/// state.create(Typed::new("default", HostnameSpec::default()), CreateOptions::default()).await?;
+///
+/// // One resource: its current state first, then every change.
+/// let mut watch = state.watch::<HostnameSpec>("default", WatchOptions::default()).await?;
+/// assert!(matches!(watch.recv().await, Some(TypedEvent::Created { .. })));
+/// state.modify::<HostnameSpec>("default", UpdateOptions::default(), |spec| spec.hostname = "talos".into()).await?;
+/// assert!(matches!(watch.recv().await, Some(TypedEvent::Updated { .. })));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct WatchOptions {
     /// Replay up to this many past events of the resource instead of the current state.
@@ -145,6 +268,27 @@ impl WatchOptions {
 /// Options of a kind watch.
 ///
 /// By default only changes after the call are delivered.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// let state = cosi::state::memory();
+/// state.create(Typed::new("default", HostnameSpec::default()), CreateOptions::default()).await?;
+///
+/// // What is there now, a marker, then every change.
+/// let mut watch = state.watch_kind::<HostnameSpec>(WatchKindOptions::bootstrap()).await?;
+/// assert!(matches!(watch.recv().await, Some(TypedEvent::Created { .. })));
+/// assert!(matches!(watch.recv().await, Some(TypedEvent::Bootstrapped { .. })));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct WatchKindOptions {
     /// Start with a `Created` event for every matching resource, then `Bootstrapped`.

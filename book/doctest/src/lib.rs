@@ -1,0 +1,23 @@
+//! The book (`book/src`), one module per chapter, so that `cargo test -p
+//! cosi-book` compiles and runs every Rust snippet in it as a doctest. A
+//! snippet meant not to build is a `compile_fail` doctest with the error code
+//! the chapter shows; `tests/chapters.rs` checks that the compiler messages
+//! the chapters quote are the ones `ui-tests/` records, and that the graphs
+//! are the ones the runtime exports.
+
+#[doc = include_str!("../../src/introduction.md")]
+pub mod introduction {}
+#[doc = include_str!("../../src/resources.md")]
+pub mod resources {}
+#[doc = include_str!("../../src/state.md")]
+pub mod state {}
+#[doc = include_str!("../../src/controllers.md")]
+pub mod controllers {}
+#[doc = include_str!("../../src/engine.md")]
+pub mod engine {}
+#[doc = include_str!("../../src/wire.md")]
+pub mod wire {}
+#[doc = include_str!("../../src/recipes.md")]
+pub mod recipes {}
+#[doc = include_str!("../../src/example-os.md")]
+pub mod example_os {}
