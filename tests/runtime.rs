@@ -97,6 +97,17 @@ impl Follower {
     }
 }
 
+/// Not collected: sets its inputs on every reconcile, as a controller that
+/// computes them each time does; they are the same from the second time on.
+#[controller(inputs = [Weak<Config>], outputs = [], inventory = false)]
+struct Restless;
+
+impl Restless {
+    async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> cosi::Result<()> {
+        ctx.update_inputs([Input::of::<Config>(InputKind::Weak).in_namespace("restless")])
+    }
+}
+
 /// Not collected: a queue controller that fails every config but `move`,
 /// which moves its input to the namespace `elsewhere`.
 #[controller(inputs = [Primary<Config>], outputs = [], inventory = false)]
@@ -193,6 +204,30 @@ fn a_kind_watch_stops_when_no_controller_reads_the_kind_any_more() {
             runtime.settled().await;
             assert_eq!(runtime.watched_kinds(), [Kind::new(to, Config::TYPE)], "moved from {from} to {to}");
         }
+        runtime.shutdown().await;
+    });
+}
+
+#[test]
+fn setting_the_same_inputs_again_does_not_wake_the_controller() {
+    block_on(async {
+        let state = cosi::state::memory();
+        let mut options = cosi::runtime::RuntimeOptions::default();
+        options.status_namespace = None;
+        let runtime = Runtime::with_options(state.clone(), options);
+        runtime.register(Restless).expect("register");
+        runtime.start().await.expect("start");
+        // Bounds against a hang, not timing assertions: each update_inputs
+        // used to wake the controller again, so it never settled.
+        let settled = || tokio::time::timeout(std::time::Duration::from_secs(30), runtime.settled());
+        settled().await.expect("the runtime settles");
+        let config = Typed::new_in("restless", "one", Config::default());
+        state.create(config, CreateOptions::default()).await.expect("create");
+        settled().await.expect("the runtime settles after a change");
+        let stats = runtime.stats("Restless").expect("stats");
+        // The start, the move to `restless` once, and the change.
+        assert!(stats.reconciles <= 4, "{stats:?}");
+        assert_eq!(runtime.watched_kinds(), [Kind::new("restless", Config::TYPE)]);
         runtime.shutdown().await;
     });
 }

@@ -205,7 +205,10 @@ impl<C: ?Sized> Ctx<C> {
     }
 
     /// Replaces the controller's inputs (COSI's `UpdateInputs`): it is woken by
-    /// these from now on, and may read only these (and its outputs).
+    /// these from now on, and may read only these (and its outputs). New
+    /// inputs wake it once, when their kinds are watched, so that it sees what
+    /// they hold; the same inputs again change nothing, so a reconcile may set
+    /// them every time.
     ///
     /// Every input must be of a type the declaration names as an input, with
     /// a kind of the same shape (queue or not).

@@ -267,11 +267,19 @@ impl Core {
         Error::AccessDenied(format!("controller `{}` {reason}", self.name))
     }
 
-    /// Replaces the inputs (COSI's `UpdateInputs`).
+    /// Replaces the inputs (COSI's `UpdateInputs`). The same inputs again
+    /// change nothing: a controller that sets its inputs on every reconcile
+    /// is not woken by its own call.
     pub(crate) fn update_inputs(self: &Arc<Self>, inputs: Vec<Input>) -> Result<()> {
         let inputs: Arc<[Input]> =
             check_runtime_inputs(&self.name, self.declaration, inputs).map_err(Error::InvalidArgument)?.into();
-        *self.inputs.write() = Arc::clone(&inputs);
+        {
+            let mut current = self.inputs.write();
+            if *current == inputs {
+                return Ok(());
+            }
+            *current = Arc::clone(&inputs);
+        }
         if let Some(engine) = self.engine.upgrade() {
             engine.reroute(self, &inputs);
         }
