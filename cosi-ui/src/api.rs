@@ -3,8 +3,6 @@
 //! that fits: 400 for a malformed name, 403 when the state refuses, 404 for
 //! what does not exist, 502 when the state cannot be reached.
 
-use std::collections::BTreeSet;
-
 use axum::Json;
 use axum::extract::{Path, Query, State as Extract};
 use axum::http::{StatusCode, Uri, header};
@@ -200,28 +198,6 @@ async fn resource(
 async fn events(Extract(ui): Extract<Ui>) -> Result<Response, Failure> {
     let definitions = model::definitions(&*ui.state).await?;
     let statuses = model::statuses(&*ui.state, &ui.config.status_namespace).await?;
-    let readable = readable(&ui, model::kinds(&definitions, &statuses).into_iter().collect()).await;
-    let stream = crate::events::open(&ui, readable).await?;
+    let stream = crate::events::open(&ui, model::kinds(&definitions, &statuses).into_iter().collect()).await?;
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
-}
-
-/// The kinds this state handle may read: a reader's connection is refused
-/// sensitive types, which the stream then leaves out rather than fail.
-async fn readable(ui: &Ui, kinds: Vec<(String, String)>) -> Vec<(String, String)> {
-    let mut readable = Vec::with_capacity(kinds.len());
-    let mut refused: BTreeSet<String> = BTreeSet::new();
-    for (namespace, r#type) in kinds {
-        let kind = Kind::new(&namespace, &r#type);
-        let options = ListOptions::default();
-        match ui.state.list_dynamic(&kind, &options).await {
-            Err(error) if error.is_access_denied() => {
-                refused.insert(r#type);
-            }
-            _ => readable.push((namespace, r#type)),
-        }
-    }
-    if !refused.is_empty() {
-        tracing::debug!(types = ?refused, "the event stream leaves out types this connection may not read");
-    }
-    readable
 }

@@ -85,15 +85,25 @@ enum Watched {
     Failed(Kind, String),
 }
 
-/// Opens the watches of `kinds` and the stream of their events.
+/// Opens the watches of `kinds`, but for those this connection may not read,
+/// and the stream of their events.
 pub(crate) async fn open(ui: &Ui, kinds: Vec<(String, String)>) -> cosi::Result<EventStream> {
     let cancel = ui.shutdown.child_token();
     let (watched_tx, watched_rx) = mpsc::channel(WATCH_BUFFER);
     let mut watches = Vec::with_capacity(kinds.len());
+    let mut refused = Vec::new();
     for (namespace, r#type) in kinds {
         let kind = Kind::new(&namespace, &r#type);
-        let watch = ui.state.watch_kind_dynamic(&kind, WatchKindOptions::bootstrap()).await?;
-        watches.push((kind, watch));
+        match ui.state.watch_kind_dynamic(&kind, WatchKindOptions::bootstrap()).await {
+            Ok(watch) => watches.push((kind, watch)),
+            // A type this connection may not read (sensitive, for a reader):
+            // the stream leaves it out rather than fail.
+            Err(error) if error.is_access_denied() => refused.push(r#type),
+            Err(error) => return Err(error),
+        }
+    }
+    if !refused.is_empty() {
+        tracing::debug!(types = ?refused, "the event stream leaves out types this connection may not read");
     }
     let pending: HashSet<Kind> = watches.iter().map(|(kind, _)| kind.clone()).collect();
     for (kind, mut watch) in watches {
