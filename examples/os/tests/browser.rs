@@ -104,8 +104,22 @@ async fn until(page: &Client, what: &str, bound: Duration, script: &str, done: i
     }
 }
 
+/// Clicks the element `css` selects. The page redraws the graph when it
+/// changes, so an element found just before a redraw may be gone when
+/// clicked: it is found again, within [`PATIENCE`].
 async fn click(page: &Client, css: &str) {
-    page.find(Locator::Css(css)).await.unwrap_or_else(|error| panic!("{css}: {error}")).click().await.expect("click");
+    let started = Instant::now();
+    loop {
+        let clicked = match page.find(Locator::Css(css)).await {
+            Ok(element) => element.click().await.map(drop),
+            Err(error) => Err(error),
+        };
+        match clicked {
+            Ok(()) => return,
+            Err(error) => assert!(started.elapsed() < PATIENCE, "{css}: {error}"),
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
 }
 
 fn edit(sandbox: &Path, from: &str, to: &str) {
