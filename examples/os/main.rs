@@ -3,8 +3,9 @@
 //! Boots a small, Talos-shaped control plane whose every side effect is a
 //! file in the sandbox directory, serves its state on `DIR/cosi.sock`, and
 //! runs until Ctrl-C; with `--ui`, serves the live page too (on a free
-//! loopback port, or `--ui ADDR`) and shows its URL in the banner. The OS itself is the `example-os` crate beside this
-//! file; the README walks through what to do with it.
+//! loopback port, or `--ui ADDR`) and shows its URL in the banner. The OS
+//! itself is the `example-os` crate beside this file; the README walks
+//! through what to do with it.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
