@@ -55,6 +55,7 @@ use std::future::Future;
 
 pub use access::{Finalizes, Reads, Writes};
 pub use ctx::{Ctx, CtxFuture, DynCtx, TeardownSignal};
+pub(crate) use declaration::check_runtime_inputs;
 pub use declaration::{
     Conflict, Declaration, Entry, Input, InputDecl, InputKind, InputRef, OutputDecl, OutputKind, check_declaration,
     check_graph, check_inputs, check_pair,

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
 
-use crate::controller::{Declaration, Input, InputKind, InputRef, check_inputs};
+use crate::controller::{Declaration, Input, InputKind, check_runtime_inputs};
 use crate::resource::{Kind, Pointer};
 use crate::runtime::engine::Engine;
 use crate::runtime::queue::{Job, Key, Queue};
@@ -285,56 +285,6 @@ impl Core {
         }
         Ok(())
     }
-}
-
-/// Checks inputs a controller is given at run time, at its registration or
-/// by `update_inputs`, against its declaration and each other; returns them
-/// sorted, without duplicates.
-///
-/// Every input must be of a type the declaration names as an input, of a kind
-/// of the same shape (queue or not), and together they must keep the rules of
-/// the declaration itself (no input twice); a namespace given here counts as
-/// named explicitly, so an output type may be read in it.
-pub(crate) fn check_runtime_inputs(
-    name: &str,
-    declaration: &Declaration,
-    mut inputs: Vec<Input>,
-) -> std::result::Result<Vec<Input>, String> {
-    inputs.sort();
-    inputs.dedup();
-    for input in &inputs {
-        let declared = declaration.inputs.iter().any(|declared| declared.r#type == input.kind.r#type());
-        if !declared {
-            return Err(format!(
-                "controller `{name}` cannot take {} as an input: the type is not among its declared inputs",
-                input.kind
-            ));
-        }
-        if input.dependency.is_queue() != declaration.is_queue() {
-            return Err(format!(
-                "controller `{name}` cannot take a {} input: {}",
-                input.dependency,
-                match declaration.is_queue() {
-                    true => "queue controllers take primary and mapped inputs",
-                    false => "primary and mapped inputs belong to queue controllers",
-                }
-            ));
-        }
-        if let Err(error) = input.kind.validate() {
-            return Err(format!("controller `{name}`: invalid input: {error}"));
-        }
-        if let Some(id) = &input.id
-            && let Err(error) = input.kind.pointer(&**id).validate()
-        {
-            return Err(format!("controller `{name}`: invalid input: {error}"));
-        }
-    }
-    // A namespace given at run time is named explicitly: a merge reads its
-    // layers of the type it writes, in a namespace of its own.
-    let refs: Vec<InputRef<'_>> = inputs.iter().map(InputRef::from_input).collect();
-    check_inputs(name, &refs, declaration.outputs).map_err(|conflict| conflict.to_string())?;
-    drop(refs);
-    Ok(inputs)
 }
 
 /// The statistics of one controller, kept as atomics and mirrored to the

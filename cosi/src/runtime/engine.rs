@@ -25,6 +25,7 @@ use tracing::Instrument;
 use crate::backoff::Backoff;
 use crate::controller::{
     Entry, Input, InputKind, Outcome, ReducedMetadata, Requeue, RequeueError, check_declaration, check_pair,
+    check_runtime_inputs,
 };
 use crate::resource::ResourceDefinition;
 use crate::resource::{DynamicResource, Kind, Phase};
@@ -35,7 +36,7 @@ use crate::runtime::status::{ControllerStatus, RUNTIME_OWNER};
 use crate::runtime::types::Types;
 use crate::runtime::{
     Body, ControllerStats, Core, ErasedQueue, ErasedReconcile, Graph, GraphController, Registration, RuntimeError,
-    RuntimeOptions, check_runtime_inputs,
+    RuntimeOptions,
 };
 use crate::state::{
     Error, Event, ListOptions, META_DESCRIPTION, META_NAMESPACE, Registry, State, StateExt, UpdateOptions,

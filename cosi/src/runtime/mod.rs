@@ -88,7 +88,7 @@ pub use core::ControllerStats;
 pub use graph::{Graph, GraphController, GraphInput, GraphOutput};
 pub use status::{ControllerStatus, RUNTIME_NAMESPACE, RUNTIME_OWNER};
 
-pub(crate) use core::{Core, Trigger, check_runtime_inputs};
+pub(crate) use core::{Core, Trigger};
 
 use engine::Engine;
 
