@@ -59,80 +59,8 @@ pub(crate) struct OutputEntry {
     pub(crate) ty: Type,
 }
 
-/// The input kinds, as written; `cosi::controller::InputKind` has the same variants.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum InputKind {
-    Weak,
-    Strong,
-    DestroyReady,
-    Primary,
-    Mapped,
-    MappedDestroyReady,
-}
-
-/// The output kinds, as written; `cosi::controller::OutputKind` has the same variants.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum OutputKind {
-    Exclusive,
-    Shared,
-}
-
-impl InputKind {
-    const ALL: [InputKind; 6] = [
-        InputKind::Weak,
-        InputKind::Strong,
-        InputKind::DestroyReady,
-        InputKind::Primary,
-        InputKind::Mapped,
-        InputKind::MappedDestroyReady,
-    ];
-    const NAMES: &[&str] = &["Weak", "Strong", "DestroyReady", "Primary", "Mapped", "MappedDestroyReady"];
-
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            InputKind::Weak => "Weak",
-            InputKind::Strong => "Strong",
-            InputKind::DestroyReady => "DestroyReady",
-            InputKind::Primary => "Primary",
-            InputKind::Mapped => "Mapped",
-            InputKind::MappedDestroyReady => "MappedDestroyReady",
-        }
-    }
-
-    fn from_name(name: &str) -> Option<InputKind> {
-        InputKind::ALL.into_iter().find(|kind| kind.as_str() == name)
-    }
-
-    /// Primary and mapped inputs make a queue controller.
-    pub(crate) fn is_queue(self) -> bool {
-        matches!(self, InputKind::Primary | InputKind::Mapped | InputKind::MappedDestroyReady)
-    }
-
-    /// The kinds that may also be outputs: they do not wake the controller on its own writes.
-    pub(crate) fn is_destroy_ready(self) -> bool {
-        matches!(self, InputKind::DestroyReady | InputKind::MappedDestroyReady)
-    }
-
-    /// The kinds whose resources the controller may put finalizers on.
-    pub(crate) fn grants_finalizers(self) -> bool {
-        matches!(self, InputKind::Strong | InputKind::Primary | InputKind::Mapped)
-    }
-}
-
-impl OutputKind {
-    const NAMES: &[&str] = &["Exclusive", "Shared"];
-
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            OutputKind::Exclusive => "Exclusive",
-            OutputKind::Shared => "Shared",
-        }
-    }
-
-    fn from_name(name: &str) -> Option<OutputKind> {
-        [OutputKind::Exclusive, OutputKind::Shared].into_iter().find(|kind| kind.as_str() == name)
-    }
-}
+// The kinds, and what each allows, are `cosi-rules`'s, which `cosi` re-exports.
+pub(crate) use cosi_rules::{InputKind, OutputKind};
 
 impl Args {
     /// Parses the tokens between the parentheses of `#[controller(...)]`.
@@ -219,11 +147,11 @@ impl Builder {
 fn input_entry(cx: &Ctxt, input: ParseStream<'_>) -> syn::Result<Option<InputEntry>> {
     let (kind_ident, ty) = kind_and_type(input, "Weak<HostnameSpec>")?;
     let name = kind_ident.to_string();
-    let kind = InputKind::from_name(&name);
+    let kind = InputKind::from_variant(&name);
     if kind.is_none() {
-        let message = match OutputKind::from_name(&name) {
+        let message = match OutputKind::from_variant(&name) {
             Some(_) => format!("`{name}` is an output kind; move `{name}<...>` to `outputs = [...]`"),
-            None => unknown_kind(&name, "input", InputKind::NAMES),
+            None => unknown_kind(&name, "input", &InputKind::ALL.map(InputKind::variant)),
         };
         cx.error_spanned_by(&kind_ident, message);
     }
@@ -252,11 +180,11 @@ fn input_entry(cx: &Ctxt, input: ParseStream<'_>) -> syn::Result<Option<InputEnt
 fn output_entry(cx: &Ctxt, input: ParseStream<'_>) -> syn::Result<Option<OutputEntry>> {
     let (kind_ident, ty) = kind_and_type(input, "Exclusive<HostnameStatus>")?;
     let name = kind_ident.to_string();
-    let kind = OutputKind::from_name(&name);
+    let kind = OutputKind::from_variant(&name);
     if kind.is_none() {
-        let message = match InputKind::from_name(&name) {
+        let message = match InputKind::from_variant(&name) {
             Some(_) => format!("`{name}` is an input kind; move `{name}<...>` to `inputs = [...]`"),
-            None => unknown_kind(&name, "output", OutputKind::NAMES),
+            None => unknown_kind(&name, "output", &OutputKind::ALL.map(OutputKind::variant)),
         };
         cx.error_spanned_by(&kind_ident, message);
     }

@@ -2,28 +2,29 @@
 //!
 //! Entry point: [`check`], which runs every rule, records each broken one in
 //! the `Ctxt`, and, when none is broken, returns the [`Definition`] to expand.
-//! The declaration rules here are the ones `cosi::controller::check_declaration`
-//! applies to the expanded `DECLARATION` again at compile time (through
-//! `assert_declaration`), which also sees what tokens cannot: two paths that
-//! name one type. Checking them here first puts the error under the token at
-//! fault, with a message that says what to write instead.
+//! The rules of a declaration, and their messages, are `cosi-rules`'s: the
+//! same `const fn`s check the expanded `DECLARATION` again at compile time
+//! (through `assert_declaration`), which also sees what tokens cannot (two
+//! paths that name one type), and the runtime checks it when registered.
+//! Checking them here first puts the error under the token at fault. The
+//! rules of the item itself (a struct or an `async fn` of one parameter) are
+//! the macro's alone.
 
+use cosi_rules::{self as rules, Conflict, InputRef, OutputRef, QueueRule};
 use quote::ToTokens;
 use syn::ext::IdentExt;
 use syn::{FnArg, Generics, Item, ItemFn, Path};
 
-use super::attr::{Args, InputKind, kw};
+use super::attr::{Args, InputEntry, InputKind, OutputEntry, kw};
 use super::{Definition, Shape};
 use crate::ctxt::Ctxt;
 use crate::naming;
 
 /// Checks `args` against `item`; `None` exactly when an error was recorded.
 pub(crate) fn check<'a>(cx: &Ctxt, item: &'a Item, args: &'a Args) -> Option<Definition<'a>> {
-    let queue = args.inputs.iter().any(|input| input.kind.is_some_and(InputKind::is_queue));
     let (ident, is_fn) = match item {
         Item::Fn(function) => {
             check_fn(cx, function);
-            check_no_queue_inputs_on_fn(cx, args);
             (&function.sig.ident, true)
         }
         Item::Struct(item) => {
@@ -38,12 +39,13 @@ pub(crate) fn check<'a>(cx: &Ctxt, item: &'a Item, args: &'a Args) -> Option<Def
             return None;
         }
     };
+    // A struct with queue inputs is a queue controller; a function never is.
+    let queue = !is_fn && args.inputs.iter().any(|input| input.kind.is_some_and(InputKind::is_queue));
     let name = check_name(cx, args, ident);
-    check_narrowing(cx, args);
-    check_duplicates(cx, args);
-    check_outputs_as_inputs(cx, args);
-    check_queue_kinds(cx, args, is_fn);
-    let concurrency = check_concurrency(cx, args, queue);
+    let controller = args.name.as_ref().map_or_else(|| ident.unraw().to_string(), syn::LitStr::value);
+    check_narrowing(cx, args, &controller);
+    let concurrency = concurrency(cx, args);
+    check_declaration(cx, args, &controller, queue, concurrency);
 
     if cx.has_errors() {
         return None;
@@ -52,7 +54,7 @@ pub(crate) fn check<'a>(cx: &Ctxt, item: &'a Item, args: &'a Args) -> Option<Def
         Item::Fn(function) => Shape::Fn(function),
         Item::Struct(item) if queue => Shape::Queue {
             item,
-            concurrency,
+            concurrency: concurrency.unwrap_or(1),
             mapped: args
                 .inputs
                 .iter()
@@ -107,25 +109,15 @@ fn check_generics(cx: &Ctxt, generics: &Generics, what: &str) {
     }
 }
 
-/// Queue controllers keep no `&mut` state and take an item: they are structs.
-fn check_no_queue_inputs_on_fn(cx: &Ctxt, args: &Args) {
-    if let Some(input) = args.inputs.iter().find(|input| input.kind.is_some_and(InputKind::is_queue)) {
-        cx.error_spanned_by(
-            &input.kind_ident,
-            format_args!(
-                "`{}` inputs belong to queue controllers, which are structs: put `#[controller]` on a struct with \
-                 `async fn reconcile(&self, ctx: &Ctx<Self>, item: &Pointer)`",
-                input.kind_ident
-            ),
-        );
-    }
-}
-
 /// The declared name, by default the item's; a state must accept it as an owner.
 fn check_name(cx: &Ctxt, args: &Args, ident: &syn::Ident) -> Option<String> {
     let Some(name) = &args.name else {
         return Some(ident.unraw().to_string());
     };
+    if let Err(conflict) = rules::empty_name(&name.value()) {
+        cx.error_spanned_by(name, conflict);
+        return None;
+    }
     match naming::validate_name("controller name", &name.value()) {
         Ok(()) => Some(name.value()),
         Err(reason) => {
@@ -136,106 +128,111 @@ fn check_name(cx: &Ctxt, args: &Args, ident: &syn::Ident) -> Option<String> {
 }
 
 /// `(namespace = "...", id = "...")` must be names a state accepts.
-fn check_narrowing(cx: &Ctxt, args: &Args) {
+fn check_narrowing(cx: &Ctxt, args: &Args, controller: &str) {
     for input in &args.inputs {
         for (what, value) in [(kw::NAMESPACE, &input.namespace), (kw::ID, &input.id)] {
             if let Some(value) = value
                 && let Err(reason) = naming::validate_name(what, &value.value())
             {
-                cx.error_spanned_by(value, reason);
+                cx.error_spanned_by(value, Conflict::InvalidInput { controller, reason: &reason });
             }
         }
     }
 }
 
-/// An input is one (type, namespace, id); an output is one type.
-fn check_duplicates(cx: &Ctxt, args: &Args) {
-    let key = |input: &super::InputEntry| {
-        (tokens(&input.ty), input.namespace.as_ref().map(|ns| ns.value()), input.id.as_ref().map(|id| id.value()))
+/// The rules of `cosi-rules` over the entries as written, each broken one
+/// reported under its entry. Types are their paths as written; a namespace
+/// not named is left empty, as the rules expect where it is not known.
+fn check_declaration(cx: &Ctxt, args: &Args, controller: &str, queue: bool, concurrency: Option<usize>) {
+    let input_keys: Vec<(String, Option<String>, Option<String>)> = args
+        .inputs
+        .iter()
+        .map(|input| {
+            (tokens(&input.ty), input.namespace.as_ref().map(|ns| ns.value()), input.id.as_ref().map(|id| id.value()))
+        })
+        .collect();
+    // Entries of an unknown kind already have their error, and are no input or output yet.
+    let inputs: Vec<(InputRef<'_>, &InputEntry)> = args
+        .inputs
+        .iter()
+        .zip(&input_keys)
+        .filter_map(|(input, (r#type, namespace, id))| {
+            let view = InputRef {
+                namespace: namespace.as_deref().unwrap_or(""),
+                r#type,
+                id: id.as_deref(),
+                kind: input.kind?,
+                explicit_namespace: namespace.is_some(),
+            };
+            Some((view, input))
+        })
+        .collect();
+    let output_types: Vec<String> = args.outputs.iter().map(|output| tokens(&output.ty)).collect();
+    let outputs: Vec<(OutputRef<'_>, &OutputEntry)> = args
+        .outputs
+        .iter()
+        .zip(&output_types)
+        .filter_map(|(output, r#type)| Some((OutputRef { r#type, kind: output.kind? }, output)))
+        .collect();
+
+    for (i, (output, entry)) in outputs.iter().enumerate() {
+        if let Some(conflict) =
+            outputs[..i].iter().find_map(|(earlier, _)| rules::duplicate_output(controller, *earlier, *output).err())
+        {
+            cx.error_spanned_by(&entry.ty, conflict);
+        }
+    }
+
+    let queue_inputs = inputs.iter().any(|(input, _)| input.kind.is_queue());
+    let primary_input = inputs.iter().any(|(input, _)| input.kind == InputKind::Primary);
+    // A queue controller without `concurrency` runs one item at a time.
+    let concurrency = match queue {
+        true => Some(concurrency.unwrap_or(1)),
+        false => concurrency,
     };
-    for (i, input) in args.inputs.iter().enumerate() {
-        if args.inputs[..i].iter().any(|earlier| key(earlier) == key(input)) {
-            cx.error_spanned_by(
-                &input.ty,
-                format_args!("`{}` is declared twice in `inputs = [...]`; keep one", tokens(&input.ty)),
-            );
+    if let Err(conflict) = rules::queue_settings(controller, concurrency, queue_inputs, primary_input) {
+        let first_queue_input = inputs.iter().find(|(input, _)| input.kind.is_queue());
+        match (conflict, &args.concurrency, first_queue_input) {
+            (Conflict::InvalidQueue { reason: QueueRule::ZeroConcurrency, .. }, Some((_, value)), _) => {
+                cx.error_spanned_by(value, conflict);
+            }
+            (Conflict::InvalidQueue { reason: QueueRule::ConcurrencyWithoutQueue, .. }, Some((key, _)), _) => {
+                cx.error_spanned_by(key, conflict);
+            }
+            (_, _, Some((_, entry))) => cx.error_spanned_by(&entry.kind_ident, conflict),
+            (_, Some((key, _)), None) => cx.error_spanned_by(key, conflict),
+            (_, None, None) => cx.syn_error(syn::Error::new(proc_macro2::Span::call_site(), conflict)),
         }
     }
-    for (i, output) in args.outputs.iter().enumerate() {
-        if args.outputs[..i].iter().any(|earlier| tokens(&earlier.ty) == tokens(&output.ty)) {
-            cx.error_spanned_by(
-                &output.ty,
-                format_args!("`{}` is declared twice in `outputs = [...]`; keep one", tokens(&output.ty)),
-            );
+    // One input of the wrong shape says what the controller is; the others would say it again.
+    if let Some((conflict, entry)) =
+        inputs.iter().find_map(|(input, entry)| Some((rules::input_shape(controller, queue, *input).err()?, entry)))
+    {
+        cx.error_spanned_by(&entry.kind_ident, conflict);
+    }
+
+    for (i, (input, entry)) in inputs.iter().enumerate() {
+        if let Some(conflict) =
+            inputs[..i].iter().find_map(|(earlier, _)| rules::duplicate_input(controller, *earlier, *input).err())
+        {
+            cx.error_spanned_by(&entry.ty, conflict);
+        }
+        if let Some(conflict) =
+            outputs.iter().find_map(|(output, _)| rules::output_is_input(controller, *input, *output).err())
+        {
+            cx.error_spanned_by(&entry.kind_ident, conflict);
         }
     }
 }
 
-/// A controller is not woken by its own writes: an output can only be a
-/// destroy-ready input, or an input in a namespace named explicitly (a sum of
-/// sums reads integers in one namespace and writes them to another).
-fn check_outputs_as_inputs(cx: &Ctxt, args: &Args) {
-    for input in &args.inputs {
-        let Some(kind) = input.kind else { continue };
-        if input.namespace.is_some() {
-            continue;
-        }
-        let ty = tokens(&input.ty);
-        if !kind.is_destroy_ready() && args.outputs.iter().any(|output| tokens(&output.ty) == ty) {
-            cx.error_spanned_by(
-                &input.kind_ident,
-                format_args!(
-                    "`{ty}` is also an output, so it can only be a `DestroyReady` or `MappedDestroyReady` input, \
-                     or an input in another namespace (`(namespace = \"...\")`): a controller must not be woken \
-                     by its own writes"
-                ),
-            );
-        }
-    }
-}
-
-/// Either every input is a queue kind (and one is `Primary`) or none is.
-fn check_queue_kinds(cx: &Ctxt, args: &Args, is_fn: bool) {
-    let mut kinds = args.inputs.iter().filter_map(|input| Some((input.kind?, input)));
-    let Some((first, first_input)) = kinds.clone().next() else { return };
-    if let Some((kind, input)) = kinds.clone().find(|(kind, _)| kind.is_queue() != first.is_queue()) {
-        cx.error_spanned_by(
-            &input.kind_ident,
-            format_args!(
-                "`{}` inputs cannot be mixed with `{}` inputs: a controller is either a queue controller \
-                 (`Primary`, `Mapped`, `MappedDestroyReady`) or not (`Weak`, `Strong`, `DestroyReady`)",
-                kind.as_str(),
-                first.as_str()
-            ),
-        );
-        return;
-    }
-    if first.is_queue() && !is_fn && !kinds.any(|(kind, _)| kind == InputKind::Primary) {
-        cx.error_spanned_by(
-            &first_input.kind_ident,
-            "a queue controller needs a `Primary` input, whose resources are the items it reconciles",
-        );
-    }
-}
-
-/// `concurrency = n`, n ≥ 1, for queue controllers only; 1 by default.
-fn check_concurrency(cx: &Ctxt, args: &Args, queue: bool) -> usize {
-    let Some((key, value)) = &args.concurrency else { return 1 };
-    if !queue {
-        cx.error_spanned_by(
-            key,
-            "`concurrency` is for queue controllers; add a `Primary` input or remove `concurrency`",
-        );
-    }
+/// The value of `concurrency = n`, if given (1 when it does not parse: the error is recorded).
+fn concurrency(cx: &Ctxt, args: &Args) -> Option<usize> {
+    let (_, value) = args.concurrency.as_ref()?;
     match value.base10_parse::<usize>() {
-        Ok(0) => {
-            cx.error_spanned_by(value, "`concurrency` must be at least 1");
-            1
-        }
-        Ok(concurrency) => concurrency,
+        Ok(concurrency) => Some(concurrency),
         Err(error) => {
             cx.syn_error(error);
-            1
+            Some(1)
         }
     }
 }

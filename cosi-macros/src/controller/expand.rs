@@ -325,7 +325,7 @@ fn output_span(output: &ReturnType, default: proc_macro2::Span) -> proc_macro2::
 /// `InputDecl::of::<T>(InputKind::Weak).in_namespace("...").with_id("...")`.
 fn input_decl(private: &TokenStream, input: &InputEntry) -> Option<TokenStream> {
     let InputEntry { kind, ty, namespace, id, .. } = input;
-    let kind = format_ident!("{}", kind.as_ref()?.as_str());
+    let kind = format_ident!("{}", kind.as_ref()?.variant());
     let namespace = namespace.as_ref().map(|namespace| quote!(.in_namespace(#namespace)));
     let id = id.as_ref().map(|id| quote!(.with_id(#id)));
     Some(quote!(#private::InputDecl::of::<#ty>(#private::InputKind::#kind) #namespace #id))
@@ -334,7 +334,7 @@ fn input_decl(private: &TokenStream, input: &InputEntry) -> Option<TokenStream> 
 /// `OutputDecl::of::<T>(OutputKind::Exclusive)`.
 fn output_decl(private: &TokenStream, output: &OutputEntry) -> Option<TokenStream> {
     let OutputEntry { kind, ty, .. } = output;
-    let kind = format_ident!("{}", kind.as_ref()?.as_str());
+    let kind = format_ident!("{}", kind.as_ref()?.variant());
     Some(quote!(#private::OutputDecl::of::<#ty>(#private::OutputKind::#kind)))
 }
 

@@ -131,7 +131,7 @@ mod tests {
     #[test]
     fn every_error_is_reported_with_stubs() {
         let output = expand(
-            quote!(inputs = [Wek<A>, Weak<A>, Exclusive<B>, C], outputs = [Weak<D>, Shared<E>, Shared<E>], nmae = "x", concurrency = 2),
+            quote!(inputs = [Wek<A>, Weak<A>, Strong<A>, Exclusive<B>, C], outputs = [Weak<D>, Shared<E>, Shared<E>], nmae = "x", concurrency = 2),
             quote!(fn hostname(ctx: &mut Ctx, extra: u8) {}),
         )
         .to_string();
@@ -143,9 +143,10 @@ mod tests {
             "unknown key `nmae` in `#[controller(...)]`, did you mean `name`?",
             "a `#[controller]` function must be `async`; write `async fn hostname`",
             "a `#[controller]` function takes exactly one parameter: `ctx: &mut Ctx`",
-            "`A` is declared twice in `inputs = [...]`; keep one",
-            "`E` is declared twice in `outputs = [...]`; keep one",
-            "`concurrency` is for queue controllers; add a `Primary` input or remove `concurrency`",
+            "controller `hostname` declares output `E` twice; keep one",
+            "controller `hostname` has a `concurrency` but no queue inputs: `concurrency` is for queue controllers; \
+             add a `Primary` input or remove `concurrency`",
+            "controller `hostname` declares input `A` twice; keep one",
         ];
         let errors = errors(&output);
         assert_eq!(errors.len(), expected.len(), "{output}");

@@ -60,6 +60,7 @@ pub use declaration::{
     Conflict, Declaration, Entry, Input, InputDecl, InputKind, InputRef, OutputDecl, OutputKind, check_declaration,
     check_graph, check_inputs, check_pair,
 };
+pub use declaration::{OutputRef, QueueRule};
 pub use generic::{MERGE_SOURCE, Merge, QueueTransform, Transform};
 pub use outcome::{BoxError, IntoMapped, IntoOutcome, Outcome, Requeue, RequeueError};
 pub use waker::Waker;

@@ -1,0 +1,696 @@
+//! The rules a controller's declaration keeps, and the message of each
+//! broken rule. Not API: use them through `cosi` (`cosi::controller`).
+//!
+//! Three checks apply the rules, and one crate states them so that the three
+//! say the same: `#[controller]` (in `cosi-macros`) checks the tokens of a
+//! declaration and reports under the token at fault; `cosi::system!` and
+//! every controller's `DECLARATION` are checked again in `const` evaluation,
+//! which sees what tokens cannot (two paths that name one type); and the
+//! runtime checks a controller when it is registered, and the inputs it is
+//! given then or later. Each rule is one `const fn` here, which returns the
+//! [`Conflict`] it finds; each message is one arm of [`Conflict::message`],
+//! in pieces, so that `const` evaluation, where `Display` cannot run, puts
+//! together the same text as `Display` does.
+//!
+//! The rules see plain data ([`InputRef`], [`OutputRef`]), which each check
+//! fills from what it has: type paths as written and namespaces only where
+//! named for the macro, type names and namespaces for the others.
+
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+
+use std::fmt;
+
+/// How a controller depends on an input.
+///
+/// # Example
+///
+/// ```
+/// use cosi::controller::Declared;
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// #[controller(inputs = [Strong<HostnameSpec>])]
+/// async fn hostname(_ctx: &mut Ctx) {}
+///
+/// assert_eq!(hostname::DECLARATION.inputs[0].kind, InputKind::Strong);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(rename_all = "kebab-case"))]
+pub enum InputKind {
+    /// Any change wakes the controller.
+    Weak,
+    /// Any change wakes the controller, which may also put finalizers on the input.
+    Strong,
+    /// Only a resource that is tearing down with no finalizers left wakes the controller.
+    DestroyReady,
+    /// Queue controllers: each changed resource is queued as an item to reconcile.
+    Primary,
+    /// Queue controllers: each changed resource is mapped to the primary items it affects.
+    Mapped,
+    /// Queue controllers: as [`Mapped`](InputKind::Mapped), for resources tearing down with no finalizers left.
+    MappedDestroyReady,
+}
+
+impl InputKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [InputKind; 6] = [
+        InputKind::Weak,
+        InputKind::Strong,
+        InputKind::DestroyReady,
+        InputKind::Primary,
+        InputKind::Mapped,
+        InputKind::MappedDestroyReady,
+    ];
+
+    /// Whether the kind belongs to queue controllers.
+    pub const fn is_queue(self) -> bool {
+        matches!(self, InputKind::Primary | InputKind::Mapped | InputKind::MappedDestroyReady)
+    }
+
+    /// Whether a change only counts once the resource is ready to be destroyed.
+    pub const fn is_destroy_ready(self) -> bool {
+        matches!(self, InputKind::DestroyReady | InputKind::MappedDestroyReady)
+    }
+
+    /// Whether the controller may edit the finalizers of such an input.
+    pub const fn grants_finalizers(self) -> bool {
+        matches!(self, InputKind::Strong | InputKind::Primary | InputKind::Mapped)
+    }
+
+    /// The name used in declarations and graphs: `weak`, `strong`, `destroy-ready`, ...
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            InputKind::Weak => "weak",
+            InputKind::Strong => "strong",
+            InputKind::DestroyReady => "destroy-ready",
+            InputKind::Primary => "primary",
+            InputKind::Mapped => "mapped",
+            InputKind::MappedDestroyReady => "mapped-destroy-ready",
+        }
+    }
+
+    /// The name of the variant as code writes it: `Weak`, `DestroyReady`, ...
+    pub const fn variant(self) -> &'static str {
+        match self {
+            InputKind::Weak => "Weak",
+            InputKind::Strong => "Strong",
+            InputKind::DestroyReady => "DestroyReady",
+            InputKind::Primary => "Primary",
+            InputKind::Mapped => "Mapped",
+            InputKind::MappedDestroyReady => "MappedDestroyReady",
+        }
+    }
+
+    /// The kind whose [`variant`](InputKind::variant) name is `name`.
+    pub fn from_variant(name: &str) -> Option<InputKind> {
+        InputKind::ALL.into_iter().find(|kind| kind.variant() == name)
+    }
+}
+
+/// How a controller owns an output type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(rename_all = "kebab-case"))]
+pub enum OutputKind {
+    /// The controller is the only writer of the type.
+    Exclusive,
+    /// Several controllers write the type, each only its own resources.
+    Shared,
+}
+
+impl OutputKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [OutputKind; 2] = [OutputKind::Exclusive, OutputKind::Shared];
+
+    /// `exclusive` or `shared`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            OutputKind::Exclusive => "exclusive",
+            OutputKind::Shared => "shared",
+        }
+    }
+
+    /// The name of the variant as code writes it: `Exclusive` or `Shared`.
+    pub const fn variant(self) -> &'static str {
+        match self {
+            OutputKind::Exclusive => "Exclusive",
+            OutputKind::Shared => "Shared",
+        }
+    }
+
+    /// The kind whose [`variant`](OutputKind::variant) name is `name`.
+    pub fn from_variant(name: &str) -> Option<OutputKind> {
+        OutputKind::ALL.into_iter().find(|kind| kind.variant() == name)
+    }
+}
+
+impl fmt::Display for InputKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for OutputKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A view of one input for the rules: borrowed strings, so that the same
+/// `const fn`s check tokens, static declarations and runtime inputs.
+#[derive(Clone, Copy, Debug)]
+pub struct InputRef<'a> {
+    /// The namespace; empty where not known (the macro sees a type's path,
+    /// not its default namespace), which two inputs of one type share.
+    pub namespace: &'a str,
+    /// The type.
+    pub r#type: &'a str,
+    /// The ID, if narrowed to one.
+    pub id: Option<&'a str>,
+    /// The dependency kind.
+    pub kind: InputKind,
+    /// Whether the namespace was chosen explicitly: a controller may read a
+    /// kind of its output type in a namespace it names (a sum of sums), but
+    /// not where it writes by default.
+    pub explicit_namespace: bool,
+}
+
+/// A view of one output for the rules.
+#[derive(Clone, Copy, Debug)]
+pub struct OutputRef<'a> {
+    /// The type.
+    pub r#type: &'a str,
+    /// Exclusive or shared.
+    pub kind: OutputKind,
+}
+
+/// A broken rule, naming everything involved; [`Conflict::message`] says
+/// what is wrong and what to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conflict<'a> {
+    /// Two controllers have one name.
+    DuplicateName {
+        /// The name.
+        name: &'a str,
+    },
+    /// A controller writes a type another writes exclusively, or writes it
+    /// exclusively while another writes it.
+    OutputConflict {
+        /// The controller registered first.
+        first: &'a str,
+        /// The controller registered second.
+        second: &'a str,
+        /// The one (of the two) that declares the type exclusive.
+        exclusive: &'a str,
+        /// The type.
+        r#type: &'a str,
+    },
+    /// A controller declares one output type twice.
+    DuplicateOutput {
+        /// The controller.
+        controller: &'a str,
+        /// The type.
+        r#type: &'a str,
+    },
+    /// A controller declares one input twice.
+    DuplicateInput {
+        /// The controller.
+        controller: &'a str,
+        /// The namespace, empty where not known.
+        namespace: &'a str,
+        /// The type.
+        r#type: &'a str,
+    },
+    /// An output is also an input that would wake the controller on its own writes.
+    OutputIsInput {
+        /// The controller.
+        controller: &'a str,
+        /// The type.
+        r#type: &'a str,
+        /// The input kind declared.
+        kind: InputKind,
+    },
+    /// An input of a queue kind in a controller that is not a queue
+    /// controller, or of another kind in a queue controller.
+    MixedInputKinds {
+        /// The controller.
+        controller: &'a str,
+        /// The kind that does not belong.
+        kind: InputKind,
+    },
+    /// A queue controller's settings are wrong.
+    InvalidQueue {
+        /// The controller.
+        controller: &'a str,
+        /// What is wrong.
+        reason: QueueRule,
+    },
+    /// An empty controller name.
+    EmptyName,
+    /// An input given at run time of a type the controller does not declare.
+    UndeclaredInput {
+        /// The controller.
+        controller: &'a str,
+        /// The namespace.
+        namespace: &'a str,
+        /// The type.
+        r#type: &'a str,
+    },
+    /// An input whose namespace, type or ID a state would refuse.
+    InvalidInput {
+        /// The controller.
+        controller: &'a str,
+        /// What is wrong with it, as the naming rules say.
+        reason: &'a str,
+    },
+}
+
+/// What [`Conflict::InvalidQueue`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueRule {
+    /// `concurrency = 0`.
+    ZeroConcurrency,
+    /// A `concurrency` without queue inputs.
+    ConcurrencyWithoutQueue,
+    /// Queue inputs without a primary one.
+    NoPrimaryInput,
+}
+
+impl<'a> Conflict<'a> {
+    /// The message, in pieces: the one text of each conflict, which
+    /// `Display` writes and `const` evaluation copies ([`Message::to_const`]).
+    pub const fn message(&self) -> Message<'a> {
+        match *self {
+            Conflict::DuplicateName { name } => Message::new(&["two controllers are named `", name, "`"]),
+            Conflict::OutputConflict { first, second, exclusive, r#type } => Message::new(&[
+                "controllers `",
+                first,
+                "` and `",
+                second,
+                "` both write `",
+                r#type,
+                "`, and `",
+                exclusive,
+                "` declares it exclusive: a type has one exclusive writer, or only shared ones",
+            ]),
+            Conflict::DuplicateOutput { controller, r#type } => {
+                Message::new(&["controller `", controller, "` declares output `", r#type, "` twice; keep one"])
+            }
+            Conflict::DuplicateInput { controller, namespace, r#type } => {
+                let (before, after) = match namespace.is_empty() {
+                    true => ("", ""),
+                    false => (" in namespace `", "`"),
+                };
+                Message::new(&[
+                    "controller `",
+                    controller,
+                    "` declares input `",
+                    r#type,
+                    "`",
+                    before,
+                    namespace,
+                    after,
+                    " twice; keep one",
+                ])
+            }
+            Conflict::OutputIsInput { controller, r#type, kind } => Message::new(&[
+                "controller `",
+                controller,
+                "` writes `",
+                r#type,
+                "` and also reads it as a `",
+                kind.variant(),
+                "` input, so its own writes would wake it: read it as a `DestroyReady` or `MappedDestroyReady` \
+                 input, or in a namespace named explicitly",
+            ]),
+            Conflict::MixedInputKinds { controller, kind } if kind.is_queue() => Message::new(&[
+                "controller `",
+                controller,
+                "` is not a queue controller, so it cannot take `",
+                kind.variant(),
+                "` inputs: primary and mapped inputs belong to queue controllers, which are structs with \
+                 `async fn reconcile(&self, ctx: &Ctx<Self>, item: &Pointer)`; make it one, or take `Weak`, \
+                 `Strong` or `DestroyReady` inputs",
+            ]),
+            Conflict::MixedInputKinds { controller, kind } => Message::new(&[
+                "controller `",
+                controller,
+                "` is a queue controller, so it cannot take `",
+                kind.variant(),
+                "` inputs: a queue controller takes only `Primary`, `Mapped` and `MappedDestroyReady` inputs",
+            ]),
+            Conflict::InvalidQueue { controller, reason: QueueRule::ZeroConcurrency } => {
+                Message::new(&["controller `", controller, "` has `concurrency = 0`; it must be at least 1"])
+            }
+            Conflict::InvalidQueue { controller, reason: QueueRule::ConcurrencyWithoutQueue } => Message::new(&[
+                "controller `",
+                controller,
+                "` has a `concurrency` but no queue inputs: `concurrency` is for queue controllers; add a \
+                 `Primary` input or remove `concurrency`",
+            ]),
+            Conflict::InvalidQueue { controller, reason: QueueRule::NoPrimaryInput } => Message::new(&[
+                "queue controller `",
+                controller,
+                "` has no `Primary` input; add one: its resources are the items the controller reconciles",
+            ]),
+            Conflict::EmptyName => Message::new(&["a controller has an empty name; give it one"]),
+            Conflict::UndeclaredInput { controller, namespace, r#type } => Message::new(&[
+                "controller `",
+                controller,
+                "` cannot take `",
+                r#type,
+                "` in namespace `",
+                namespace,
+                "` as an input: the type is not among its declared inputs; declare an input of the type",
+            ]),
+            Conflict::InvalidInput { controller, reason } => {
+                Message::new(&["controller `", controller, "` has an invalid input: ", reason])
+            }
+        }
+    }
+}
+
+impl fmt::Display for Conflict<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.message(), f)
+    }
+}
+
+impl std::error::Error for Conflict<'_> {}
+
+/// The most pieces a message has.
+const MAX_PARTS: usize = 12;
+
+/// A message in pieces of borrowed text, so that `const` evaluation can put
+/// it together as well as `Display`.
+#[derive(Clone, Copy, Debug)]
+pub struct Message<'a> {
+    parts: [&'a str; MAX_PARTS],
+    len: usize,
+}
+
+impl<'a> Message<'a> {
+    // Pieces beyond `MAX_PARTS` are dropped rather than panicking; a test
+    // writes every message, so none is cut.
+    const fn new(parts: &[&'a str]) -> Self {
+        let mut message = Message { parts: [""; MAX_PARTS], len: 0 };
+        while message.len < parts.len() && message.len < MAX_PARTS {
+            message.parts[message.len] = parts[message.len];
+            message.len += 1;
+        }
+        message
+    }
+
+    /// The pieces, in order.
+    pub const fn parts(&self) -> &[&'a str] {
+        self.parts.split_at(self.len).0
+    }
+
+    /// The text put together in `const` evaluation, cut at 512 bytes.
+    pub const fn to_const(&self) -> ConstText {
+        let mut text = ConstText { buf: [0; 512], len: 0 };
+        let mut i = 0;
+        while i < self.len {
+            let bytes = self.parts[i].as_bytes();
+            let mut j = 0;
+            while j < bytes.len() && text.len < text.buf.len() {
+                text.buf[text.len] = bytes[j];
+                text.len += 1;
+                j += 1;
+            }
+            i += 1;
+        }
+        text
+    }
+}
+
+impl fmt::Display for Message<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.parts().iter().try_for_each(|part| f.write_str(part))
+    }
+}
+
+/// A message put together in `const` evaluation, where `Display` cannot run.
+pub struct ConstText {
+    buf: [u8; 512],
+    len: usize,
+}
+
+impl ConstText {
+    /// The text.
+    pub const fn as_str(&self) -> &str {
+        let (mut head, _) = self.buf.split_at(self.len);
+        // A cut can split a character; drop bytes until the rest is valid.
+        loop {
+            match core::str::from_utf8(head) {
+                Ok(text) => return text,
+                Err(_) => head = head.split_at(head.len() - 1).0,
+            }
+        }
+    }
+}
+
+/// A controller has a name: it owns what the controller writes.
+pub const fn empty_name(name: &str) -> Result<(), Conflict<'static>> {
+    match name.is_empty() {
+        true => Err(Conflict::EmptyName),
+        false => Ok(()),
+    }
+}
+
+/// An output is one type: `output` is not of the type of an `earlier` one.
+pub const fn duplicate_output<'a>(
+    controller: &'a str,
+    earlier: OutputRef<'_>,
+    output: OutputRef<'a>,
+) -> Result<(), Conflict<'a>> {
+    match str_eq(earlier.r#type, output.r#type) {
+        true => Err(Conflict::DuplicateOutput { controller, r#type: output.r#type }),
+        false => Ok(()),
+    }
+}
+
+/// An input is one (namespace, type, ID): `input` is not an `earlier` one again.
+pub const fn duplicate_input<'a>(
+    controller: &'a str,
+    earlier: InputRef<'_>,
+    input: InputRef<'a>,
+) -> Result<(), Conflict<'a>> {
+    match str_eq(earlier.namespace, input.namespace)
+        && str_eq(earlier.r#type, input.r#type)
+        && opt_str_eq(earlier.id, input.id)
+    {
+        true => Err(Conflict::DuplicateInput { controller, namespace: input.namespace, r#type: input.r#type }),
+        false => Ok(()),
+    }
+}
+
+/// A controller is not woken by its own writes: an output can only be a
+/// destroy-ready input, or an input in a namespace named explicitly (a sum of
+/// sums reads integers in one namespace and writes them to another).
+pub const fn output_is_input<'a>(
+    controller: &'a str,
+    input: InputRef<'a>,
+    output: OutputRef<'_>,
+) -> Result<(), Conflict<'a>> {
+    match str_eq(input.r#type, output.r#type) && !input.kind.is_destroy_ready() && !input.explicit_namespace {
+        true => Err(Conflict::OutputIsInput { controller, r#type: input.r#type, kind: input.kind }),
+        false => Ok(()),
+    }
+}
+
+/// A controller is a queue controller or not (`queue`), and its inputs are
+/// of its kinds: `Primary`, `Mapped` and `MappedDestroyReady` for queue
+/// controllers, `Weak`, `Strong` and `DestroyReady` for the others.
+pub const fn input_shape<'a>(controller: &'a str, queue: bool, input: InputRef<'_>) -> Result<(), Conflict<'a>> {
+    match input.kind.is_queue() == queue {
+        true => Ok(()),
+        false => Err(Conflict::MixedInputKinds { controller, kind: input.kind }),
+    }
+}
+
+/// A `concurrency` (which makes a queue controller) is at least 1, and comes
+/// with queue inputs, one of them primary; `queue_inputs` and `primary_input`
+/// say whether any input is of a queue kind, and of `Primary`.
+pub const fn queue_settings(
+    controller: &str,
+    concurrency: Option<usize>,
+    queue_inputs: bool,
+    primary_input: bool,
+) -> Result<(), Conflict<'_>> {
+    let reason = match concurrency {
+        None => return Ok(()),
+        Some(_) if !queue_inputs => QueueRule::ConcurrencyWithoutQueue,
+        Some(0) => QueueRule::ZeroConcurrency,
+        Some(_) if !primary_input => QueueRule::NoPrimaryInput,
+        Some(_) => return Ok(()),
+    };
+    Err(Conflict::InvalidQueue { controller, reason })
+}
+
+/// Controllers have different names.
+pub const fn duplicate_name<'a>(first: &'a str, second: &str) -> Result<(), Conflict<'a>> {
+    match str_eq(first, second) {
+        true => Err(Conflict::DuplicateName { name: first }),
+        false => Ok(()),
+    }
+}
+
+/// A type has one exclusive writer, or only shared ones: output `a` of the
+/// controller `first` and `b` of `second` are not of one type unless both are shared.
+pub const fn output_conflict<'a>(
+    first: &'a str,
+    a: OutputRef<'a>,
+    second: &'a str,
+    b: OutputRef<'_>,
+) -> Result<(), Conflict<'a>> {
+    let exclusive = match (a.kind, b.kind) {
+        _ if !str_eq(a.r#type, b.r#type) => return Ok(()),
+        (OutputKind::Shared, OutputKind::Shared) => return Ok(()),
+        (OutputKind::Exclusive, _) => first,
+        (OutputKind::Shared, OutputKind::Exclusive) => second,
+    };
+    Err(Conflict::OutputConflict { first, second, exclusive, r#type: a.r#type })
+}
+
+const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+const fn opt_str_eq(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => str_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn every_conflict() -> Vec<Conflict<'static>> {
+        let (controller, r#type, namespace) = ("c", "T", "ns");
+        let mut conflicts = vec![
+            Conflict::DuplicateName { name: controller },
+            Conflict::OutputConflict { first: "a", second: "b", exclusive: "a", r#type },
+            Conflict::DuplicateOutput { controller, r#type },
+            Conflict::DuplicateInput { controller, namespace, r#type },
+            Conflict::DuplicateInput { controller, namespace: "", r#type },
+            Conflict::EmptyName,
+            Conflict::UndeclaredInput { controller, namespace, r#type },
+            Conflict::InvalidInput { controller, reason: "id is empty" },
+        ];
+        for kind in InputKind::ALL {
+            conflicts.push(Conflict::OutputIsInput { controller, r#type, kind });
+            conflicts.push(Conflict::MixedInputKinds { controller, kind });
+        }
+        for reason in [QueueRule::ZeroConcurrency, QueueRule::ConcurrencyWithoutQueue, QueueRule::NoPrimaryInput] {
+            conflicts.push(Conflict::InvalidQueue { controller, reason });
+        }
+        conflicts
+    }
+
+    #[test]
+    fn every_message_fits_its_pieces_and_reads_as_one_lowercase_clause() {
+        for conflict in every_conflict() {
+            let message = conflict.message();
+            assert!(message.len < MAX_PARTS, "{conflict:?} may have lost pieces");
+            let text = conflict.to_string();
+            assert_eq!(message.to_const().as_str(), text);
+            assert!(text.starts_with(|c: char| c.is_ascii_lowercase()), "{text}");
+            assert!(!text.ends_with('.'), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_namespace_is_named_only_when_known() {
+        let r#type = "T";
+        let known = Conflict::DuplicateInput { controller: "c", namespace: "ns", r#type };
+        let unknown = Conflict::DuplicateInput { controller: "c", namespace: "", r#type };
+        assert_eq!(known.to_string(), "controller `c` declares input `T` in namespace `ns` twice; keep one");
+        assert_eq!(unknown.to_string(), "controller `c` declares input `T` twice; keep one");
+    }
+
+    #[test]
+    fn a_const_text_is_cut_between_characters() {
+        let long = "é".repeat(300);
+        let text = Message::new(&["x", &long]).to_const();
+        assert_eq!(text.as_str().len(), 511);
+        assert!(text.as_str().ends_with('é'));
+    }
+
+    #[test]
+    fn each_rule_finds_its_conflict() {
+        let input = |r#type, kind| InputRef { namespace: "ns", r#type, id: None, kind, explicit_namespace: false };
+        let output = |r#type, kind| OutputRef { r#type, kind };
+        let (weak, strong) = (input("A", InputKind::Weak), input("A", InputKind::Strong));
+        let (shared, exclusive) = (output("A", OutputKind::Shared), output("A", OutputKind::Exclusive));
+        assert_eq!(empty_name(""), Err(Conflict::EmptyName));
+        assert_eq!(empty_name("c"), Ok(()));
+
+        assert_eq!(
+            duplicate_output("c", shared, exclusive),
+            Err(Conflict::DuplicateOutput { controller: "c", r#type: "A" })
+        );
+        assert_eq!(duplicate_output("c", shared, output("B", OutputKind::Shared)), Ok(()));
+
+        let twice = Err(Conflict::DuplicateInput { controller: "c", namespace: "ns", r#type: "A" });
+        assert_eq!(duplicate_input("c", weak, strong), twice);
+        assert_eq!(duplicate_input("c", weak, InputRef { id: Some("x"), ..strong }), Ok(()));
+        assert_eq!(duplicate_input("c", weak, InputRef { namespace: "other", ..strong }), Ok(()));
+
+        let woken = Err(Conflict::OutputIsInput { controller: "c", r#type: "A", kind: InputKind::Weak });
+        assert_eq!(output_is_input("c", weak, shared), woken);
+        assert_eq!(output_is_input("c", InputRef { explicit_namespace: true, ..weak }, shared), Ok(()));
+        assert_eq!(output_is_input("c", input("A", InputKind::DestroyReady), exclusive), Ok(()));
+        assert_eq!(output_is_input("c", input("A", InputKind::MappedDestroyReady), exclusive), Ok(()));
+        assert_eq!(output_is_input("c", input("B", InputKind::Weak), exclusive), Ok(()));
+
+        for kind in InputKind::ALL {
+            let mixed = Err(Conflict::MixedInputKinds { controller: "c", kind });
+            let expected = |queue: bool| match kind.is_queue() == queue {
+                true => Ok(()),
+                false => mixed,
+            };
+            assert_eq!(input_shape("c", true, input("A", kind)), expected(true));
+            assert_eq!(input_shape("c", false, input("A", kind)), expected(false));
+        }
+
+        let queue = |reason| Err(Conflict::InvalidQueue { controller: "c", reason });
+        assert_eq!(queue_settings("c", Some(0), true, true), queue(QueueRule::ZeroConcurrency));
+        assert_eq!(queue_settings("c", Some(2), false, false), queue(QueueRule::ConcurrencyWithoutQueue));
+        assert_eq!(queue_settings("c", Some(0), false, false), queue(QueueRule::ConcurrencyWithoutQueue));
+        assert_eq!(queue_settings("c", Some(1), true, false), queue(QueueRule::NoPrimaryInput));
+        assert_eq!(queue_settings("c", Some(3), true, true), Ok(()));
+        assert_eq!(queue_settings("c", None, true, false), Ok(()));
+    }
+
+    #[test]
+    fn a_type_has_one_exclusive_writer_or_only_shared_ones() {
+        let (exclusive, shared) = (
+            OutputRef { r#type: "T", kind: OutputKind::Exclusive },
+            OutputRef { r#type: "T", kind: OutputKind::Shared },
+        );
+        let conflict = |exclusive| Err(Conflict::OutputConflict { first: "a", second: "b", exclusive, r#type: "T" });
+        assert_eq!(output_conflict("a", exclusive, "b", shared), conflict("a"));
+        assert_eq!(output_conflict("a", shared, "b", exclusive), conflict("b"));
+        assert_eq!(output_conflict("a", exclusive, "b", exclusive), conflict("a"));
+        assert_eq!(output_conflict("a", shared, "b", shared), Ok(()));
+        assert_eq!(output_conflict("a", exclusive, "b", OutputRef { r#type: "U", ..shared }), Ok(()));
+        assert_eq!(duplicate_name("a", "a"), Err(Conflict::DuplicateName { name: "a" }));
+        assert_eq!(duplicate_name("a", "b"), Ok(()));
+    }
+}
