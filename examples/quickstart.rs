@@ -63,7 +63,7 @@ async fn main() -> cosi::Result<()> {
     // Every #[controller] linked into the program, checked as a graph before anything runs.
     let runtime = Runtime::from_inventory(state.clone())?;
     println!("the graph:\n{}", runtime.graph().to_mermaid());
-    runtime.start().await?;
+    runtime.start()?;
 
     println!("create number 42");
     state.create(Typed::new("answer", Number { value: 42 }), CreateOptions::default()).await?;

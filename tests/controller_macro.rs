@@ -204,7 +204,7 @@ async fn the_function_runs_as_a_controller() -> Result<(), Box<dyn std::error::E
     let runtime = Runtime::new(state.clone());
     // `hostname` alone is the function; the controller is the struct of the same name.
     runtime.register(hostname {})?;
-    runtime.start().await?;
+    runtime.start()?;
     let status = wait_for::<HostnameStatus>(&state, "host").await?;
     runtime.shutdown().await;
     assert_eq!(status.hostname, "talos");

@@ -75,7 +75,7 @@ async fn every_type_a_program_uses_is_published_when_it_starts_and_when_it_grows
     // Nothing is written before the start.
     assert!(published(&state).await.is_empty());
 
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     runtime.settled().await;
     let mut expected = vec![
         ControllerStatus::TYPE,
@@ -109,7 +109,7 @@ async fn without_statuses_the_status_type_is_not_published() {
     options.status_namespace = None;
     let runtime = Runtime::with_options(state.clone(), options);
     runtime.register(links {}).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     runtime.settled().await;
     assert_eq!(published(&state).await, [LinkStatus::TYPE, Namespace::TYPE, <ResourceDefinition as Resource>::TYPE]);
     runtime.shutdown().await;
@@ -143,7 +143,7 @@ async fn a_name_two_types_would_share_is_refused_unless_both_derive_it() {
 
     // The refused controller is not registered, and its type is not published.
     assert_eq!(runtime.controllers(), ["hostname"]);
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     runtime.settled().await;
     assert!(!published(&state).await.contains(&Hostname::TYPE.to_owned()));
     runtime.shutdown().await;

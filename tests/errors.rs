@@ -38,7 +38,7 @@ async fn program(state: std::sync::Arc<dyn State>, register_rival: bool) -> cosi
     if register_rival {
         runtime.register(rival {})?;
     }
-    runtime.start().await?;
+    runtime.start()?;
     state.create(Typed::new("one", Ping { count: 1 }), CreateOptions::default()).await?;
     let pong = state.watch_for::<Pong>("one", WatchCondition::new()).await?;
     runtime.shutdown().await;
@@ -74,15 +74,17 @@ async fn run_until_is_the_last_expression_of_main_and_accepts_a_started_runtime(
 
     let runtime = Runtime::new(cosi::state::memory());
     runtime.register(pong {}).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     let (stop, stopped) = tokio::sync::oneshot::channel();
-    let running = tokio::spawn({
-        let runtime = runtime.clone();
-        async move { main_like(&runtime, stopped).await }
+    let handle = runtime.handle();
+    let running = tokio::spawn(async move {
+        let ran = main_like(&runtime, stopped).await;
+        (runtime, ran)
     });
-    assert!(runtime.is_running());
+    assert!(handle.is_running());
     stop.send(()).expect("the runtime waits for the signal");
-    running.await.expect("the task").expect("run_until on a started runtime");
+    let (runtime, ran) = running.await.expect("the task");
+    ran.expect("run_until on a started runtime");
     assert!(!runtime.is_running());
 
     // A runtime that was shut down cannot run again, and says so.

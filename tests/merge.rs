@@ -68,7 +68,7 @@ async fn a_held_output_is_destroyed_as_soon_as_its_consumer_releases_it() {
     let state = cosi::state::memory();
     let runtime = Runtime::new(state.clone());
     runtime.register(merge()).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     put_layer(&state, "0/eth0", "10.0.0.1/24").await;
     put_layer(&state, "20/eth0", "10.0.0.2/24").await;
     runtime.settled().await;
@@ -96,7 +96,7 @@ async fn a_consumer_controller_and_the_merge_tear_an_output_down_together() {
     let runtime = Runtime::new(state.clone());
     runtime.register(merge()).expect("register");
     runtime.register(actuator {}).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     put_layer(&state, "10/eth1", "192.168.50.10/24").await;
     runtime.settled().await;
     assert_eq!(state.get::<AddressStatus>("eth1").await.expect("actuated").address, "192.168.50.10/24");
@@ -115,7 +115,7 @@ async fn a_layer_that_comes_back_while_the_old_output_is_held_gets_a_new_output(
     let state = cosi::state::memory();
     let runtime = Runtime::new(state.clone());
     runtime.register(merge()).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     put_layer(&state, "0/lo", "127.0.0.1/8").await;
     runtime.settled().await;
     state.add_finalizers::<AddressSpec>("lo", &["consumer"]).await.expect("hold");

@@ -75,7 +75,7 @@ async fn each_instance_reads_and_is_woken_by_its_own_inputs_from_the_first_recon
             reporter {}.named("other").with_inputs([Input::of::<LinkStatus>(InputKind::Weak).in_namespace("other")]),
         )
         .expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     runtime.settled().await;
     assert_eq!(seen(&state, "link-eth0").await, ["eth0=true"]);
     assert_eq!(seen(&state, "link-eth1").await, ["eth1=true"]);
@@ -123,7 +123,7 @@ async fn an_instance_cannot_read_beyond_its_inputs() {
     runtime
         .register(lister {}.with_inputs([Input::of::<LinkStatus>(InputKind::Weak).with_id("eth0")]))
         .expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     runtime.settled().await;
     let stats = runtime.stats("lister").expect("stats");
     assert!(stats.last_error.as_deref().is_some_and(|error| error.contains("cannot list")), "{stats:?}");
@@ -133,7 +133,7 @@ async fn an_instance_cannot_read_beyond_its_inputs() {
 #[test]
 fn registration_checks_the_inputs_as_update_inputs_does_and_registers_nothing_on_error() {
     let runtime = Runtime::new(cosi::state::memory());
-    let refused = |registration: cosi::runtime::Registration| match runtime.register(registration) {
+    let refused = |registration: cosi::controller::Registration| match runtime.register(registration) {
         Err(RuntimeError::InvalidController(message)) => message,
         other => panic!("expected a refusal, got {other:?}"),
     };

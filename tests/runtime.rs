@@ -163,7 +163,7 @@ fn a_burst_of_changes_wakes_a_controller_a_few_times_and_never_misses_the_last()
         let state = cosi::state::memory();
         let runtime = Runtime::new(state.clone());
         runtime.register(counter {}).expect("register");
-        runtime.start().await.expect("start");
+        runtime.start().expect("start");
         for i in 0..10_000 {
             let config = Typed::new_in("burst", format!("c{i:05}"), Config { value: format!("{i:05}") });
             state.create(config, CreateOptions::default()).await.expect("create");
@@ -193,7 +193,7 @@ fn a_kind_watch_stops_when_no_controller_reads_the_kind_any_more() {
         let namespace = Arc::new(parking_lot::Mutex::new("one".to_owned()));
         runtime.register(Follower { namespace: Arc::clone(&namespace), reading: None }).expect("register");
         assert_eq!(runtime.watched_kinds(), [], "nothing is watched before the start");
-        runtime.start().await.expect("start");
+        runtime.start().expect("start");
         runtime.settled().await;
         assert_eq!(runtime.watched_kinds(), [Kind::new("one", Config::TYPE)]);
         // Each change in the namespace it reads moves the follower on to the next.
@@ -216,7 +216,7 @@ fn setting_the_same_inputs_again_does_not_wake_the_controller() {
         options.status_namespace = None;
         let runtime = Runtime::with_options(state.clone(), options);
         runtime.register(Restless).expect("register");
-        runtime.start().await.expect("start");
+        runtime.start().expect("start");
         // Bounds against a hang, not timing assertions: each update_inputs
         // used to wake the controller again, so it never settled.
         let settled = || tokio::time::timeout(std::time::Duration::from_secs(30), runtime.settled());
@@ -240,7 +240,7 @@ fn failed_items_of_a_kind_no_longer_read_leave_the_queue_and_their_backoff() {
         options.status_namespace = None;
         let runtime = Runtime::with_options(state.clone(), options);
         runtime.register(Mover).expect("register");
-        runtime.start().await.expect("start");
+        runtime.start().expect("start");
         state.create(Typed::new("broken", Config::default()), CreateOptions::default()).await.expect("create");
         runtime.settled().await;
         let stats = runtime.stats("Mover").expect("stats");
@@ -261,7 +261,7 @@ fn shutdown_stops_every_controller_task() {
         let runtime = Runtime::new(cosi::state::memory());
         let dropped = Arc::new(AtomicBool::new(false));
         runtime.register(Guarded { dropped: Arc::clone(&dropped) }).expect("register");
-        runtime.start().await.expect("start");
+        runtime.start().expect("start");
         eventually("a reconcile", || async {
             match runtime.stats("Guarded").is_some_and(|stats| stats.reconciles > 0) {
                 true => Ok(()),
@@ -274,7 +274,47 @@ fn shutdown_stops_every_controller_task() {
         runtime.shutdown().await;
         assert!(!runtime.is_running());
         assert!(dropped.load(Ordering::SeqCst), "the controller outlived the shutdown");
-        assert_eq!(runtime.start().await, Err(RuntimeError::ShutDown));
+        assert_eq!(runtime.start(), Err(RuntimeError::ShutDown));
+    });
+}
+
+/// The runtime owns its tasks: dropping it stops them all, while a handle
+/// left behind keeps nothing running and registers nothing.
+#[test]
+fn dropping_the_runtime_stops_every_task_and_its_handles_see_it() {
+    block_on(async {
+        let state = cosi::state::memory();
+        let runtime = Runtime::new(state.clone());
+        let dropped = Arc::new(AtomicBool::new(false));
+        runtime.register(Guarded { dropped: Arc::clone(&dropped) }).expect("register");
+        runtime.start().expect("start");
+        runtime.settled().await;
+        let handle = runtime.handle();
+        assert!(!handle.watched_kinds().is_empty());
+
+        drop(runtime);
+        assert!(!handle.is_running());
+        eventually("the controller's task to end", || async {
+            match dropped.load(Ordering::SeqCst) {
+                true => Ok(()),
+                false => Err("the controller is alive"),
+            }
+        })
+        .await;
+        eventually("the watch tasks to end", || async {
+            match handle.watched_kinds().is_empty() {
+                true => Ok(()),
+                false => Err(format!("still watched: {:?}", handle.watched_kinds())),
+            }
+        })
+        .await;
+        assert_eq!(handle.register(copier {}), Err(RuntimeError::ShutDown));
+        // Nothing reconciles any more.
+        let reconciles = handle.stats("Guarded").expect("registered").reconciles;
+        state.create(Typed::new("late", Config::default()), CreateOptions::default()).await.expect("create");
+        handle.settled().await;
+        assert_eq!(handle.stats("Guarded").expect("registered").reconciles, reconciles);
+        handle.shutdown().await;
     });
 }
 
@@ -316,7 +356,7 @@ fn transform_follows_its_inputs_and_releases_their_finalizers() {
         )
         .input_finalizers();
         runtime.register(transform).expect("register");
-        runtime.start().await.expect("start");
+        runtime.start().expect("start");
         for (id, value) in [("a", 1), ("b", 2), ("negative", -1)] {
             state.create(Typed::new(id, IntResource { value }), CreateOptions::default()).await.expect("create");
         }
@@ -360,7 +400,7 @@ fn queue_transform_follows_its_inputs() {
                 Ok(())
             }))
             .expect("register");
-        runtime.start().await.expect("start");
+        runtime.start().expect("start");
         for i in 0..20 {
             state
                 .create(Typed::new(format!("i{i:02}"), IntResource { value: i }), CreateOptions::default())
@@ -397,7 +437,7 @@ fn merge_applies_layers_from_lowest_to_highest() {
             }
         });
         runtime.register(merge).expect("register");
-        runtime.start().await.expect("start");
+        runtime.start().expect("start");
         for (id, value) in
             [("0/hostname", "default"), ("20/hostname", "dhcp"), ("10/hostname", "config"), ("0/mtu", "1500")]
         {
@@ -442,7 +482,7 @@ fn reconciles_and_failures_are_counted_through_the_metrics_facade() {
         runtime
     });
     block_on(async {
-        runtime.start().await.expect("start");
+        runtime.start().expect("start");
         eventually("a reconcile", || async {
             match runtime.stats("copier").is_some_and(|stats| stats.reconciles > 0) {
                 true => Ok(()),
@@ -472,8 +512,8 @@ fn a_controller_registered_from_another_thread_after_the_start_runs() {
     block_on(async {
         let state = cosi::state::memory();
         let runtime = Runtime::new(state.clone());
-        runtime.start().await.expect("start");
-        let handle = runtime.clone();
+        runtime.start().expect("start");
+        let handle = runtime.handle();
         std::thread::spawn(move || handle.register(copier {}))
             .join()
             .expect("the registering thread")

@@ -77,7 +77,7 @@ async fn a_panicking_watch_task_is_restarted_and_its_readers_catch_up() {
     let state = Arc::new(PanicsOnce { inner: MemoryState::default(), watches: AtomicUsize::new(0) });
     let runtime = Runtime::new(Arc::clone(&state));
     runtime.register(copy {}).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     // The input arrives after the controller's first reconcile, so only the
     // watch can tell the controller about it.
     eventually("the first reconcile", || async {

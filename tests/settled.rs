@@ -63,7 +63,7 @@ async fn a_chain_is_complete_when_settled_returns() {
         runtime.register(IntToStr::new("ints", "strings")).expect("register");
         runtime.register(StrToSentence::new("strings", "sentences")).expect("register");
         set_int(&state, "ints", "before", -1).await;
-        runtime.start().await.expect("start");
+        runtime.start().expect("start");
         settle(&runtime).await;
         let sentences = values::<SentenceResource>(&state, "sentences", |s| s.value.clone()).await;
         assert_eq!(sentences, ["before=-1 sentence"], "{name}: the initial reconciles");
@@ -106,7 +106,7 @@ async fn a_transform_is_complete_when_settled_returns() {
         )
         .input_finalizers();
         runtime.register(transform).expect("register");
-        runtime.start().await.expect("start");
+        runtime.start().expect("start");
         for round in 0..50_i64 {
             set_int(&state, "default", &format!("t{}", round % 5), round).await;
             settle(&runtime).await;
@@ -133,7 +133,7 @@ async fn a_queue_transform_is_complete_when_settled_returns() {
                 Ok(())
             }))
             .expect("register");
-        runtime.start().await.expect("start");
+        runtime.start().expect("start");
         for i in 0..30 {
             set_int(&state, "default", &format!("q{i:02}"), i).await;
         }
@@ -153,7 +153,7 @@ async fn inputs_changed_at_run_time_are_watched_before_settled_returns() {
     let state = cosi::state::memory();
     set_int(&state, "late-ints", "one", 1).await;
     let runtime = Runtime::new(state.clone());
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     runtime.register(IntToStr::new("late-ints", "late-strs")).expect("register");
     settle(&runtime).await;
     assert_eq!(values::<StrResource>(&state, "late-strs", |s| s.value.clone()).await, ["one=1"]);
@@ -166,7 +166,7 @@ async fn a_controller_in_backoff_counts_as_settled() {
     let runtime = Runtime::new(state.clone());
     runtime.register(Failing::new("failing", false)).expect("register");
     runtime.register(IntToStr::new("ok-ints", "ok-strs")).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     set_int(&state, "ok-ints", "one", 1).await;
     settle(&runtime).await;
     let stats = runtime.stats("Failing").expect("stats");
@@ -192,7 +192,7 @@ async fn work_scheduled_for_later_does_not_count() {
     let state = cosi::state::memory();
     let runtime = Runtime::new(state.clone());
     runtime.register(Later).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     // After the first listing, so the create queues the item once.
     settle(&runtime).await;
     set_int(&state, "later", "one", 1).await;
@@ -208,14 +208,14 @@ async fn a_runtime_that_does_not_run_has_nothing_pending() {
     runtime.register(IntToStr::new("a", "b")).expect("register");
     // Before the start, nothing runs: `settled` does not wait for a start.
     settle(&runtime).await;
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     settle(&runtime).await;
     // The first reconcile, and the one after it moved its inputs.
     assert_eq!(runtime.stats("IntToStr").map(|stats| stats.reconciles), Some(2));
 
     // A shutdown ends a wait.
     let waiting = tokio::spawn({
-        let runtime = runtime.clone();
+        let runtime = runtime.handle();
         async move { runtime.settled().await }
     });
     runtime.shutdown().await;

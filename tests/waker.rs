@@ -96,7 +96,7 @@ async fn a_thread_outside_the_runtime_wakes_a_controller_with_the_external_trigg
     runtime
         .register(Mirror { outside: Arc::clone(&outside), slot: Arc::clone(&slot) }.named("mirror"))
         .expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     runtime.settled().await;
     assert_eq!(state.get::<StrResource>("mirror").await.expect("mirrored").value, "1");
 
@@ -146,7 +146,7 @@ async fn wake_ups_while_the_controller_is_busy_make_exactly_one_more_reconcile()
     let (slot, gate) = (Slot::default(), Arc::new(Semaphore::new(0)));
     let runtime = Runtime::new(cosi::state::memory());
     runtime.register(Gated { slot: Arc::clone(&slot), entered, gate: Arc::clone(&gate), count: 0 }).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     assert_eq!(next(&mut reconciles).await, 1);
 
     // The first reconcile is busy at the gate: a hundred wake-ups from three
@@ -197,7 +197,7 @@ async fn a_waker_outlives_restarts_and_does_nothing_after_shutdown() {
     let (entered, mut reconciles) = mpsc::unbounded_channel();
     let slot = Slot::default();
     runtime.register(FailsFirst { slot: Arc::clone(&slot), entered, count: 0 }).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     assert_eq!(next(&mut reconciles).await, 1, "the failure");
     assert_eq!(next(&mut reconciles).await, 2, "the restart");
     runtime.settled().await;
@@ -239,7 +239,7 @@ async fn a_queue_controller_is_woken_per_item_or_for_all_its_items() {
     let (slot, counts) = (Slot::default(), Arc::new(Mutex::new(BTreeMap::new())));
     let runtime = Runtime::new(state.clone());
     runtime.register(Poller { slot: Arc::clone(&slot), counts: Arc::clone(&counts) }).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     // Once the first listing is done, each create queues its item once.
     runtime.settled().await;
     for id in ["a", "b"] {

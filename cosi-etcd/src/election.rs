@@ -232,7 +232,7 @@ impl LeaderElection {
                 Ok(runtime) => runtime,
                 Err(source) => return self.give_up(leadership, source).await,
             };
-            if let Err(source) = runtime.start().await {
+            if let Err(source) = runtime.start() {
                 runtime.shutdown().await;
                 return self.give_up(leadership, source).await;
             }

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use cosi::prelude::*;
-use cosi::runtime::{ControllerStatus, RUNTIME_NAMESPACE, RuntimeError};
+use cosi::runtime::{ControllerStatus, RUNTIME_NAMESPACE, RuntimeError, RuntimeHandle};
 use cosi::state::{EventType, WatchCondition};
 use cosi::testing::resources::{IntResource, SentenceResource, StrResource};
 use cosi::testing::runtime::{IntToStr, StrToSentence};
@@ -271,8 +271,8 @@ async fn leadership_gated_runtime_leads_again_after_an_etcd_outage() {
 /// A replica running [`Stamp`] under `LeaderElection::run` in a task of this process.
 struct Replica {
     builds: Arc<AtomicUsize>,
-    /// The last runtime it built.
-    runtime: Arc<Mutex<Option<Runtime>>>,
+    /// A handle to the last runtime it built.
+    runtime: Arc<Mutex<Option<RuntimeHandle>>>,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<Result<(), ElectionError>>,
 }
@@ -288,7 +288,7 @@ impl Replica {
             let build = || {
                 counted.fetch_add(1, Ordering::SeqCst);
                 let runtime = stamp_runtime(&state, name)?;
-                *built.lock() = Some(runtime.clone());
+                *built.lock() = Some(runtime.handle());
                 Ok(runtime)
             };
             election.run(build, stopped).await
@@ -300,14 +300,10 @@ impl Replica {
         self.builds.load(Ordering::SeqCst)
     }
 
-    /// Whether the last runtime it built has been shut down: a runtime that
-    /// was refuses to start again, where a running one is already started.
+    /// Whether the last runtime it built (and started) has been shut down.
     async fn stopped(&self) -> bool {
         let runtime = self.runtime.lock().clone();
-        match runtime {
-            Some(runtime) => matches!(runtime.start().await, Err(RuntimeError::ShutDown)),
-            None => false,
-        }
+        runtime.is_some_and(|runtime| !runtime.is_running())
     }
 
     async fn stop(self) -> Result<(), ElectionError> {

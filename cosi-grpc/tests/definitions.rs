@@ -46,7 +46,7 @@ async fn a_runtime_on_a_remote_state_publishes_its_types_for_every_client() {
     let client = support::loopback_memory().await;
     let runtime = Runtime::new(client.clone());
     runtime.register(hostname {}).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     // Over the wire `settled` cannot see events in flight, but the
     // publication is the runtime's own work: it is done when `settled` returns.
     tokio::time::timeout(std::time::Duration::from_secs(30), runtime.settled()).await.expect("settles");

@@ -203,7 +203,7 @@ async fn chain_latency(links: usize, samples: usize) -> Vec<Duration> {
     let head = Pointer::new("c0", Num::TYPE, "x");
     let tail = Pointer::new(format!("c{links}"), Num::TYPE, "x");
     state.create(Typed::new("x", Num { value: 0 }), CreateOptions::default()).await.expect("create");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
 
     let mut watch = state.watch_dynamic(&tail, WatchOptions::default()).await.expect("watch");
     let mut wait_for = async |value: i64| {
@@ -274,11 +274,11 @@ async fn transform_throughput(kind: Transform, live: bool, resources: usize) -> 
         false => {
             write_inputs().await;
             let start = Instant::now();
-            runtime.start().await.expect("start");
+            runtime.start().expect("start");
             (start, start)
         }
         true => {
-            runtime.start().await.expect("start");
+            runtime.start().expect("start");
             // Let the first (empty) reconcile pass.
             tokio::time::sleep(Duration::from_millis(100)).await;
             let start = Instant::now();

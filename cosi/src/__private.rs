@@ -32,8 +32,9 @@ pub use crate::controller::{
     BoxError, Controller, Ctx, Declaration, Declared, Entry, Finalizes, InputDecl, InputKind, IntoMapped, IntoOutcome,
     Outcome, OutputDecl, OutputKind, QueueController, Reads, ReducedMetadata, Register, Writes, assert_system,
 };
+pub use crate::controller::{Collected, Registration};
 pub use crate::resource::{Pointer, PrintColumn, Resource, ResourceDefinition, Sensitivity};
-pub use crate::runtime::{Collected, Registration, Runtime, RuntimeError};
+pub use crate::runtime::{Runtime, RuntimeError};
 pub use crate::state::State;
 
 /// Compile-time check of one controller's declaration, for what the macro

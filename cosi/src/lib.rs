@@ -61,7 +61,7 @@ pub use resource::{
     DynamicResource, Finalizers, IdQuery, Kind, LabelOp, LabelQuery, LabelTerm, Labels, Metadata, Phase, Pointer,
     Resource, ResourceDefinition, Spec, Typed, Version,
 };
-pub use runtime::{Runtime, RuntimeError};
+pub use runtime::{Runtime, RuntimeError, RuntimeHandle};
 pub use state::{Error, Result, State, StateExt};
 
 /// The names most programs need: `use cosi::prelude::*;`.

@@ -71,7 +71,7 @@ async fn graph_draws_the_controllers_a_remote_runtime_publishes() {
     let runtime = Runtime::new(client.clone());
     runtime.register(shout {}).expect("register shout");
     runtime.register(echo {}).expect("register echo");
-    runtime.start().await.expect("the runtime starts");
+    runtime.start().expect("the runtime starts");
 
     // Wait until both statuses are out, echo's after its first failure.
     let published = async {

@@ -132,7 +132,7 @@ pub async fn run() -> cosi::Result<()> {
     let bus = Bus::default();
     let runtime = Runtime::new(state.clone());
     register(&runtime, &bus)?;
-    runtime.start().await?;
+    runtime.start()?;
 
     let policy = MountPolicy { min_size_gib: 100, root: "/srv".into() };
     state.create(Typed::new("default", policy), CreateOptions::default()).await?;

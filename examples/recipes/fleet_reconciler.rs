@@ -126,7 +126,7 @@ pub async fn run() -> cosi::Result<()> {
     let state = cosi::state::memory();
     let runtime = Runtime::new(state.clone());
     register(&runtime)?;
-    runtime.start().await?;
+    runtime.start()?;
 
     labelled(&state, "m1", "canary", Machine { version: "1.0".into() }).await?;
     for id in ["m2", "m3", "m4", "m5"] {

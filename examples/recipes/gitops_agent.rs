@@ -121,7 +121,7 @@ pub async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let trigger = SyncTrigger::default();
     let runtime = Runtime::new(state.clone());
     register(&runtime, checkout.path().to_owned(), &trigger)?;
-    runtime.start().await?;
+    runtime.start()?;
     runtime.settled().await;
     println!("deployed: {:?}", deployed(&state).await?);
     assert_eq!(deployed(&state).await?, ["api-0=api:3", "web-0=nginx:1.27", "web-1=nginx:1.27"]);

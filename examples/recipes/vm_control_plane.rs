@@ -131,7 +131,7 @@ pub async fn run() -> cosi::Result<()> {
     let hypervisor = Hypervisor::default();
     let runtime = Runtime::new(state.clone());
     register(&runtime, &hypervisor)?;
-    runtime.start().await?;
+    runtime.start()?;
 
     for (id, cpus, memory_mib) in [("web-1", 2, 2048), ("web-2", 2, 2048), ("db-1", 8, 16384)] {
         state.create(Typed::new(id, VirtualMachine { cpus, memory_mib }), CreateOptions::default()).await?;

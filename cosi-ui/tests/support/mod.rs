@@ -59,7 +59,7 @@ pub async fn program() -> (Arc<dyn State>, Runtime) {
     options.backoff.initial = Duration::from_millis(20);
     let runtime = Runtime::with_options(Arc::clone(&state), options);
     runtime.register(speller {}).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     state.create(Typed::new("answer", Number { value: 42 }), CreateOptions::default()).await.expect("create");
     runtime.settled().await;
     // Bounded polling: until the status and the definitions are published.

@@ -16,9 +16,10 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::controller::{Finalizes, Input, InputKind, Reads, Waker, Writes};
+use parking_lot::Mutex;
+
+use crate::controller::{Finalizes, Host, Input, InputKind, Reads, Waker, Writes};
 use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
-use crate::runtime::Core;
 use crate::state::{
     CreateOptions, DestroyOptions, Error, Event, ListOptions, Result, State, StateExt, TeardownOptions, UpdateOptions,
     WatchOptions,
@@ -55,7 +56,7 @@ use crate::state::{
 /// let state = cosi::state::memory();
 /// let runtime = Runtime::new(state.clone());
 /// runtime.register(hostname {})?;
-/// runtime.start().await?;
+/// runtime.start()?;
 /// state.modify::<HostnameSpec>("default", UpdateOptions::default(), |spec| spec.hostname = "talos".into()).await?;
 /// runtime.settled().await;
 /// assert_eq!(state.get::<HostnameStatus>("default").await?.hostname, "talos");
@@ -77,8 +78,8 @@ pub type CtxFuture<'a, T, E = Error> = std::pin::Pin<Box<dyn Future<Output = Res
 pub type TeardownSignal = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 impl<C: ?Sized> Ctx<C> {
-    pub(crate) fn new(core: Arc<Core>) -> Self {
-        Ctx { dynamic: DynCtx { core }, _controller: PhantomData }
+    pub(crate) fn new(host: Arc<dyn Host>) -> Self {
+        Ctx { dynamic: DynCtx { host, touched: Mutex::default() }, _controller: PhantomData }
     }
 
     /// The controller's name: the owner of what it writes.
@@ -246,17 +247,89 @@ impl<C: ?Sized> fmt::Debug for Ctx<C> {
 /// A controller's context with resource types checked at run time only: what
 /// [`Ctx::dynamic`] returns.
 pub struct DynCtx {
-    core: Arc<Core>,
+    host: Arc<dyn Host>,
+    /// The outputs written since the reconcile started, for `cleanup_outputs`:
+    /// a list (duplicates and all), since a push is much cheaper than hashing
+    /// three strings, and only `cleanup_outputs` needs a set.
+    touched: Mutex<Vec<Pointer>>,
 }
 
 impl DynCtx {
     /// The controller's name.
     pub fn name(&self) -> &str {
-        &self.core.name
+        self.host.name()
     }
 
     fn state(&self) -> &dyn State {
-        &*self.core.state
+        self.host.state()
+    }
+
+    fn is_queue(&self) -> bool {
+        self.host.declaration().is_queue()
+    }
+
+    /// Starts the output tracking of a new reconcile.
+    pub(crate) fn forget_touched(&self) {
+        self.touched.lock().clear();
+    }
+
+    /// Notes an output written in this reconcile (reconcile controllers only).
+    fn touch(&self, pointer: &Pointer) {
+        if !self.is_queue() {
+            self.touched.lock().push(pointer.clone());
+        }
+    }
+
+    fn is_output(&self, r#type: &str) -> bool {
+        self.host.declaration().outputs.iter().any(|output| output.r#type == r#type)
+    }
+
+    /// An input of the controller's now covers `pointer`, and passes `also`.
+    fn input_covers(&self, pointer: &Pointer, also: impl Fn(&Input) -> bool) -> bool {
+        self.host.inputs().iter().any(|input| {
+            input.kind.namespace() == pointer.namespace()
+                && input.kind.r#type() == pointer.r#type()
+                && input.covers(pointer.id())
+                && also(input)
+        })
+    }
+
+    fn check_read(&self, pointer: &Pointer) -> Result<()> {
+        match self.is_output(pointer.r#type()) || self.input_covers(pointer, |_| true) {
+            true => Ok(()),
+            false => Err(self.denied(format_args!("cannot read {pointer}: it is neither an input nor an output"))),
+        }
+    }
+
+    fn check_list(&self, kind: &Kind) -> Result<()> {
+        let allowed = self.is_output(kind.r#type())
+            || self.host.inputs().iter().any(|input| &input.kind == kind && input.id.is_none());
+        match allowed {
+            true => Ok(()),
+            false => {
+                Err(self.denied(format_args!("cannot list {kind}: it is neither an output nor an input of every ID")))
+            }
+        }
+    }
+
+    fn check_write(&self, pointer: &Pointer, operation: &str) -> Result<()> {
+        match self.is_output(pointer.r#type()) {
+            true => Ok(()),
+            false => Err(self.denied(format_args!("cannot {operation} {pointer}: it is not an output"))),
+        }
+    }
+
+    fn check_finalizers(&self, pointer: &Pointer) -> Result<()> {
+        match self.input_covers(pointer, |input| input.dependency.grants_finalizers()) {
+            true => Ok(()),
+            false => {
+                Err(self.denied(format_args!("cannot change the finalizers of {pointer}: it is not a strong input")))
+            }
+        }
+    }
+
+    fn denied(&self, reason: fmt::Arguments<'_>) -> Error {
+        Error::AccessDenied(format!("controller `{}` {reason}", self.name()))
     }
 
     /// The resource of type `T` at `at`.
@@ -266,8 +339,8 @@ impl DynCtx {
 
     /// The resource at `pointer`, whatever its type.
     pub async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
-        self.core.check_read(pointer)?;
-        self.core.stats.count_read();
+        self.check_read(pointer)?;
+        self.host.count_read();
         self.state().get_dynamic(pointer).await
     }
 
@@ -279,8 +352,8 @@ impl DynCtx {
 
     /// The resources of `kind`, whatever their type.
     pub async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
-        self.core.check_list(kind)?;
-        self.core.stats.count_read();
+        self.check_list(kind)?;
+        self.host.count_read();
         self.state().list_dynamic(kind, options).await
     }
 
@@ -295,10 +368,10 @@ impl DynCtx {
         E: From<Error> + Send,
     {
         let pointer = expect_type::<T>(at)?;
-        self.core.check_write(&pointer, "modify")?;
-        self.core.touch(&pointer);
-        self.core.stats.count_write();
-        self.state().try_modify(&pointer, UpdateOptions::owner(&*self.core.name), edit).await
+        self.check_write(&pointer, "modify")?;
+        self.touch(&pointer);
+        self.host.count_write();
+        self.state().try_modify(&pointer, UpdateOptions::owner(self.name()), edit).await
     }
 
     /// As [`Ctx::create`].
@@ -309,10 +382,10 @@ impl DynCtx {
     /// Creates a resource of any type.
     pub async fn create_dynamic(&self, resource: DynamicResource) -> Result<Arc<DynamicResource>> {
         let pointer = resource.metadata().pointer();
-        self.core.check_write(pointer, "create")?;
-        self.core.touch(pointer);
-        self.core.stats.count_write();
-        self.state().create_dynamic(resource, CreateOptions::owner(&*self.core.name)).await
+        self.check_write(pointer, "create")?;
+        self.touch(pointer);
+        self.host.count_write();
+        self.state().create_dynamic(resource, CreateOptions::owner(self.name())).await
     }
 
     /// As [`Ctx::update`].
@@ -323,10 +396,10 @@ impl DynCtx {
     /// Updates a resource of any type.
     pub async fn update_dynamic(&self, resource: DynamicResource) -> Result<Arc<DynamicResource>> {
         let pointer = resource.metadata().pointer();
-        self.core.check_write(pointer, "update")?;
-        self.core.touch(pointer);
-        self.core.stats.count_write();
-        self.state().update_dynamic(resource, UpdateOptions::owner(&*self.core.name)).await
+        self.check_write(pointer, "update")?;
+        self.touch(pointer);
+        self.host.count_write();
+        self.state().update_dynamic(resource, UpdateOptions::owner(self.name())).await
     }
 
     /// As [`Ctx::teardown`].
@@ -336,9 +409,9 @@ impl DynCtx {
 
     /// Tears down a resource of any type.
     pub async fn teardown_dynamic(&self, pointer: &Pointer) -> Result<bool> {
-        self.core.check_write(pointer, "teardown")?;
-        self.core.stats.count_write();
-        self.state().teardown_dynamic(pointer, TeardownOptions::owner(&*self.core.name)).await
+        self.check_write(pointer, "teardown")?;
+        self.host.count_write();
+        self.state().teardown_dynamic(pointer, TeardownOptions::owner(self.name())).await
     }
 
     /// As [`Ctx::destroy`].
@@ -348,9 +421,9 @@ impl DynCtx {
 
     /// Destroys a resource of any type.
     pub async fn destroy_dynamic(&self, pointer: &Pointer) -> Result<()> {
-        self.core.check_write(pointer, "destroy")?;
-        self.core.stats.count_write();
-        self.state().destroy_dynamic(pointer, DestroyOptions::owner(&*self.core.name)).await
+        self.check_write(pointer, "destroy")?;
+        self.host.count_write();
+        self.state().destroy_dynamic(pointer, DestroyOptions::owner(self.name())).await
     }
 
     /// As [`Ctx::add_finalizer`].
@@ -360,8 +433,8 @@ impl DynCtx {
 
     /// Adds a finalizer to an input of any type.
     pub async fn add_finalizer_dynamic(&self, pointer: &Pointer, finalizer: &str) -> Result<()> {
-        self.core.check_finalizers(pointer)?;
-        self.core.stats.count_write();
+        self.check_finalizers(pointer)?;
+        self.host.count_write();
         self.state().add_finalizers_dynamic(pointer, &[finalizer]).await.map(drop)
     }
 
@@ -372,8 +445,8 @@ impl DynCtx {
 
     /// Removes a finalizer from an input of any type; succeeds when the resource is gone.
     pub async fn remove_finalizer_dynamic(&self, pointer: &Pointer, finalizer: &str) -> Result<()> {
-        self.core.check_finalizers(pointer)?;
-        self.core.stats.count_write();
+        self.check_finalizers(pointer)?;
+        self.host.count_write();
         match self.state().remove_finalizers_dynamic(pointer, &[finalizer]).await {
             Ok(_) => Ok(()),
             Err(error) if error.is_not_found() => Ok(()),
@@ -388,18 +461,18 @@ impl DynCtx {
 
     /// Removes the outputs of `kind` this controller owns and did not write in this reconcile.
     pub async fn cleanup_outputs_dynamic(&self, kind: &Kind) -> Result<()> {
-        self.core.check_write(&kind.pointer("*"), "clean up")?;
-        if self.core.queue.is_some() {
+        self.check_write(&kind.pointer("*"), "clean up")?;
+        if self.is_queue() {
             return Err(Error::invalid_argument(format!(
                 "controller `{}` cannot clean up outputs: output tracking is for reconcile controllers, \
                  which write all their outputs in each reconcile",
-                self.core.name
+                self.name()
             )));
         }
-        let touched: HashSet<Pointer> = self.core.touched();
+        let touched: HashSet<Pointer> = self.touched.lock().iter().cloned().collect();
         for resource in self.list_dynamic(kind, &ListOptions::default()).await? {
             let metadata = resource.metadata();
-            if metadata.owner() != Some(&*self.core.name) {
+            if metadata.owner() != Some(self.name()) {
                 continue;
             }
             // An output tearing down is a previous generation even when its ID
@@ -422,7 +495,7 @@ impl DynCtx {
 
     /// As [`Ctx::until_teardown`].
     pub async fn until_teardown(&self, pointer: &Pointer) -> Result<TeardownSignal> {
-        self.core.check_read(pointer)?;
+        self.check_read(pointer)?;
         let mut watch = self.state().watch_dynamic(pointer, WatchOptions::default()).await?;
         Ok(Box::pin(async move {
             while let Some(event) = watch.recv().await {
@@ -437,27 +510,27 @@ impl DynCtx {
 
     /// As [`Ctx::update_inputs`].
     pub fn update_inputs(&self, inputs: impl IntoIterator<Item = Input>) -> Result<()> {
-        self.core.update_inputs(inputs.into_iter().collect())
+        self.host.update_inputs(inputs.into_iter().collect())
     }
 
     /// As [`Ctx::requeue`].
     pub fn requeue(&self) {
-        self.core.wake(|| crate::runtime::Trigger::Requeue);
+        self.host.requeue();
     }
 
     /// As [`Ctx::waker`].
     pub fn waker(&self) -> Waker {
-        Waker::new(&self.core)
+        Waker::new(&self.host)
     }
 
     /// The inputs the controller has now.
     pub fn inputs(&self) -> Arc<[Input]> {
-        self.core.inputs()
+        self.host.inputs()
     }
 
     /// Whether `kind` is one of the controller's input kinds of the given dependency.
     pub fn has_input(&self, kind: &Kind, dependency: InputKind) -> bool {
-        self.core.inputs().iter().any(|input| &input.kind == kind && input.dependency == dependency)
+        self.host.inputs().iter().any(|input| &input.kind == kind && input.dependency == dependency)
     }
 }
 

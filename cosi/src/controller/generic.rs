@@ -13,10 +13,9 @@ use std::sync::Arc;
 
 use crate::controller::{
     BoxError, Controller, Ctx, Declaration, Declared, Input, InputDecl, InputKind, IntoOutcome, Outcome, OutputDecl,
-    OutputKind, QueueController, ReducedMetadata, Register,
+    OutputKind, QueueController, ReducedMetadata, Register, Registration,
 };
 use crate::resource::{Phase, Pointer, Resource, Typed};
-use crate::runtime::Registration;
 use crate::state::{Error, ListOptions};
 
 type MapFn<In> = dyn Fn(&Typed<In>) -> Option<String> + Send + Sync;
@@ -293,7 +292,7 @@ type MergeFn<T> = dyn Fn(&mut T, &T) + Send + Sync;
 ///     }
 /// });
 /// runtime.register(merge)?;
-/// runtime.start().await?;
+/// runtime.start()?;
 ///
 /// for (id, hostname, layer) in [("default/hostname", "localhost", 0), ("configuration/hostname", "talos", 10)] {
 ///     let spec = Typed::new_in("network-config", id, HostnameSpec { hostname: hostname.into(), layer });

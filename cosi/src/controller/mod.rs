@@ -47,7 +47,9 @@ mod access;
 mod ctx;
 mod declaration;
 mod generic;
+mod host;
 mod outcome;
+mod registration;
 mod waker;
 
 use std::borrow::Cow;
@@ -63,13 +65,16 @@ pub use declaration::{
 pub use declaration::{OutputRef, QueueRule};
 pub use generic::{MERGE_SOURCE, Merge, QueueTransform, Transform};
 pub use outcome::{BoxError, IntoMapped, IntoOutcome, Outcome, Requeue, RequeueError};
+pub use registration::{Collected, Registration};
 pub use waker::Waker;
 
 #[doc(hidden)]
 pub use declaration::assert_system;
 
+pub(crate) use host::Host;
+pub(crate) use registration::{Body, ErasedQueue, ErasedReconcile};
+
 use crate::resource::{Labels, Phase, Pointer};
-use crate::runtime::Registration;
 
 /// A reconcile controller. `#[controller]` implements it; implement it by hand
 /// only for controllers the macro cannot express (generic ones).

@@ -3,8 +3,8 @@
 use std::fmt;
 use std::sync::{Arc, Weak};
 
+use crate::controller::Host;
 use crate::resource::Pointer;
-use crate::runtime::Core;
 use crate::state::Result;
 
 /// Wakes one controller from outside the state (Go COSI's `QueueReconcile`):
@@ -70,7 +70,7 @@ use crate::state::Result;
 /// let (ticks, waker) = (Arc::new(AtomicU64::new(0)), Arc::new(Mutex::new(None)));
 /// let runtime = Runtime::new(state.clone());
 /// runtime.register(UptimeController { ticks: Arc::clone(&ticks), waker: Arc::clone(&waker) })?;
-/// runtime.start().await?;
+/// runtime.start()?;
 /// runtime.settled().await;
 ///
 /// // Outside the state, something changes, and says so.
@@ -86,20 +86,20 @@ use crate::state::Result;
 /// ```
 #[derive(Clone)]
 pub struct Waker {
-    core: Weak<Core>,
+    host: Weak<dyn Host>,
 }
 
 impl Waker {
-    pub(crate) fn new(core: &Arc<Core>) -> Self {
-        Waker { core: Arc::downgrade(core) }
+    pub(crate) fn new(host: &Arc<dyn Host>) -> Self {
+        Waker { host: Arc::downgrade(host) }
     }
 
     /// Asks for one reconcile of the controller (queue controllers: of every
     /// resource of its primary inputs), coalesced with any not yet started.
     /// Does nothing once the runtime has shut down.
     pub fn wake(&self) {
-        if let Some(core) = self.core.upgrade() {
-            core.wake_external();
+        if let Some(host) = self.host.upgrade() {
+            host.wake();
         }
     }
 
@@ -109,8 +109,8 @@ impl Waker {
     /// time, is woken as by [`wake`](Waker::wake). Does nothing once the
     /// runtime has shut down.
     pub fn wake_item(&self, item: &Pointer) -> Result<()> {
-        match self.core.upgrade() {
-            Some(core) => core.wake_external_item(item),
+        match self.host.upgrade() {
+            Some(host) => host.wake_item(item),
             None => Ok(()),
         }
     }
@@ -118,7 +118,7 @@ impl Waker {
 
 impl fmt::Debug for Waker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = self.core.upgrade().map(|core| core.name.to_string());
+        let name = self.host.upgrade().map(|host| host.name().to_owned());
         f.debug_struct("Waker").field("controller", &name).finish()
     }
 }

@@ -1,8 +1,7 @@
-//! What the runtime keeps per registered controller, shared by its task, its
-//! [`Ctx`](crate::Ctx) and the event router: the current inputs, the access
-//! checks, the reconcile trigger and the statistics.
+//! What the runtime keeps per registered controller, shared by its task, the
+//! event router and (as its [`Host`]) its [`Ctx`](crate::Ctx): the current
+//! inputs, the reconcile trigger and the statistics.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
@@ -10,8 +9,8 @@ use std::time::{Duration, SystemTime};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
 
-use crate::controller::{Declaration, Input, InputKind, check_runtime_inputs};
-use crate::resource::{Kind, Pointer};
+use crate::controller::{Declaration, Host, Input, InputKind, check_runtime_inputs};
+use crate::resource::Pointer;
 use crate::runtime::engine::Engine;
 use crate::runtime::queue::{Job, Key, Queue};
 use crate::runtime::settle::Activity;
@@ -25,10 +24,6 @@ pub(crate) struct Core {
     /// Set for queue controllers.
     pub(crate) queue: Option<Queue>,
     inputs: RwLock<Arc<[Input]>>,
-    /// The outputs written since the reconcile started, for `cleanup_outputs`:
-    /// a list (duplicates and all), since a push is much cheaper than hashing
-    /// three strings, and only `cleanup_outputs` needs a set.
-    touched: Mutex<Vec<Pointer>>,
     /// One stored wake-up: many changes while the controller is busy make
     /// one more reconcile, never none.
     wake: Notify,
@@ -40,6 +35,8 @@ pub(crate) struct Core {
     trigger: Mutex<Option<Trigger>>,
     activity: Arc<Activity>,
     engine: Weak<Engine>,
+    /// Itself, for the engine's routes when its inputs change.
+    me: Weak<Core>,
 }
 
 /// What woke a controller: the first cause since its last reconcile.
@@ -80,23 +77,23 @@ impl Core {
         state: Arc<dyn State>,
         activity: Arc<Activity>,
         engine: Weak<Engine>,
-    ) -> Self {
+    ) -> Arc<Self> {
         let queue = declaration.concurrency.map(|_| Queue::default());
-        Core {
+        Arc::new_cyclic(|me| Core {
             stats: Stats::new(&name),
             name,
             declaration,
             state,
             queue,
             inputs: RwLock::new(inputs.into()),
-            touched: Mutex::default(),
             wake: Notify::new(),
             wake_pending: AtomicBool::new(false),
             busy: AtomicBool::new(false),
             trigger: Mutex::new(None),
             activity,
             engine,
-        }
+            me: me.clone(),
+        })
     }
 
     pub(crate) fn inputs(&self) -> Arc<[Input]> {
@@ -151,29 +148,84 @@ impl Core {
             && self.queue.as_ref().is_none_or(|queue| queue.is_idle(now))
     }
 
-    /// A [`Waker`](crate::controller::Waker)'s wake-up.
-    pub(crate) fn wake_external(self: &Arc<Self>) {
+    /// The engine, while it runs.
+    fn running_engine(&self) -> Option<Arc<Engine>> {
+        self.engine.upgrade().filter(|engine| engine.is_running())
+    }
+}
+
+/// The runtime's side of a controller's context.
+impl Host for Core {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn declaration(&self) -> &'static Declaration {
+        self.declaration
+    }
+
+    fn state(&self) -> &dyn State {
+        &*self.state
+    }
+
+    fn inputs(&self) -> Arc<[Input]> {
+        Core::inputs(self)
+    }
+
+    /// Replaces the inputs (COSI's `UpdateInputs`). The same inputs again
+    /// change nothing: a controller that sets its inputs on every reconcile
+    /// is not woken by its own call.
+    fn update_inputs(&self, inputs: Vec<Input>) -> Result<()> {
+        let inputs: Arc<[Input]> =
+            check_runtime_inputs(&self.name, self.declaration, inputs).map_err(Error::InvalidArgument)?.into();
+        {
+            let mut current = self.inputs.write();
+            if *current == inputs {
+                return Ok(());
+            }
+            *current = Arc::clone(&inputs);
+        }
+        if let (Some(engine), Some(core)) = (self.engine.upgrade(), self.me.upgrade()) {
+            engine.reroute(&core, &inputs);
+        }
+        Ok(())
+    }
+
+    fn count_read(&self) {
+        self.stats.count_read();
+    }
+
+    fn count_write(&self) {
+        self.stats.count_write();
+    }
+
+    fn requeue(&self) {
+        self.wake(|| Trigger::Requeue);
+    }
+
+    fn wake(&self) {
         let Some(engine) = self.running_engine() else { return };
         match &self.queue {
             None => {
-                if self.wake(|| Trigger::External) {
+                if Core::wake(self, || Trigger::External) {
                     self.stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
                 }
             }
             Some(_) => {
                 self.stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
-                engine.requeue_primaries(self);
+                if let Some(core) = self.me.upgrade() {
+                    engine.requeue_primaries(&core);
+                }
             }
         }
     }
 
-    /// A [`Waker`](crate::controller::Waker)'s wake-up for one item.
-    pub(crate) fn wake_external_item(self: &Arc<Self>, item: &Pointer) -> Result<()> {
+    fn wake_item(&self, item: &Pointer) -> Result<()> {
         let Some(queue) = &self.queue else {
-            self.wake_external();
+            Host::wake(self);
             return Ok(());
         };
-        let primary = self.inputs.read().iter().any(|input| {
+        let primary = self.inputs().iter().any(|input| {
             input.dependency == InputKind::Primary
                 && input.kind.namespace() == item.namespace()
                 && input.kind.r#type() == item.r#type()
@@ -191,98 +243,6 @@ impl Core {
         self.stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
         queue.put(Key { pointer: item.clone(), job: Job::Reconcile }, None);
         self.activity.bump();
-        Ok(())
-    }
-
-    /// The engine, while it runs.
-    fn running_engine(&self) -> Option<Arc<Engine>> {
-        self.engine.upgrade().filter(|engine| engine.is_running())
-    }
-
-    pub(crate) fn start_reconcile(&self) {
-        self.touched.lock().clear();
-    }
-
-    pub(crate) fn touch(&self, pointer: &Pointer) {
-        if self.queue.is_none() {
-            self.touched.lock().push(pointer.clone());
-        }
-    }
-
-    pub(crate) fn touched(&self) -> HashSet<Pointer> {
-        self.touched.lock().iter().cloned().collect()
-    }
-
-    fn is_output(&self, r#type: &str) -> bool {
-        self.declaration.outputs.iter().any(|output| output.r#type == r#type)
-    }
-
-    pub(crate) fn check_read(&self, pointer: &Pointer) -> Result<()> {
-        let allowed = self.is_output(pointer.r#type())
-            || self.inputs.read().iter().any(|input| {
-                input.kind.namespace() == pointer.namespace()
-                    && input.kind.r#type() == pointer.r#type()
-                    && input.covers(pointer.id())
-            });
-        match allowed {
-            true => Ok(()),
-            false => Err(self.denied(format_args!("cannot read {pointer}: it is neither an input nor an output"))),
-        }
-    }
-
-    pub(crate) fn check_list(&self, kind: &Kind) -> Result<()> {
-        let allowed = self.is_output(kind.r#type())
-            || self.inputs.read().iter().any(|input| &input.kind == kind && input.id.is_none());
-        match allowed {
-            true => Ok(()),
-            false => {
-                Err(self.denied(format_args!("cannot list {kind}: it is neither an output nor an input of every ID")))
-            }
-        }
-    }
-
-    pub(crate) fn check_write(&self, pointer: &Pointer, operation: &str) -> Result<()> {
-        match self.is_output(pointer.r#type()) {
-            true => Ok(()),
-            false => Err(self.denied(format_args!("cannot {operation} {pointer}: it is not an output"))),
-        }
-    }
-
-    pub(crate) fn check_finalizers(&self, pointer: &Pointer) -> Result<()> {
-        let allowed = self.inputs.read().iter().any(|input| {
-            input.kind.namespace() == pointer.namespace()
-                && input.kind.r#type() == pointer.r#type()
-                && input.covers(pointer.id())
-                && input.dependency.grants_finalizers()
-        });
-        match allowed {
-            true => Ok(()),
-            false => {
-                Err(self.denied(format_args!("cannot change the finalizers of {pointer}: it is not a strong input")))
-            }
-        }
-    }
-
-    fn denied(&self, reason: std::fmt::Arguments<'_>) -> Error {
-        Error::AccessDenied(format!("controller `{}` {reason}", self.name))
-    }
-
-    /// Replaces the inputs (COSI's `UpdateInputs`). The same inputs again
-    /// change nothing: a controller that sets its inputs on every reconcile
-    /// is not woken by its own call.
-    pub(crate) fn update_inputs(self: &Arc<Self>, inputs: Vec<Input>) -> Result<()> {
-        let inputs: Arc<[Input]> =
-            check_runtime_inputs(&self.name, self.declaration, inputs).map_err(Error::InvalidArgument)?.into();
-        {
-            let mut current = self.inputs.write();
-            if *current == inputs {
-                return Ok(());
-            }
-            *current = Arc::clone(&inputs);
-        }
-        if let Some(engine) = self.engine.upgrade() {
-            engine.reroute(self, &inputs);
-        }
         Ok(())
     }
 }

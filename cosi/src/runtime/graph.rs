@@ -7,8 +7,8 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
+use crate::controller::Collected;
 use crate::controller::{Declaration, Input, InputKind, OutputKind};
-use crate::runtime::Collected;
 
 /// Controllers and what they read and write.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -29,7 +29,7 @@
 //! let state = cosi::state::memory();
 //! let runtime = Runtime::new(state.clone());
 //! runtime.register(shout {})?;
-//! runtime.start().await?;
+//! runtime.start()?;
 //!
 //! state.create(Typed::new("hello", Greeting { text: "hello".into() }), CreateOptions::default()).await?;
 //! // Until every controller has caught up.
@@ -44,7 +44,7 @@
 //!
 //! - **One watch per (namespace, type)** that any controller reads, resumed
 //!   from its last bookmark when it drops, and stopped when no controller
-//!   reads the kind any more ([`Runtime::watched_kinds`]). A watch that fell behind the
+//!   reads the kind any more ([`RuntimeHandle::watched_kinds`]). A watch that fell behind the
 //!   state's history starts over and wakes every controller that reads the
 //!   kind (queue controllers: re-queues every resource), so no change is lost.
 //! - **Coalesced triggers.** A reconcile controller has one pending wake-up at
@@ -70,17 +70,14 @@ mod status;
 mod types;
 
 use std::any::Any;
-use std::borrow::Cow;
+use std::fmt;
 use std::future::Future;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
-
-use crate::controller::{
-    BoxError, Controller, Declaration, Input, Outcome, QueueController, ReducedMetadata, Register,
-};
-use crate::resource::{Kind, Pointer};
+use crate::controller::{Collected, Register};
+use crate::resource::Kind;
 use crate::state::State;
 
 pub use crate::backoff::BackoffOptions;
@@ -88,11 +85,18 @@ pub use core::ControllerStats;
 pub use graph::{Graph, GraphController, GraphInput, GraphOutput};
 pub use status::{ControllerStatus, RUNTIME_NAMESPACE, RUNTIME_OWNER};
 
-pub(crate) use core::{Core, Trigger};
-
 use engine::Engine;
 
-/// The controller runtime. Cheap to clone: clones share one runtime.
+/// The controller runtime: it owns every task it starts, and dropping it
+/// stops them all (a reconcile in progress is dropped at its next await).
+///
+/// It is not `Clone`: [`handle`](Runtime::handle) gives a [`RuntimeHandle`],
+/// cheap to clone, for anything that registers controllers, reads statistics
+/// and the graph, waits for [`settled`](RuntimeHandle::settled) or shuts the
+/// runtime down while the owner lives elsewhere. The owner derefs to its
+/// handle, so every handle method works on it too; starting
+/// ([`start`](Runtime::start), [`run_until`](Runtime::run_until)) is the
+/// owner's alone.
 ///
 /// # Example
 ///
@@ -118,7 +122,7 @@ use engine::Engine;
 /// let state = cosi::state::memory();
 /// let runtime = Runtime::new(state.clone());
 /// runtime.register(hostname {})?;
-/// runtime.start().await?;
+/// runtime.start()?;
 /// state.modify::<HostnameSpec>("default", UpdateOptions::default(), |spec| spec.hostname = "talos".into()).await?;
 /// runtime.settled().await;
 /// assert_eq!(state.get::<HostnameStatus>("default").await?.hostname, "talos");
@@ -126,8 +130,32 @@ use engine::Engine;
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone)]
 pub struct Runtime {
+    handle: RuntimeHandle,
+}
+
+/// A handle to a [`Runtime`], cheap to clone: registers controllers and
+/// types, reads statistics and the graph, waits for the runtime to settle,
+/// and shuts it down. A handle does not keep the runtime alive: once its
+/// owner is dropped, the runtime is shut down, and a handle's registrations
+/// are refused with [`RuntimeError::ShutDown`].
+///
+/// ```
+/// use cosi::prelude::*;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// let runtime = Runtime::new(cosi::state::memory());
+/// runtime.start()?;
+/// let handle = runtime.handle();
+/// // A task elsewhere shuts the runtime down through its handle.
+/// tokio::spawn(async move { handle.shutdown().await }).await.expect("the task");
+/// assert!(!runtime.is_running());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RuntimeHandle {
     engine: Arc<Engine>,
 }
 
@@ -174,7 +202,7 @@ pub enum RuntimeError {
     NoTokioRuntime,
     /// Two resource types answer to one name on a command line, and it is
     /// not an alias both derive automatically (which COSI allows: see
-    /// [`Runtime::register_type`]).
+    /// [`RuntimeHandle::register_type`]).
     #[error(
         "resource types `{first}` and `{second}` both answer to `{alias}`: a type name or an explicit alias must name one type (only automatically derived aliases may be shared)"
     )]
@@ -208,8 +236,8 @@ pub enum RuntimeError {
 /// # async fn main() {
 /// async fn run() -> cosi::Result<()> {
 ///     let runtime = Runtime::new(cosi::state::memory());
-///     runtime.start().await?;
-///     runtime.start().await?; // refused: started already
+///     runtime.start()?;
+///     runtime.start()?; // refused: started already
 ///     Ok(())
 /// }
 ///
@@ -231,7 +259,7 @@ impl Runtime {
 
     /// A runtime over `state`.
     pub fn with_options(state: impl State, options: RuntimeOptions) -> Self {
-        Runtime { engine: Engine::new(shared(state), options) }
+        Runtime { handle: RuntimeHandle { engine: Engine::new(shared(state), options) } }
     }
 
     /// A runtime with every controller `#[controller]` collected from the
@@ -242,7 +270,7 @@ impl Runtime {
     /// controllers are not collected: name it (`use my_controllers as _;`) in
     /// the binary, and in each integration test that needs it. Controllers
     /// declared with `inventory = false` are registered by hand with
-    /// [`register`](Runtime::register).
+    /// [`register`](RuntimeHandle::register).
     pub fn from_inventory(state: impl State) -> Result<Self, RuntimeError> {
         let runtime = Runtime::new(state);
         for collected in Collected::sorted() {
@@ -251,10 +279,85 @@ impl Runtime {
         Ok(runtime)
     }
 
+    /// Starts the watches and every controller in the background, on the
+    /// tokio runtime this is called from (inside an async function, or under
+    /// [`Handle::enter`](tokio::runtime::Handle::enter)). Controllers
+    /// registered later start at once, on the same tokio runtime.
+    ///
+    /// The runtime runs until [`shutdown`](RuntimeHandle::shutdown) or until
+    /// this owner is dropped; [`run_until`](Runtime::run_until) does both for
+    /// a program's `main`.
+    pub fn start(&self) -> Result<(), RuntimeError> {
+        self.handle.engine.start()
+    }
+
+    /// A handle to this runtime, for tasks and threads the owner does not go to.
+    pub fn handle(&self) -> RuntimeHandle {
+        self.handle.clone()
+    }
+
+    /// Starts (unless it runs already), runs until `signal` completes, then
+    /// shuts down: the last line of a program's `main`.
+    ///
+    /// It returns a `cosi::Result` so that `main` can end with it.
+    ///
+    /// ```no_run
+    /// use cosi::prelude::*;
+    ///
+    /// #[tokio::main]
+    /// async fn main() -> cosi::Result<()> {
+    ///     let state = cosi::state::memory();
+    ///     let runtime = Runtime::from_inventory(state.clone())?;
+    ///     println!("{}", runtime.graph().to_mermaid());
+    ///     // With tokio's `signal` feature: `runtime.run_until(tokio::signal::ctrl_c()).await`.
+    ///     runtime.run_until(std::future::pending::<()>()).await
+    /// }
+    /// ```
+    pub async fn run_until(&self, signal: impl Future) -> crate::Result<()> {
+        match self.start() {
+            Ok(()) | Err(RuntimeError::AlreadyStarted) => (),
+            Err(error) => return Err(error.into()),
+        }
+        signal.await;
+        self.shutdown().await;
+        Ok(())
+    }
+}
+
+impl Deref for Runtime {
+    type Target = RuntimeHandle;
+
+    fn deref(&self) -> &RuntimeHandle {
+        &self.handle
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.handle.engine.stop();
+    }
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.handle, f)
+    }
+}
+
+impl fmt::Debug for RuntimeHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("controllers", &self.controllers())
+            .field("running", &self.is_running())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RuntimeHandle {
     /// Registers a controller, before or after the start. Refused when its
     /// declaration (or the inputs its registration gives it) breaks a rule,
     /// it conflicts with a registered controller, or one of its types
-    /// collides with a known type by name (see [`register_type`](Runtime::register_type)).
+    /// collides with a known type by name (see [`register_type`](RuntimeHandle::register_type)).
     pub fn register(&self, controller: impl Register) -> Result<(), RuntimeError> {
         self.engine.register(controller.registration())
     }
@@ -280,7 +383,7 @@ impl Runtime {
     /// both derive `hs`, as in Talos, and a client asked for `hs` says it is
     /// ambiguous. Any other collision (an explicit alias or a type name that
     /// another type also answers to) is a [`RuntimeError::AliasConflict`]
-    /// naming both types, here and in [`register`](Runtime::register); so is
+    /// naming both types, here and in [`register`](RuntimeHandle::register); so is
     /// one type with two different definitions. An explicit alias the type
     /// would derive anyway counts as derived.
     ///
@@ -317,7 +420,7 @@ impl Runtime {
     /// let error = runtime.register_type::<Hostname>().unwrap_err();
     /// assert!(matches!(&error, RuntimeError::AliasConflict { alias, .. } if alias == "hostname"));
     ///
-    /// runtime.start().await?;
+    /// runtime.start()?;
     /// runtime.settled().await;
     /// let definition = state.get::<cosi::ResourceDefinition>("hostnamespecs.net.example.org").await?;
     /// assert_eq!(definition.aliases, ["hostnamespec", "hs"]);
@@ -358,19 +461,9 @@ impl Runtime {
     /// as long as a controller reads the kind. A kind no controller reads
     /// any more (its readers moved their inputs away with
     /// [`Ctx::update_inputs`](crate::Ctx::update_inputs)) has its watch
-    /// stopped; [`settled`](Runtime::settled) waits for that.
+    /// stopped; [`settled`](RuntimeHandle::settled) waits for that.
     pub fn watched_kinds(&self) -> Vec<Kind> {
         self.engine.watched_kinds()
-    }
-
-    /// Starts the watches and every controller in the background, on the
-    /// current tokio runtime. Controllers registered later start at once, on
-    /// the same tokio runtime.
-    ///
-    /// Dropping the `Runtime` (a handle) does not stop it: call
-    /// [`shutdown`](Runtime::shutdown), or use [`run_until`](Runtime::run_until).
-    pub async fn start(&self) -> Result<(), RuntimeError> {
-        self.engine.start()
     }
 
     /// Resolves when the runtime has no pending work: every controller is
@@ -385,7 +478,7 @@ impl Runtime {
     /// - **Work scheduled for later**: a controller or queue item waiting out
     ///   a requeue delay or a retry in backoff counts as settled, so a
     ///   controller that keeps failing does not keep `settled` waiting; check
-    ///   [`stats`](Runtime::stats) to tell success from failure.
+    ///   [`stats`](RuntimeHandle::stats) to tell success from failure.
     /// - **Writes that race with the call** from outside the runtime.
     /// - **The published controller statuses**, which are written on a timer.
     ///
@@ -436,7 +529,7 @@ impl Runtime {
     /// let state = cosi::state::memory();
     /// let runtime = Runtime::new(state.clone());
     /// runtime.register(shout {})?;
-    /// runtime.start().await?;
+    /// runtime.start()?;
     ///
     /// state.modify::<Greeting>("hello", UpdateOptions::default(), |greeting| greeting.text = "hello".into()).await?;
     /// runtime.settled().await;
@@ -454,33 +547,6 @@ impl Runtime {
     pub async fn shutdown(&self) {
         self.engine.shutdown().await;
     }
-
-    /// Starts (unless it runs already), runs until `signal` completes, then
-    /// shuts down: the last line of a program's `main`.
-    ///
-    /// It returns a `cosi::Result` so that `main` can end with it.
-    ///
-    /// ```no_run
-    /// use cosi::prelude::*;
-    ///
-    /// #[tokio::main]
-    /// async fn main() -> cosi::Result<()> {
-    ///     let state = cosi::state::memory();
-    ///     let runtime = Runtime::from_inventory(state.clone())?;
-    ///     println!("{}", runtime.graph().to_mermaid());
-    ///     // With tokio's `signal` feature: `runtime.run_until(tokio::signal::ctrl_c()).await`.
-    ///     runtime.run_until(std::future::pending::<()>()).await
-    /// }
-    /// ```
-    pub async fn run_until(&self, signal: impl Future) -> crate::Result<()> {
-        match self.start().await {
-            Ok(()) | Err(RuntimeError::AlreadyStarted) => (),
-            Err(error) => return Err(error.into()),
-        }
-        signal.await;
-        self.shutdown().await;
-        Ok(())
-    }
 }
 
 /// Shares `state`, without wrapping it again when it is shared already.
@@ -488,191 +554,5 @@ fn shared<S: State>(state: S) -> Arc<dyn State> {
     match (&state as &dyn Any).downcast_ref::<Arc<dyn State>>() {
         Some(shared) => Arc::clone(shared),
         None => Arc::new(state),
-    }
-}
-
-/// A controller ready to be registered: its name, its declaration, its
-/// inputs if they are not the declared ones, and how to build its task.
-/// Every `#[controller]` converts into one ([`Register`]).
-pub struct Registration {
-    name: Arc<str>,
-    declaration: &'static Declaration,
-    inputs: Option<Vec<Input>>,
-    body: Body,
-}
-
-pub(crate) enum Body {
-    Reconcile(Box<dyn FnOnce(Arc<Core>) -> Box<dyn ErasedReconcile> + Send>),
-    Queue(Box<dyn FnOnce(Arc<Core>) -> Arc<dyn ErasedQueue> + Send>),
-}
-
-impl Registration {
-    /// A reconcile controller.
-    pub fn controller<C: Controller>(controller: C) -> Self {
-        Registration {
-            name: name_of(controller.name()),
-            declaration: const { &C::DECLARATION },
-            inputs: None,
-            body: Body::Reconcile(Box::new(move |core| {
-                Box::new(Holder { controller, ctx: crate::Ctx::new(core) }) as Box<dyn ErasedReconcile>
-            })),
-        }
-    }
-
-    /// A queue controller.
-    pub fn queue<C: QueueController>(controller: C) -> Self {
-        Registration {
-            name: name_of(controller.name()),
-            declaration: const { &C::DECLARATION },
-            inputs: None,
-            body: Body::Queue(Box::new(move |core| {
-                Arc::new(Holder { controller, ctx: crate::Ctx::new(core) }) as Arc<dyn ErasedQueue>
-            })),
-        }
-    }
-
-    /// The controller's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The same controller under another name.
-    pub fn with_name(mut self, name: impl Into<Arc<str>>) -> Self {
-        self.name = name.into();
-        self
-    }
-
-    /// The controller's declaration.
-    pub fn declaration(&self) -> &'static Declaration {
-        self.declaration
-    }
-
-    /// The same controller starting with `inputs` instead of its declared
-    /// ones: what Go COSI's `Inputs()` returns for one instance. An instance
-    /// registered for one namespace or one ID reads and is woken by just
-    /// that, from its first reconcile on, and the graph shows it.
-    ///
-    /// [`Runtime::register`] checks them with the rules of
-    /// [`Ctx::update_inputs`](crate::Ctx::update_inputs): each must be of a
-    /// type the declaration names as an input, with a kind of the same shape
-    /// (queue or not), and none twice; as in a declaration, a namespace named
-    /// here may hold the controller's output type (a merge reads its layers
-    /// there). The controller may still change them while it runs.
-    ///
-    /// ```
-    /// use cosi::prelude::*;
-    ///
-    /// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-    /// #[resource(type = "LinkStatuses.net.example.org", namespace = "network")]
-    /// pub struct LinkStatus {
-    ///     pub up: bool,
-    /// }
-    ///
-    /// #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-    /// #[resource(type = "LinkReports.net.example.org", namespace = "network")]
-    /// pub struct LinkReport {
-    ///     pub up: bool,
-    /// }
-    ///
-    /// /// Reports on whichever links its registration gives it.
-    /// #[controller(inputs = [Weak<LinkStatus>], outputs = [Shared<LinkReport>], inventory = false)]
-    /// async fn link(ctx: &mut Ctx) -> cosi::Result<()> {
-    ///     let inputs = ctx.dynamic().inputs();
-    ///     for input in inputs.iter() {
-    ///         let Some(id) = &input.id else { continue };
-    ///         let up = ctx.get::<LinkStatus>(&**id).await.is_ok_and(|link| link.up);
-    ///         ctx.modify::<LinkReport>(&**id, |report| report.up = up).await?;
-    ///     }
-    ///     Ok(())
-    /// }
-    ///
-    /// let runtime = Runtime::new(cosi::state::memory());
-    /// for name in ["eth0", "eth1"] {
-    ///     let inputs = [Input::of::<LinkStatus>(InputKind::Weak).with_id(name)];
-    ///     runtime.register(link {}.named(format!("link-{name}")).with_inputs(inputs))?;
-    /// }
-    /// let graph = runtime.graph();
-    /// assert_eq!(graph.controllers[0].inputs[0].id.as_deref(), Some("eth0"));
-    ///
-    /// // Refused: the declaration reads no `LinkReport`.
-    /// let error = runtime.register(link {}.named("wrong").with_inputs([Input::of::<LinkReport>(InputKind::Weak)]));
-    /// assert!(error.is_err());
-    /// # Ok::<(), cosi::RuntimeError>(())
-    /// ```
-    #[must_use]
-    pub fn with_inputs(mut self, inputs: impl IntoIterator<Item = Input>) -> Self {
-        self.inputs = Some(inputs.into_iter().collect());
-        self
-    }
-
-    /// The inputs the controller starts with: those given to
-    /// [`with_inputs`](Registration::with_inputs), else the declared ones.
-    pub fn inputs(&self) -> Vec<Input> {
-        match &self.inputs {
-            Some(inputs) => inputs.clone(),
-            None => self.declaration.runtime_inputs(),
-        }
-    }
-}
-
-fn name_of(name: Cow<'static, str>) -> Arc<str> {
-    match name {
-        Cow::Borrowed(name) => Arc::from(name),
-        Cow::Owned(name) => Arc::from(name),
-    }
-}
-
-/// A controller `#[controller]` collected for [`Runtime::from_inventory`].
-#[derive(Debug)]
-pub struct Collected {
-    /// Its declaration.
-    pub declaration: &'static Declaration,
-    /// Builds it (with `Default`).
-    pub build: fn() -> Registration,
-    /// The module that declared it.
-    pub module: &'static str,
-}
-
-inventory::collect!(Collected);
-
-impl Collected {
-    /// Every collected controller, by name (then module), so that runtimes
-    /// and graphs built from the inventory are the same in every run.
-    pub fn sorted() -> Vec<&'static Collected> {
-        let mut all: Vec<&'static Collected> = inventory::iter::<Collected>.into_iter().collect();
-        all.sort_by_key(|collected| (collected.declaration.name, collected.module));
-        all
-    }
-}
-
-struct Holder<C> {
-    controller: C,
-    ctx: crate::Ctx<C>,
-}
-
-/// A reconcile controller with its context, types erased.
-pub(crate) trait ErasedReconcile: Send {
-    fn reconcile(&mut self) -> BoxFuture<'_, Outcome>;
-}
-
-impl<C: Controller> ErasedReconcile for Holder<C> {
-    fn reconcile(&mut self) -> BoxFuture<'_, Outcome> {
-        Box::pin(self.controller.reconcile(&mut self.ctx))
-    }
-}
-
-/// A queue controller with its context, types erased.
-pub(crate) trait ErasedQueue: Send + Sync {
-    fn reconcile<'a>(&'a self, item: &'a Pointer) -> BoxFuture<'a, Outcome>;
-    fn map<'a>(&'a self, input: &'a ReducedMetadata) -> BoxFuture<'a, Result<Vec<Pointer>, BoxError>>;
-}
-
-impl<C: QueueController> ErasedQueue for Holder<C> {
-    fn reconcile<'a>(&'a self, item: &'a Pointer) -> BoxFuture<'a, Outcome> {
-        Box::pin(self.controller.reconcile(&self.ctx, item))
-    }
-
-    fn map<'a>(&'a self, input: &'a ReducedMetadata) -> BoxFuture<'a, Result<Vec<Pointer>, BoxError>> {
-        Box::pin(self.controller.map(&self.ctx, input))
     }
 }

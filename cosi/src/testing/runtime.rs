@@ -364,7 +364,7 @@ impl QSleeping {
 /// A runtime without controllers starts and stops.
 pub async fn no_controllers(state: Arc<dyn State>) {
     let runtime = Runtime::new(state);
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     assert!(runtime.graph().controllers.is_empty());
     runtime.shutdown().await;
 }
@@ -376,7 +376,7 @@ pub async fn int_to_str(state: Arc<dyn State>) {
     let runtime = Runtime::new(state.clone());
     runtime.register(IntToStr::new("default", "default")).expect("register");
     create_int(&state, "default", "one", 1).await;
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     create_int(&state, "default", "two", 2).await;
     expect_strs::<StrResource>(&state, "default", &[("one", "1"), ("two", "2")]).await;
 
@@ -399,7 +399,7 @@ pub async fn int_to_str_to_sentence(state: Arc<dyn State>) {
     runtime.register(IntToStr::new("ints", "strings")).expect("register");
     runtime.register(StrToSentence::new("strings", "sentences")).expect("register");
     create_int(&state, "ints", "one", 1).await;
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     create_int(&state, "ints", "two", 2).await;
     expect_strs::<SentenceResource>(&state, "sentences", &[("one", "1 sentence"), ("two", "2 sentence")]).await;
     create_int(&state, "ints", "three", 3).await;
@@ -424,7 +424,7 @@ pub async fn int_to_str_to_sentence(state: Arc<dyn State>) {
 pub async fn sum(state: Arc<dyn State>) {
     let runtime = Runtime::new(state.clone());
     runtime.register(Sum::new("source", "target", "sum")).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     expect_ints(&state, "target", &[("sum", 0)]).await;
     create_int(&state, "source", "one", 1).await;
     create_int(&state, "source", "two", 2).await;
@@ -439,7 +439,7 @@ pub async fn sum_filtered(state: Arc<dyn State>) {
     let runtime = Runtime::new(state.clone());
     let query = LabelQuery::new().exists("summable").equal("app", "app1");
     runtime.register(Sum::new("source", "target", "sum").filtered(query)).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     expect_ints(&state, "target", &[("sum", 0)]).await;
     create_labelled_int(&state, "one", 1, &[]).await;
     create_labelled_int(&state, "two", 2, &[("summable", "true"), ("app", "app1")]).await;
@@ -456,7 +456,7 @@ pub async fn sum_filtered(state: Arc<dyn State>) {
 /// their output type.
 pub async fn cascading_sum(state: Arc<dyn State>) {
     let runtime = Runtime::new(state.clone());
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     runtime.register(Sum::new("source1", "source", "sum1").named("sum1")).expect("register");
     runtime.register(Sum::new("source2", "source", "sum2").named("sum2")).expect("register");
     runtime.register(Sum::new("source", "target", "sum").named("sum")).expect("register");
@@ -484,7 +484,7 @@ async fn restarts_after(state: Arc<dyn State>, panic: bool) {
     let runtime = Runtime::new(state.clone());
     runtime.register(Failing::new("target", panic)).expect("register");
     runtime.register(IntToStr::new("default", "default")).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     expect_ints(&state, "target", &[("0", 0)]).await;
     expect_ints(&state, "target", &[("0", 0), ("1", 1)]).await;
     let stats = runtime.stats("Failing").expect("stats");
@@ -503,7 +503,7 @@ async fn restarts_after(state: Arc<dyn State>, panic: bool) {
 pub async fn int_doubler(state: Arc<dyn State>) {
     let runtime = Runtime::new(state.clone());
     runtime.register(doubler {}).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     create_int(&state, "doubler-in", "one", 1).await;
     create_int(&state, "doubler-in", "two", 2).await;
     expect_ints(&state, "doubler-out", &[("one", 2), ("two", 4)]).await;
@@ -518,7 +518,7 @@ pub async fn int_doubler(state: Arc<dyn State>) {
 pub async fn modify_with_result(state: Arc<dyn State>) {
     let runtime = Runtime::new(state.clone());
     runtime.register(modify_reader {}).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     create_int(&state, "mwr-in", "a", 1).await;
     expect_strs::<SentenceResource>(&state, "mwr-out", &[("a", "1 v1")]).await;
     set_int(&state, "mwr-in", "a", 2).await;
@@ -531,7 +531,7 @@ pub async fn modify_with_result(state: Arc<dyn State>) {
 pub async fn runtime_metrics(state: Arc<dyn State>) {
     let runtime = Runtime::new(state.clone());
     runtime.register(metrics_controller {}).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     let stats = eventually("the first reconcile", || async {
         let stats = runtime.stats("metrics_controller").ok_or("no stats")?;
         match stats.reconciles {
@@ -576,7 +576,7 @@ pub async fn queue_int_to_str(state: Arc<dyn State>) {
     for i in 0..5 {
         create_int(&state, "qints", &format!("i{i}"), i).await;
     }
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     for i in 5..10 {
         create_int(&state, "qints", &format!("i{i}"), i).await;
     }
@@ -612,7 +612,7 @@ pub async fn queue_int_to_str(state: Arc<dyn State>) {
 pub async fn queue_failing(state: Arc<dyn State>) {
     let runtime = Runtime::new(state.clone());
     runtime.register(QFailing).expect("register");
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     let ids = ["fail", "panic", "requeue_no_error", "requeue_with_error", "ok"];
     for id in ids {
         let str = Typed::new_in("qfail", id, StrResource { value: id.to_owned() });
@@ -656,7 +656,7 @@ pub async fn queue_sleeping(state: Arc<dyn State>) {
     // Created before the start, the long item is queued once, by the initial
     // listing; created after, its event could queue it again while it runs.
     create_int(&state, "qsleep", "long", 600_000).await;
-    runtime.start().await.expect("start");
+    runtime.start().expect("start");
     let long = Pointer::new("qsleep", StrResource::TYPE, "long");
     expect_value::<StrResource>(&state, &long, "started").await;
     create_int(&state, "qsleep", "short", 1).await;

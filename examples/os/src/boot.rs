@@ -132,7 +132,7 @@ impl Os {
         // The runtime publishes the definitions of the types its
         // controllers use (all 17) in `meta`, for `cosictl get`.
         crate::controllers::register(&runtime, &env)?;
-        runtime.start().await?;
+        runtime.start()?;
 
         let endpoint = Endpoint::Unix(options.sandbox.join(SOCKET));
         let listening = match Server::new(Arc::clone(&state)).bind(&endpoint, Security::Insecure).await {

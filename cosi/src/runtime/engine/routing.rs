@@ -1,0 +1,209 @@
+//! Routes from resource kinds to the controllers that read them, and the one
+//! dispatch of a change to what it asks of each reader: a wake-up for a
+//! reconcile controller, an item for a queue controller. Live changes
+//! ([`Engine::route`]) and resynchronisations ([`Engine::resync`]) both go
+//! through [`action`].
+
+use std::sync::Arc;
+
+use crate::backoff::Backoff;
+use crate::controller::{Input, InputKind, ReducedMetadata};
+use crate::resource::{DynamicResource, Kind, Phase};
+use crate::runtime::core::{Core, Trigger};
+use crate::runtime::engine::{Engine, Run, watch};
+use crate::runtime::queue::{Job, Key};
+use crate::state::ListOptions;
+
+/// One controller reading one input kind.
+pub(super) struct Route {
+    core: Arc<Core>,
+    input: Input,
+}
+
+/// What a change of a resource asks of one reader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    /// Wake the reconcile controller.
+    Wake,
+    /// Queue the resource for the queue controller, as this job.
+    Queue(Job),
+}
+
+/// What a change of `resource` asks of the controller reading it as `input`;
+/// `None` when the input does not cover it, or the change does not count for
+/// its kind (a destroy-ready input counts only a resource tearing down with
+/// no finalizers left).
+fn action(input: &Input, resource: &DynamicResource) -> Option<Action> {
+    let metadata = resource.metadata();
+    if !input.covers(metadata.id()) {
+        return None;
+    }
+    let destroy_ready = metadata.phase() == Phase::TearingDown && metadata.finalizers().is_empty();
+    match input.dependency {
+        InputKind::Weak | InputKind::Strong => Some(Action::Wake),
+        InputKind::DestroyReady if destroy_ready => Some(Action::Wake),
+        InputKind::Primary => Some(Action::Queue(Job::Reconcile)),
+        InputKind::Mapped => Some(Action::Queue(Job::Map)),
+        InputKind::MappedDestroyReady if destroy_ready => Some(Action::Queue(Job::Map)),
+        InputKind::DestroyReady | InputKind::MappedDestroyReady => None,
+    }
+}
+
+/// Carries out `action` on `core` for `resource`.
+fn deliver(core: &Core, action: Action, resource: &Arc<DynamicResource>, trigger: impl FnOnce() -> Trigger) {
+    match (action, &core.queue) {
+        (Action::Wake, _) => {
+            core.wake(trigger);
+        }
+        (Action::Queue(job), Some(queue)) => {
+            let value = (job == Job::Map).then(|| ReducedMetadata::of(resource));
+            queue.put(Key { pointer: resource.metadata().pointer().clone(), job }, value);
+        }
+        // Queue input kinds belong to queue controllers (the declaration's rules).
+        (Action::Queue(_), None) => (),
+    }
+}
+
+/// Whether a queue controller with `inputs` still reads the item `key`: a
+/// reconcile of a primary input's type (as a mapping may name it), or a
+/// mapping of a resource its mapped inputs cover.
+pub(crate) fn reads(inputs: &[Input], key: &Key) -> bool {
+    let pointer = &key.pointer;
+    inputs.iter().any(|input| {
+        let kind = input.kind.namespace() == pointer.namespace() && input.kind.r#type() == pointer.r#type();
+        match key.job {
+            Job::Reconcile => kind && input.dependency == InputKind::Primary,
+            Job::Map => {
+                kind && matches!(input.dependency, InputKind::Mapped | InputKind::MappedDestroyReady)
+                    && input.covers(pointer.id())
+            }
+        }
+    })
+}
+
+impl Engine {
+    pub(super) fn add_routes(&self, core: &Arc<Core>, inputs: &[Input]) {
+        let mut routes = self.routes.write();
+        for input in inputs {
+            routes.entry(input.kind.clone()).or_default().push(Route { core: Arc::clone(core), input: input.clone() });
+        }
+    }
+
+    /// Delivers one change to the controllers that read its kind.
+    pub(super) fn route(&self, kind: &Kind, resource: &Arc<DynamicResource>) {
+        let routes = self.routes.read();
+        let Some(routes) = routes.get(kind) else { return };
+        for route in routes {
+            if let Some(action) = action(&route.input, resource) {
+                deliver(&route.core, action, resource, || Trigger::Input(resource.metadata().pointer().clone()));
+            }
+        }
+    }
+
+    /// Makes the readers of `kind` (or only `only`) look at all of it again:
+    /// wakes reconcile controllers, queues every resource for queue controllers.
+    pub(super) async fn resync(&self, kind: &Kind, only: Option<&Arc<Core>>) {
+        let targets: Vec<(Arc<Core>, Input)> = {
+            let routes = self.routes.read();
+            routes
+                .get(kind)
+                .into_iter()
+                .flatten()
+                .filter(|route| only.is_none_or(|core| Arc::ptr_eq(core, &route.core)))
+                .map(|route| (Arc::clone(&route.core), route.input.clone()))
+                .collect()
+        };
+        let (queued, woken): (Vec<_>, Vec<_>) = targets.into_iter().partition(|(core, _)| core.queue.is_some());
+        for (core, _) in woken {
+            core.wake(|| Trigger::Resync);
+        }
+        if queued.is_empty() {
+            return;
+        }
+        let mut backoff = Backoff::new(self.options.backoff);
+        let resources = loop {
+            match self.state.list_dynamic(kind, &ListOptions::default()).await {
+                Ok(resources) => break resources,
+                Err(error) => {
+                    tracing::warn!(%kind, %error, "runtime could not list a kind to resynchronize; retrying");
+                    if !self.pause(backoff.next_delay()).await {
+                        return;
+                    }
+                }
+            }
+        };
+        for resource in &resources {
+            for (core, input) in &queued {
+                if let Some(action) = action(input, resource) {
+                    deliver(core, action, resource, || Trigger::Resync);
+                }
+            }
+        }
+    }
+
+    /// Moves `core`'s routes to `inputs` (COSI's `UpdateInputs`); watches
+    /// kinds new to the runtime, and has the controller look at its new
+    /// inputs once they are watched, so it sees what they hold already.
+    pub(crate) fn reroute(self: &Arc<Self>, core: &Arc<Core>, inputs: &[Input]) {
+        {
+            let mut routes = self.routes.write();
+            for list in routes.values_mut() {
+                list.retain(|route| !Arc::ptr_eq(&route.core, core));
+            }
+            routes.retain(|_, list| !list.is_empty());
+        }
+        self.add_routes(core, inputs);
+        self.stop_unread_watches();
+        if let Some(queue) = &core.queue {
+            // Items of kinds it no longer reads would fail their access checks forever.
+            queue.retain(|key| reads(inputs, key));
+            self.activity.bump();
+        }
+        if !matches!(*self.run.lock(), Run::Running) {
+            return;
+        }
+        let in_flight = self.activity.begin();
+        let ready: Vec<_> = inputs.iter().map(|input| self.ensure_watch(&input.kind)).collect();
+        let kinds: Vec<Kind> = inputs.iter().map(|input| input.kind.clone()).collect();
+        let engine = Arc::clone(self);
+        let core = Arc::clone(core);
+        self.spawn(async move {
+            let _in_flight = in_flight;
+            if engine.cancel.run_until_cancelled(watch::ready(ready)).await.is_none() {
+                return;
+            }
+            match core.queue {
+                Some(_) => {
+                    for kind in kinds {
+                        engine.resync(&kind, Some(&core)).await;
+                    }
+                }
+                None => {
+                    core.wake(|| Trigger::Resync);
+                }
+            }
+        });
+    }
+
+    /// Queues every resource of `core`'s primary inputs again (a queue
+    /// controller's [`Waker::wake`](crate::controller::Waker::wake)).
+    pub(crate) fn requeue_primaries(self: &Arc<Self>, core: &Arc<Core>) {
+        let in_flight = self.activity.begin();
+        let mut kinds: Vec<Kind> = core
+            .inputs()
+            .iter()
+            .filter(|input| input.dependency == InputKind::Primary)
+            .map(|input| input.kind.clone())
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        let engine = Arc::clone(self);
+        let core = Arc::clone(core);
+        self.spawn(async move {
+            let _in_flight = in_flight;
+            for kind in kinds {
+                engine.resync(&kind, Some(&core)).await;
+            }
+        });
+    }
+}

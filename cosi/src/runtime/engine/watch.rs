@@ -1,0 +1,256 @@
+//! One watch task per kind some controller reads.
+//!
+//! A kind's watch goes through two phases, [`Phase::Opening`] and
+//! [`Phase::Routing`], and each time it opens it starts from one of three
+//! points ([`Start`]): the first time from now, after an end from its last
+//! bookmark (nothing missed), and after a gap (a lost bookmark, an overrun, a
+//! panic) from now with every reader looking at everything again. It stops
+//! when no route reads the kind any more.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures_util::FutureExt;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::backoff::Backoff;
+use crate::resource::Kind;
+use crate::runtime::engine::{Engine, panic_message};
+use crate::state::{Bookmark, Event, Watch, WatchKindOptions, WatchProgress};
+
+/// One kind's runtime watch, as the engine and `settled` see it.
+pub(super) struct KindWatch {
+    /// Stops this watch's task: cancelled when no route reads the kind any
+    /// more, and with the engine's token at shutdown.
+    cancel: CancellationToken,
+    /// Whether the watch has been established once: controllers reading the
+    /// kind start when it has. It stays true while the watch reopens.
+    ready: watch::Receiver<bool>,
+    phase: Mutex<Phase>,
+    /// How far the current watch had read when it finished routing its last batch.
+    routed: AtomicU64,
+}
+
+/// Where a kind's watch stands.
+enum Phase {
+    /// Opening the state's watch (or reopening it, or making up for a gap):
+    /// not caught up.
+    Opening,
+    /// Routing what the watch delivers; `progress` tells how far it has read,
+    /// when its state can.
+    Routing { progress: Option<Arc<dyn WatchProgress>> },
+}
+
+/// Where the next watch of a kind starts.
+enum Start {
+    /// The first watch: every reader reconciles at its start anyway.
+    First,
+    /// Right after the last event routed.
+    Resume(Bookmark),
+    /// From now, after a gap: every reader looks at all of the kind again.
+    Over,
+}
+
+/// How a watch ended.
+enum End {
+    /// The stream closed; it resumes from its last bookmark, if it had one.
+    Closed(Option<Bookmark>),
+    /// It fell behind the state's history.
+    Overrun(crate::state::Error),
+}
+
+impl KindWatch {
+    /// Whether every event the state wrote so far has been routed (exact
+    /// when the state reports the watch's progress; otherwise, whether the
+    /// watch runs and routed what it received).
+    pub(super) fn caught_up(&self) -> bool {
+        match &*self.phase.lock() {
+            Phase::Opening => false,
+            Phase::Routing { progress: Some(progress) } => self.routed.load(Ordering::SeqCst) >= progress.written(),
+            Phase::Routing { progress: None } => true,
+        }
+    }
+}
+
+/// Resolves once every watch behind `ready` has been established (or has
+/// ended, which happens only at shutdown).
+pub(super) async fn ready(ready: Vec<watch::Receiver<bool>>) {
+    for mut ready in ready {
+        let _ = ready.wait_for(|ready| *ready).await;
+    }
+}
+
+/// Counts a kind's watch task as alive until the task ends, however it ends.
+struct Alive {
+    engine: Arc<Engine>,
+    kind: Kind,
+}
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        {
+            let mut tasks = self.engine.watch_tasks.lock();
+            if let Some(count) = tasks.get_mut(&self.kind) {
+                *count -= 1;
+                if *count == 0 {
+                    tasks.remove(&self.kind);
+                }
+            }
+        }
+        self.engine.activity.bump();
+    }
+}
+
+impl Engine {
+    /// Starts the watch of `kind` unless it runs; returns whether it is established.
+    pub(super) fn ensure_watch(self: &Arc<Self>, kind: &Kind) -> watch::Receiver<bool> {
+        let mut watches = self.watches.lock();
+        if let Some(watch) = watches.get(kind) {
+            return watch.ready.clone();
+        }
+        let (established, ready) = watch::channel(false);
+        let watch = Arc::new(KindWatch {
+            cancel: self.cancel.child_token(),
+            ready: ready.clone(),
+            phase: Mutex::new(Phase::Opening),
+            routed: AtomicU64::new(0),
+        });
+        watches.insert(kind.clone(), Arc::clone(&watch));
+        *self.watch_tasks.lock().entry(kind.clone()).or_default() += 1;
+        let alive = Alive { engine: Arc::clone(self), kind: kind.clone() };
+        let engine = Arc::clone(self);
+        let kind = kind.clone();
+        self.spawn(async move {
+            let _alive = alive;
+            // A panic (in the state's watch, say) opens the watch again after
+            // a backoff, and its readers look at everything again.
+            let mut backoff = Backoff::new(engine.options.backoff);
+            let mut start = Start::First;
+            loop {
+                let run = AssertUnwindSafe(engine.watch_kind(&kind, &established, &watch, start));
+                let Err(panic) = run.catch_unwind().await else { return };
+                engine.enter(&watch, Phase::Opening);
+                let delay = backoff.next_delay();
+                tracing::error!(%kind, panic = %panic_message(&*panic), ?delay, "runtime watch panicked; restarting it");
+                start = Start::Over;
+                if watch.cancel.run_until_cancelled(tokio::time::sleep(delay)).await.is_none() {
+                    return;
+                }
+            }
+        });
+        ready
+    }
+
+    /// Stops the watches of kinds no route reads any more. A route added
+    /// meanwhile is in `routes` before its `ensure_watch`, and this holds
+    /// `routes` while it looks: its watch is either kept or started again.
+    pub(super) fn stop_unread_watches(&self) {
+        let routes = self.routes.read();
+        let mut watches = self.watches.lock();
+        let before = watches.len();
+        watches.retain(|kind, watch| {
+            let read = routes.contains_key(kind);
+            if !read {
+                tracing::debug!(%kind, "no controller reads the kind any more; stopping its watch");
+                watch.cancel.cancel();
+            }
+            read
+        });
+        if watches.len() != before {
+            self.activity.bump();
+        }
+    }
+
+    fn enter(&self, watch: &KindWatch, phase: Phase) {
+        *watch.phase.lock() = phase;
+        self.activity.bump();
+    }
+
+    /// One kind's watch until it is cancelled: opens the state's watch,
+    /// routes every change, and opens it again from wherever it ended.
+    async fn watch_kind(&self, kind: &Kind, established: &watch::Sender<bool>, watch: &KindWatch, mut start: Start) {
+        let mut backoff = Backoff::new(self.options.backoff);
+        loop {
+            self.enter(watch, Phase::Opening);
+            let options = match &start {
+                Start::Resume(bookmark) => WatchKindOptions::from_bookmark(bookmark.clone()),
+                Start::First | Start::Over => WatchKindOptions::default().with_bootstrap_bookmark(),
+            };
+            let Some(opened) = watch.cancel.run_until_cancelled(self.state.watch_kind_dynamic(kind, options)).await
+            else {
+                return;
+            };
+            let mut stream = match opened {
+                Ok(stream) => stream,
+                Err(error) => {
+                    tracing::warn!(%kind, %error, "runtime watch failed; retrying");
+                    // The bookmark may be older than the state's history: start over at once.
+                    if matches!(start, Start::Resume(_)) {
+                        start = Start::Over;
+                        continue;
+                    }
+                    match watch.cancel.run_until_cancelled(tokio::time::sleep(backoff.next_delay())).await {
+                        Some(()) => continue,
+                        None => return,
+                    }
+                }
+            };
+            backoff.reset();
+            let progress = stream.progress();
+            watch.routed.store(progress.as_ref().map_or(0, |progress| progress.read()), Ordering::SeqCst);
+            established.send_replace(true);
+            if matches!(start, Start::Over) {
+                self.resync(kind, None).await;
+            }
+            self.enter(watch, Phase::Routing { progress: progress.clone() });
+            let bookmark = match start {
+                Start::Resume(bookmark) => Some(bookmark),
+                Start::First | Start::Over => None,
+            };
+            let routed = self.route_all(kind, &mut stream, watch, progress, bookmark);
+            let Some(end) = watch.cancel.run_until_cancelled(routed).await else { return };
+            start = match end {
+                End::Closed(Some(bookmark)) => Start::Resume(bookmark),
+                End::Closed(None) => Start::Over,
+                End::Overrun(error) => {
+                    tracing::warn!(%kind, %error, "runtime watch fell behind; starting over");
+                    Start::Over
+                }
+            };
+        }
+    }
+
+    /// Routes every batch of `stream` until it ends; `bookmark` is where it started.
+    async fn route_all(
+        &self,
+        kind: &Kind,
+        stream: &mut Watch,
+        watch: &KindWatch,
+        progress: Option<Arc<dyn WatchProgress>>,
+        mut bookmark: Option<Bookmark>,
+    ) -> End {
+        while let Some(batch) = stream.recv_batch().await {
+            for event in &batch {
+                if let Event::Errored { error } = event {
+                    return End::Overrun(error.clone());
+                }
+                if let Some(mark) = event.bookmark() {
+                    bookmark = Some(mark.clone());
+                }
+                if let Some(resource) = event.resource() {
+                    self.route(kind, resource);
+                }
+            }
+            // Everything read so far is routed: the wake-ups and queue items
+            // it made are in place before `settled` can see the watch caught up.
+            if let Some(progress) = &progress {
+                watch.routed.store(progress.read(), Ordering::SeqCst);
+            }
+            self.activity.bump();
+        }
+        End::Closed(bookmark)
+    }
+}

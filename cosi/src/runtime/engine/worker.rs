@@ -1,0 +1,115 @@
+//! A queue controller: its primary inputs listed once watched, then
+//! `concurrency` workers over its queue, each item with its own backoff.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::controller::{ErasedQueue, Outcome, Requeue};
+use crate::resource::Kind;
+use crate::runtime::core::Core;
+use crate::runtime::engine::reconciler::read_outcome;
+use crate::runtime::engine::{Engine, reads, watch as kind_watch};
+use crate::runtime::queue::{Item, Job, Key};
+use crate::runtime::settle::InFlight;
+
+impl Engine {
+    pub(super) async fn run_queue(
+        self: Arc<Self>,
+        core: Arc<Core>,
+        controller: Arc<dyn ErasedQueue>,
+        ready: Vec<watch::Receiver<bool>>,
+        starting: InFlight,
+    ) {
+        if self.cancel.run_until_cancelled(kind_watch::ready(ready)).await.is_none() {
+            return;
+        }
+        for _ in 0..core.declaration.concurrency.unwrap_or(1).max(1) {
+            let engine = Arc::clone(&self);
+            let (core, controller) = (Arc::clone(&core), Arc::clone(&controller));
+            self.spawn(async move { engine.run_worker(core, controller).await });
+        }
+        let kinds: Vec<Kind> = core.inputs().iter().map(|input| input.kind.clone()).collect();
+        for kind in kinds {
+            self.resync(&kind, Some(&core)).await;
+        }
+        drop(starting);
+    }
+
+    async fn run_worker(self: Arc<Self>, core: Arc<Core>, controller: Arc<dyn ErasedQueue>) {
+        let Some(queue) = &core.queue else { return };
+        loop {
+            let Some(item) = self.cancel.run_until_cancelled(queue.next()).await else { return };
+            core.stats.set_queue_depth(queue.len());
+            if !reads(&core.inputs(), &item.key) {
+                queue.forget_backoff(&item.key);
+                queue.release(item, None);
+                self.activity.bump();
+                continue;
+            }
+            let span = tracing::info_span!(
+                "reconcile",
+                controller = %core.name,
+                item = %item.key.pointer,
+                job = ?item.key.job,
+            );
+            let started = Instant::now();
+            let processed = AssertUnwindSafe(self.process(&core, &*controller, &item)).catch_unwind().instrument(span);
+            let Some(outcome) = self.cancel.run_until_cancelled(processed).await else { return };
+            let busy = started.elapsed();
+            let requeue = match read_outcome(outcome) {
+                Ok(requeue) => {
+                    core.stats.record_success(busy);
+                    queue.forget_backoff(&item.key);
+                    match requeue {
+                        Requeue::Never => None,
+                        Requeue::After(after) => Some(Instant::now() + after),
+                    }
+                }
+                Err((message, explicit)) => {
+                    let delay = explicit.unwrap_or_else(|| queue.next_backoff(&item.key, self.options.backoff));
+                    tracing::warn!(controller = %core.name, item = %item.key.pointer, error = %message, ?delay, "item failed; retrying");
+                    core.stats.record_failure(busy, message, Some(delay));
+                    Some(Instant::now() + delay)
+                }
+            };
+            queue.release(item, requeue);
+            self.activity.bump();
+            core.stats.set_queue_depth(queue.len());
+        }
+    }
+
+    /// Runs one queue item: a reconcile, or a mapping whose results are queued.
+    async fn process(&self, core: &Core, controller: &dyn ErasedQueue, item: &Item) -> Outcome {
+        match item.key.job {
+            Job::Reconcile => controller.reconcile(&item.key.pointer).await,
+            Job::Map => {
+                let Some(input) = &item.value else { return Outcome::Done(Requeue::Never) };
+                let mapped = match controller.map(input).await {
+                    Ok(mapped) => mapped,
+                    Err(error) => return Outcome::Failed(error),
+                };
+                let Some(queue) = &core.queue else { return Outcome::Done(Requeue::Never) };
+                let inputs = core.inputs();
+                for pointer in mapped {
+                    let key = Key { pointer, job: Job::Reconcile };
+                    if !reads(&inputs, &key) {
+                        return Outcome::Failed(
+                            format!(
+                                "controller `{}` mapped {} to {}, which is not of a primary input",
+                                core.name, input.pointer, key.pointer
+                            )
+                            .into(),
+                        );
+                    }
+                    queue.put(key, None);
+                }
+                Outcome::Done(Requeue::Never)
+            }
+        }
+    }
+}
