@@ -33,7 +33,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::controller::{Body, Entry, Host, Registration, check_declaration, check_pair, check_runtime_inputs};
+use cosi_rules::empty_name;
+
+use crate::controller::{
+    Body, Conflict, Entry, Host, Registration, check_declaration, check_pair, check_runtime_inputs,
+};
 use crate::resource::{Kind, ResourceDefinition};
 use crate::runtime::core::Core;
 use crate::runtime::settle::Activity;
@@ -100,8 +104,11 @@ impl Engine {
 
     pub(crate) fn register(self: &Arc<Self>, registration: Registration) -> Result<(), RuntimeError> {
         let Registration { name, declaration, inputs, body } = registration;
-        check_declaration(declaration).map_err(|conflict| RuntimeError::InvalidController(conflict.to_string()))?;
-        if name.is_empty() || &*name == RUNTIME_OWNER {
+        let invalid = |conflict: Conflict<'_>| RuntimeError::InvalidController(conflict.to_string());
+        check_declaration(declaration).map_err(invalid)?;
+        // A registration may rename the controller: its name is checked again.
+        empty_name(&name).map_err(invalid)?;
+        if &*name == RUNTIME_OWNER {
             return Err(RuntimeError::InvalidController(format!(
                 "the name `{name}` is reserved for the runtime itself"
             )));
