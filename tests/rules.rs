@@ -10,11 +10,12 @@
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Mutex;
 
+use cosi::controller::Registration;
 use cosi::controller::{
     Conflict, Controller, Declaration, Declared, Entry, InputDecl, Outcome, OutputDecl, OutputKind, QueueRule, Requeue,
 };
 use cosi::prelude::*;
-use cosi::runtime::{Registration, RuntimeError};
+use cosi::runtime::RuntimeError;
 
 #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[resource(type = "Specs.rules-test.cosi.dev", namespace = "default")]

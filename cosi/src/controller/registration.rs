@@ -23,9 +23,12 @@ pub struct Registration {
 
 /// How to build a registered controller's task, once the runtime has its [`Host`].
 pub(crate) enum Body {
-    Reconcile(Box<dyn FnOnce(Arc<dyn Host>) -> Box<dyn ErasedReconcile> + Send>),
-    Queue(Box<dyn FnOnce(Arc<dyn Host>) -> Arc<dyn ErasedQueue> + Send>),
+    Reconcile(Build<Box<dyn ErasedReconcile>>),
+    Queue(Build<Arc<dyn ErasedQueue>>),
 }
+
+/// Builds a type-erased controller around its host.
+pub(crate) type Build<T> = Box<dyn FnOnce(Arc<dyn Host>) -> T + Send>;
 
 impl Registration {
     /// A reconcile controller.
