@@ -7,7 +7,11 @@
 //! those measurements. The harness is our own, not criterion's: a latency
 //! needs its 99th percentile, which criterion does not report, so every sample
 //! is timed with `Instant` and the results printed as tables. Everything runs
-//! twice, on a 2-worker multi-thread tokio runtime and on a current-thread one.
+//! three times: on a 2-worker multi-thread tokio runtime with the bench's own
+//! code in a task on it (as Go's benchmark goroutine runs on one of its
+//! GOMAXPROCS=2 Ps: the like-for-like match), on the same runtime with the
+//! bench's code in `block_on` (a third thread, which every sample must wake
+//! and be woken by), and on a current-thread runtime.
 //! Without `--bench` (`cargo test --benches`) the measurements run small and
 //! few, as a smoke test.
 //!
@@ -109,25 +113,33 @@ const FULL: Plan = Plan { chains: &[(10, 2_000), (100, 300)], resources: 100_000
 const SMOKE: Plan = Plan { chains: &[(10, 3)], resources: 1_000, runs: 1 };
 
 fn main() {
-    let plan = match std::env::args().any(|arg| arg == "--bench") {
-        true => FULL,
-        false => SMOKE,
+    let plan: &'static Plan = match std::env::args().any(|arg| arg == "--bench") {
+        true => &FULL,
+        false => &SMOKE,
     };
     // Like criterion's filter: `cargo bench --bench runtime -- queue` runs the
     // measurements whose name contains `queue` (chain, reconcile, queue).
     let filter = std::env::args().skip(1).find(|arg| !arg.starts_with('-')).unwrap_or_default();
     // Both flavours a program may run the runtime on: the hand-off between
     // worker threads is most of a chain's latency.
-    for multi_thread in [true, false] {
-        let (flavour, rt) = match multi_thread {
-            true => {
-                ("tokio multi-thread, 2 workers", Builder::new_multi_thread().worker_threads(2).enable_all().build())
-            }
-            false => ("tokio current-thread", Builder::new_current_thread().enable_all().build()),
+    for (flavour, multi_thread, in_task) in [
+        ("tokio multi-thread, 2 workers, bench in a task", true, true),
+        ("tokio multi-thread, 2 workers, bench in block_on", true, false),
+        ("tokio current-thread", false, false),
+    ] {
+        let rt = match multi_thread {
+            true => Builder::new_multi_thread().worker_threads(2).enable_all().build(),
+            false => Builder::new_current_thread().enable_all().build(),
         };
         let rt = rt.expect("tokio runtime");
         println!("== {flavour}");
-        rt.block_on(measure(&plan, &filter));
+        match in_task {
+            true => {
+                let filter = filter.clone();
+                rt.block_on(rt.spawn(async move { measure(plan, &filter).await })).expect("the bench task");
+            }
+            false => rt.block_on(measure(plan, &filter)),
+        }
         println!();
     }
 }
