@@ -76,7 +76,7 @@ impl Registration {
     /// registered for one namespace or one ID reads and is woken by just
     /// that, from its first reconcile on, and the graph shows it.
     ///
-    /// [`Runtime::register`](crate::Runtime::register) checks them with the rules of
+    /// [`Runtime::register`](crate::RuntimeHandle::register) checks them with the rules of
     /// [`Ctx::update_inputs`](crate::Ctx::update_inputs): each must be of a
     /// type the declaration names as an input, with a kind of the same shape
     /// (queue or not), and none twice; as in a declaration, a namespace named

@@ -362,7 +362,7 @@ impl Stats {
     }
 }
 
-/// What the runtime counted for one controller: [`Runtime::stats`](crate::Runtime::stats).
+/// What the runtime counted for one controller: [`Runtime::stats`](crate::RuntimeHandle::stats).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ControllerStats {

@@ -1,4 +1,4 @@
-//! What [`Runtime::settled`](crate::Runtime::settled) waits on.
+//! What [`Runtime::settled`](crate::RuntimeHandle::settled) waits on.
 //!
 //! The runtime has no pending work when, all at once:
 //!

@@ -247,7 +247,7 @@ pub struct Watch {
 /// watch once [`read`](WatchProgress::read) reaches it, so a consumer that
 /// notes `read()` after handling a batch knows exactly whether it has seen
 /// every write so far. The controller runtime does this to make
-/// [`Runtime::settled`](crate::Runtime::settled) exact.
+/// [`Runtime::settled`](crate::RuntimeHandle::settled) exact.
 ///
 /// ```
 /// use cosi::prelude::*;
