@@ -284,14 +284,9 @@ impl DynCtx {
         self.host.declaration().outputs.iter().any(|output| output.r#type == r#type)
     }
 
-    /// An input of the controller's now covers `pointer`, and passes `also`.
+    /// An input of the controller's now reads `pointer`, and passes `also`.
     fn input_covers(&self, pointer: &Pointer, also: impl Fn(&Input) -> bool) -> bool {
-        self.host.inputs().iter().any(|input| {
-            input.kind.namespace() == pointer.namespace()
-                && input.kind.r#type() == pointer.r#type()
-                && input.covers(pointer.id())
-                && also(input)
-        })
+        self.host.inputs().iter().any(|input| input.reads(pointer) && also(input))
     }
 
     fn check_read(&self, pointer: &Pointer) -> Result<()> {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use cosi_rules as rules;
 pub use cosi_rules::{Conflict, InputKind, InputRef, OutputKind, OutputRef, QueueRule};
 
-use crate::resource::{Kind, Resource, ResourceDefinition};
+use crate::resource::{Kind, Pointer, Resource, ResourceDefinition};
 
 /// One declared input: a kind, optionally narrowed to one ID.
 #[derive(Clone, Copy)]
@@ -227,6 +227,16 @@ impl Input {
     /// Whether the input covers the resource `id` of its kind.
     pub fn covers(&self, id: &str) -> bool {
         self.id.as_deref().is_none_or(|own| own == id)
+    }
+
+    /// Whether `pointer` is of the input's kind, whatever its ID.
+    pub fn is_of_kind(&self, pointer: &Pointer) -> bool {
+        self.kind.namespace() == pointer.namespace() && self.kind.r#type() == pointer.r#type()
+    }
+
+    /// Whether the input reads the resource at `pointer`: of its kind, and covered.
+    pub fn reads(&self, pointer: &Pointer) -> bool {
+        self.is_of_kind(pointer) && self.covers(pointer.id())
     }
 
     /// The input as the rules see it; a namespace given at run time counts

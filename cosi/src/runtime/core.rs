@@ -225,12 +225,7 @@ impl Host for Core {
             Host::wake(self);
             return Ok(());
         };
-        let primary = self.inputs().iter().any(|input| {
-            input.dependency == InputKind::Primary
-                && input.kind.namespace() == item.namespace()
-                && input.kind.r#type() == item.r#type()
-                && input.covers(item.id())
-        });
+        let primary = self.inputs().iter().any(|input| input.dependency == InputKind::Primary && input.reads(item));
         if !primary {
             return Err(Error::invalid_argument(format!(
                 "controller `{}` cannot queue {item}: it is not a resource of a primary input",

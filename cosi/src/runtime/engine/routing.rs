@@ -68,15 +68,10 @@ fn deliver(core: &Core, action: Action, resource: &Arc<DynamicResource>, trigger
 /// reconcile of a primary input's type (as a mapping may name it), or a
 /// mapping of a resource its mapped inputs cover.
 pub(crate) fn reads(inputs: &[Input], key: &Key) -> bool {
-    let pointer = &key.pointer;
-    inputs.iter().any(|input| {
-        let kind = input.kind.namespace() == pointer.namespace() && input.kind.r#type() == pointer.r#type();
-        match key.job {
-            Job::Reconcile => kind && input.dependency == InputKind::Primary,
-            Job::Map => {
-                kind && matches!(input.dependency, InputKind::Mapped | InputKind::MappedDestroyReady)
-                    && input.covers(pointer.id())
-            }
+    inputs.iter().any(|input| match key.job {
+        Job::Reconcile => input.dependency == InputKind::Primary && input.is_of_kind(&key.pointer),
+        Job::Map => {
+            matches!(input.dependency, InputKind::Mapped | InputKind::MappedDestroyReady) && input.reads(&key.pointer)
         }
     })
 }
