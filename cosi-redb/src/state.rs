@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use cosi::state::{
-    CreateOptions, DestroyOptions, ListOptions, MemoryOptions, MemoryState, UpdateOptions, Watch, WatchKindOptions,
-    WatchOptions,
+    CreateOptions, DestroyOptions, ListOptions, MemoryOptions, MemoryState, Observation, Observer, UpdateOptions,
+    Watch, WatchKindOptions, WatchOptions,
 };
 use cosi::{DynamicResource, Kind, Pointer, State};
 use redb::{Database, ReadableDatabase, ReadableTable};
@@ -147,6 +147,10 @@ impl State for RedbState {
         self.memory.get_now_dynamic(pointer)
     }
 
+    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<cosi::Result<Vec<Arc<DynamicResource>>>> {
+        self.memory.list_now_dynamic(kind, options)
+    }
+
     async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<Arc<DynamicResource>>> {
         self.memory.list_dynamic(kind, options).await
     }
@@ -178,6 +182,11 @@ impl State for RedbState {
 
     async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> cosi::Result<Watch> {
         self.memory.watch_kind_dynamic(kind, options).await
+    }
+
+    fn observe_kind_dynamic(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<cosi::Result<Observation>> {
+        // Writes reach memory once durable, and are observed then.
+        self.memory.observe_kind_dynamic(kind, observer)
     }
 }
 

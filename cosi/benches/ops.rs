@@ -13,8 +13,18 @@
 //! ```
 //!
 //! and divide the total by the count it prints on standard error. The
-//! argument names the operation (`create`, `get`, `update`, `list`); without
-//! `--bench` (`cargo test --benches`) each runs a few times, as a smoke test.
+//! argument names the operation (`create`, `get`, `update`, `list`, `chain`);
+//! without `--bench` (`cargo test --benches`) each runs a few times, as a
+//! smoke test.
+//!
+//! `chain` counts a trip down `runtime.rs`'s chain of 10 controllers, which
+//! runs in many tasks: on a current-thread runtime (a multi-thread one adds
+//! the idle workers' spinning to the count), between two marker functions
+//! that callgrind zeroes its counters before and dumps them at:
+//!
+//! ```text
+//! valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*chain_trips*' TARGET/release/deps/ops-HASH --bench chain
+//! ```
 
 use std::future::Future;
 use std::hint::black_box;
@@ -23,7 +33,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use cosi::prelude::*;
-use cosi::state::MemoryState;
+
+#[path = "common/state.rs"]
+mod bench_state;
+#[path = "common/chain.rs"]
+mod chain;
 
 #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[resource(type = "BenchSpecs.bench.cosi.dev", namespace = "bench")]
@@ -80,23 +94,48 @@ async fn measure_list(state: &Arc<dyn State>, ops: usize) {
     }
 }
 
+/// The trips down the chain, counted alone: every task of the chain runs
+/// inside this call, on the current-thread runtime.
+#[inline(never)]
+fn chain_trips(rt: &tokio::runtime::Runtime, chain: &mut chain::Chain, trips: usize) {
+    rt.block_on(async {
+        for value in 1..=trips as i64 {
+            chain.send(value).await;
+        }
+    });
+}
+
 fn main() {
     let full = std::env::args().any(|arg| arg == "--bench");
     let ops = if full { 100_000 } else { 10 };
     let which: Vec<String> = std::env::args().skip(1).filter(|arg| !arg.starts_with("--")).collect();
     let wanted = move |name: &str| which.is_empty() || which.iter().any(|w| w == name);
+    if wanted("chain") {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+        let mut chain = rt.block_on(chain::Chain::start(10));
+        // Warm up, uncounted: the first trips allocate what later ones reuse.
+        rt.block_on(async {
+            for value in 1..=100 {
+                chain.send(-value).await;
+            }
+        });
+        let trips = ops / 10;
+        eprintln!("chain: {trips} operations (trips down 10 links)");
+        chain_trips(&rt, &mut chain, trips);
+        rt.block_on(chain.stop());
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime");
 
     rt.block_on(rt.spawn(async move {
         let ids: Vec<String> = (0..LIST_SIZE).map(|i| format!("r{i:06}")).collect();
         if wanted("create") {
-            let state: Arc<dyn State> = Arc::new(MemoryState::default());
+            let state: Arc<dyn State> = bench_state::memory();
             let count = ops.min(LIST_SIZE);
             eprintln!("create: {count} operations");
             let resources = ids[..count].iter().enumerate().map(|(i, id)| Typed::new(id, spec(i as u64))).collect();
             measured(measure_create(&state, resources)).await;
         }
-        let state: Arc<dyn State> = Arc::new(MemoryState::default());
+        let state: Arc<dyn State> = bench_state::memory();
         for (i, id) in ids.iter().enumerate() {
             state.create(Typed::new(id, spec(i as u64)), CreateOptions::default()).await.unwrap();
         }

@@ -31,42 +31,17 @@ use std::time::{Duration, Instant};
 use cosi::prelude::*;
 use tokio::runtime::Builder;
 
-#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[resource(type = "Nums.bench.cosi.dev", namespace = "c0")]
-struct Num {
-    value: i64,
-}
+#[path = "common/state.rs"]
+mod bench_state;
+#[path = "common/chain.rs"]
+mod chain;
+
+use chain::{Chain, Num};
 
 #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[resource(type = "Texts.bench.cosi.dev", namespace = "out")]
 struct Text {
     value: String,
-}
-
-/// One link of the chain: copies every `Num` of `from` into `to`.
-#[controller(inputs = [Weak<Num>(namespace = "c0")], outputs = [Shared<Num>], inventory = false)]
-struct Link {
-    from: String,
-    to: String,
-    inputs_set: bool,
-}
-
-impl Link {
-    fn new(index: usize) -> Self {
-        Link { from: format!("c{index}"), to: format!("c{}", index + 1), inputs_set: false }
-    }
-
-    async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> cosi::Result<()> {
-        if !self.inputs_set {
-            ctx.update_inputs([Input::of::<Num>(InputKind::Weak).in_namespace(&self.from)])?;
-            self.inputs_set = true;
-        }
-        for num in ctx.list_in::<Num>(&self.from, &ListOptions::default()).await? {
-            let value = num.value;
-            ctx.modify::<Num>(&Pointer::new(&self.to, Num::TYPE, num.id()), |out| out.value = value).await?;
-        }
-        Ok(())
-    }
 }
 
 const TRANSFORM_IN: &str = "in";
@@ -207,46 +182,18 @@ fn percentile(times: &[Duration], fraction: f64) -> Duration {
 }
 
 async fn chain_latency(links: usize, samples: usize) -> Vec<Duration> {
-    let state = cosi::state::memory();
-    let runtime = Runtime::new(state.clone());
-    for index in 0..links {
-        runtime.register(Link::new(index).named(format!("link{index}"))).expect("register");
-    }
-    let head = Pointer::new("c0", Num::TYPE, "x");
-    let tail = Pointer::new(format!("c{links}"), Num::TYPE, "x");
-    state.create(Typed::new("x", Num { value: 0 }), CreateOptions::default()).await.expect("create");
-    runtime.start().expect("start");
-
-    let mut watch = state.watch_dynamic(&tail, WatchOptions::default()).await.expect("watch");
-    let mut wait_for = async |value: i64| {
-        while let Some(event) = watch.recv().await {
-            match event {
-                Event::Created { resource, .. } | Event::Updated { resource, .. }
-                    if Typed::<Num>::try_from(&*resource).expect("a Num").value == value =>
-                {
-                    return;
-                }
-                Event::Errored { error } => panic!("the tail watch failed: {error}"),
-                _ => (),
-            }
-        }
-        panic!("the tail watch ended");
-    };
-    wait_for(0).await;
-
+    let mut chain = Chain::start(links).await;
     // A tenth of the samples again as warm-up, not recorded.
     let warm_up = samples / 10;
     let mut times = Vec::with_capacity(samples);
     for value in 1..=(warm_up + samples) as i64 {
         let start = Instant::now();
-        state.modify::<Num>(&head, UpdateOptions::default(), |num| num.value = value).await.expect("update");
-        wait_for(value).await;
+        chain.send(value).await;
         if value > warm_up as i64 {
             times.push(start.elapsed());
         }
     }
-    drop(watch);
-    runtime.shutdown().await;
+    chain.stop().await;
     times
 }
 
@@ -268,7 +215,7 @@ impl Transform {
 /// Returns the time until every output exists, from the start (`preloaded`)
 /// or the first write (`live`), and from the last write (zero when preloaded).
 async fn transform_throughput(kind: Transform, live: bool, resources: usize) -> (Duration, Duration) {
-    let state = cosi::state::memory();
+    let state = bench_state::memory();
     let runtime = Runtime::new(state.clone());
     match kind {
         Transform::Reconcile => runtime.register(transform {}),

@@ -22,7 +22,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cosi::prelude::*;
-use cosi::state::MemoryState;
+
+#[path = "common/state.rs"]
+mod bench_state;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
 #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -60,7 +62,7 @@ fn ids() -> Arc<Vec<String>> {
 }
 
 fn state_with(ids: &[String], rt: &tokio::runtime::Runtime) -> Arc<dyn State> {
-    let state: Arc<dyn State> = Arc::new(MemoryState::default());
+    let state: Arc<dyn State> = bench_state::memory();
     rt.block_on(async {
         for (i, id) in ids.iter().enumerate() {
             state.create(Typed::new(id, spec(i as u64)), CreateOptions::default()).await.unwrap();
@@ -81,7 +83,7 @@ fn single_ops(c: &mut Criterion) {
             let mut done = 0;
             while done < iters {
                 let n = (iters - done).min(CREATE_BATCH);
-                let state: Arc<dyn State> = Arc::new(MemoryState::default());
+                let state: Arc<dyn State> = bench_state::memory();
                 let resources: Vec<Typed<BenchSpec>> =
                     create_ids[..n as usize].iter().enumerate().map(|(i, id)| Typed::new(id, spec(i as u64))).collect();
                 let timed = Arc::clone(&state);
@@ -182,7 +184,7 @@ fn watch_fan_out(c: &mut Criterion) {
             rt.block_on(async move {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    let state: Arc<dyn State> = Arc::new(MemoryState::default());
+                    let state: Arc<dyn State> = bench_state::memory();
                     let mut readers = Vec::with_capacity(WATCHERS);
                     for _ in 0..WATCHERS {
                         let mut watch =

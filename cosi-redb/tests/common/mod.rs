@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use cosi::state::{CreateOptions, DestroyOptions, ListOptions, UpdateOptions, Watch, WatchKindOptions, WatchOptions};
+use cosi::state::{
+    CreateOptions, DestroyOptions, ListOptions, Observation, Observer, UpdateOptions, Watch, WatchKindOptions,
+    WatchOptions,
+};
 use cosi::{DynamicResource, Kind, Pointer, State};
 use cosi_redb::{EncryptionKey, Options, RedbState};
 use tempfile::TempDir;
@@ -79,5 +82,9 @@ impl State for TempState {
 
     async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> cosi::Result<Watch> {
         self.state.watch_kind_dynamic(kind, options).await
+    }
+
+    fn observe_kind_dynamic(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<cosi::Result<Observation>> {
+        self.state.observe_kind_dynamic(kind, observer)
     }
 }

@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 use crate::controller::{Finalizes, Host, Input, InputKind, Reads, Waker, Writes};
 use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
 use crate::state::{
-    CreateOptions, DestroyOptions, Error, Event, ListOptions, Result, State, StateExt, TeardownOptions, UpdateOptions,
+    CreateOptions, DestroyOptions, Error, Event, ListOptions, Result, State, TeardownOptions, UpdateOptions,
     WatchOptions,
 };
 
@@ -79,7 +79,8 @@ pub type TeardownSignal = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'st
 
 impl<C: ?Sized> Ctx<C> {
     pub(crate) fn new(host: Arc<dyn Host>) -> Self {
-        Ctx { dynamic: DynCtx { host, touched: Mutex::default() }, _controller: PhantomData }
+        let writes = UpdateOptions::owner(host.name());
+        Ctx { dynamic: DynCtx { host, touched: Mutex::default(), writes }, _controller: PhantomData }
     }
 
     /// The controller's name: the owner of what it writes.
@@ -252,6 +253,8 @@ pub struct DynCtx {
     /// a list (duplicates and all), since a push is much cheaper than hashing
     /// three strings, and only `cleanup_outputs` needs a set.
     touched: Mutex<Vec<Pointer>>,
+    /// What every update writes with: the controller as the owner.
+    writes: UpdateOptions,
 }
 
 impl DynCtx {
@@ -336,12 +339,15 @@ impl DynCtx {
     pub async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
         self.check_read(pointer)?;
         self.host.count_read();
-        self.state().get_dynamic(pointer).await
+        match self.state().get_now_dynamic(pointer) {
+            Some(found) => found,
+            None => self.state().get_dynamic(pointer).await,
+        }
     }
 
     /// The resources of type `T` in `namespace` that match `options`, sorted by ID.
     pub async fn list_in<T: Resource>(&self, namespace: &str, options: &ListOptions) -> Result<Vec<Typed<T>>> {
-        let kind = Kind::new(namespace, T::TYPE);
+        let kind = Kind::typed(namespace, T::TYPE);
         self.list_dynamic(&kind, options).await?.into_iter().map(Typed::try_from).collect()
     }
 
@@ -349,7 +355,10 @@ impl DynCtx {
     pub async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
         self.check_list(kind)?;
         self.host.count_read();
-        self.state().list_dynamic(kind, options).await
+        match self.state().list_now_dynamic(kind, options) {
+            Some(listed) => listed,
+            None => self.state().list_dynamic(kind, options).await,
+        }
     }
 
     /// As [`Ctx::try_modify`].
@@ -366,7 +375,7 @@ impl DynCtx {
         self.check_write(&pointer, "modify")?;
         self.touch(&pointer);
         self.host.count_write();
-        self.state().try_modify(&pointer, UpdateOptions::owner(self.name()), edit).await
+        crate::state::modify(self.state(), &pointer, &self.writes, edit).await
     }
 
     /// As [`Ctx::create`].
@@ -394,7 +403,7 @@ impl DynCtx {
         self.check_write(pointer, "update")?;
         self.touch(pointer);
         self.host.count_write();
-        self.state().update_dynamic(resource, UpdateOptions::owner(self.name())).await
+        self.state().update_dynamic(resource, self.writes.clone()).await
     }
 
     /// As [`Ctx::teardown`].

@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
+use smol_str::SmolStr;
 
 use crate::resource::{Kind, Pointer};
 
@@ -32,7 +33,9 @@ use crate::resource::{Kind, Pointer};
 pub struct Metadata {
     pointer: Pointer,
     version: Version,
-    owner: Option<String>,
+    /// A small string: most owners (controller names) are stored inline, so
+    /// copying metadata allocates nothing for them.
+    owner: Option<SmolStr>,
     phase: Phase,
     created: SystemTime,
     updated: SystemTime,
@@ -128,8 +131,8 @@ impl Metadata {
     }
 
     /// Sets the owner; an empty string means no owner.
-    pub fn set_owner(&mut self, owner: Option<impl Into<String>>) {
-        self.owner = owner.map(Into::into).filter(|owner: &String| !owner.is_empty());
+    pub fn set_owner(&mut self, owner: Option<impl AsRef<str>>) {
+        self.owner = owner.as_ref().map(AsRef::as_ref).filter(|owner| !owner.is_empty()).map(SmolStr::new);
     }
 
     /// Whether the resource is running or being torn down.
@@ -293,7 +296,7 @@ impl<'de> Deserialize<'de> for Metadata {
         let mut metadata = Metadata {
             pointer: repr.pointer,
             version: repr.version,
-            owner: repr.owner,
+            owner: repr.owner.filter(|owner| !owner.is_empty()).map(SmolStr::from),
             phase: repr.phase,
             created: repr.created,
             updated: repr.updated,

@@ -82,6 +82,11 @@ impl<S: Resource> Typed<S> {
         Arc::make_mut(&mut self.spec)
     }
 
+    /// Whether this is `resource` itself, its metadata not edited since it was read.
+    pub(crate) fn shares_resource(&self, resource: &Arc<DynamicResource>) -> bool {
+        Arc::ptr_eq(&self.resource, resource)
+    }
+
     /// Splits into metadata and spec.
     pub fn into_parts(self) -> (Metadata, Arc<S>) {
         let metadata =

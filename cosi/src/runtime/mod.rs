@@ -42,11 +42,21 @@
 //!
 //! # How it works
 //!
-//! - **One watch per (namespace, type)** that any controller reads, resumed
-//!   from its last bookmark when it drops, and stopped when no controller
-//!   reads the kind any more ([`RuntimeHandle::watched_kinds`]). A watch that fell behind the
-//!   state's history starts over and wakes every controller that reads the
-//!   kind (queue controllers: re-queues every resource), so no change is lost.
+//! - **One feed per (namespace, type)** that any controller reads, stopped
+//!   when no controller reads the kind any more
+//!   ([`RuntimeHandle::watched_kinds`]). On an in-process state it is an
+//!   [`Observer`](crate::state::Observer): the write itself routes the change
+//!   to the controllers that read it, before it returns. On a remote state it
+//!   is a watch, resumed from its last bookmark when it drops; a watch that
+//!   fell behind the state's history starts over and wakes every controller
+//!   that reads the kind (queue controllers: re-queues every resource), so no
+//!   change is lost.
+//! - **Controllers share one task.** Every controller's loop (and every
+//!   worker of a queue controller) is a future of one task, so a change that
+//!   ripples through a chain of controllers goes from one to the next without
+//!   tokio's scheduler or another thread. Controllers run one at a time:
+//!   a reconcile awaits and never blocks, and gives CPU-heavy work to a task
+//!   or to `tokio::task::spawn_blocking`, whose result it awaits.
 //! - **Coalesced triggers.** A reconcile controller has one pending wake-up at
 //!   most: a burst of changes while it is busy makes one more reconcile, never
 //!   none after the last change. Every controller reconciles once at start.

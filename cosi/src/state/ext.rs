@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
+use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Spec, Typed};
 use crate::state::{
     CreateOptions, DestroyOptions, Error, Event, EventType, Immediate, ListOptions, Result, State, TeardownOptions,
     TypedEvent, TypedWatch, UpdateOptions, WatchKindOptions, WatchOptions, phase_matches,
@@ -65,7 +65,13 @@ pub trait StateExt: State {
         options: &ListOptions,
     ) -> impl Future<Output = Result<Vec<Typed<T>>>> + Send {
         let kind = Kind::typed(namespace, T::TYPE);
-        async move { self.list_dynamic(&kind, options).await?.into_iter().map(Typed::try_from).collect() }
+        async move {
+            let resources = match self.list_now_dynamic(&kind, options) {
+                Some(listed) => listed?,
+                None => self.list_dynamic(&kind, options).await?,
+            };
+            resources.into_iter().map(Typed::try_from).collect()
+        }
     }
 
     /// Creates a resource; returns it as stored.
@@ -188,7 +194,7 @@ pub trait StateExt: State {
         E: From<Error> + Send,
     {
         let pointer = at.pointer();
-        async move { update_typed_with(self, &pointer, options, None, edit).await }
+        async move { update_typed_with(self, &pointer, &options, None, edit).await }
     }
 
     /// Creates the resource from `T::default()` with `edit` applied when it does
@@ -230,38 +236,14 @@ pub trait StateExt: State {
         &self,
         at: impl At<T>,
         options: UpdateOptions,
-        mut edit: impl FnMut(&mut Typed<T>) -> Result<(), E> + Send,
+        edit: impl FnMut(&mut Typed<T>) -> Result<(), E> + Send,
     ) -> impl Future<Output = Result<Typed<T>, E>> + Send
     where
         T: Resource + Default,
         E: From<Error> + Send,
     {
         let pointer = at.pointer();
-        async move {
-            loop {
-                match self.get_dynamic(&pointer).await {
-                    // The resource just read is the update's first read, not read again.
-                    Ok(current) => {
-                        return update_typed_with(self, &pointer, options.clone(), Some(current), &mut edit).await;
-                    }
-                    Err(Error::NotFound(_)) => {}
-                    Err(err) => return Err(err.into()),
-                }
-                let mut fresh = Typed::new_in(pointer.namespace(), pointer.id(), T::default());
-                if fresh.metadata().r#type() != pointer.r#type() {
-                    let reason = format!("cannot modify {pointer} as a {}: the type differs", T::TYPE);
-                    return Err(Error::invalid_argument(reason).into());
-                }
-                edit(&mut fresh)?;
-                let create = CreateOptions { owner: options.owner.clone() };
-                match self.create_dynamic(fresh.into(), create).await {
-                    Ok(stored) => return Ok(Typed::try_from(stored)?),
-                    // Someone created it meanwhile: update theirs instead.
-                    Err(Error::AlreadyExists(_)) => continue,
-                    Err(err) => return Err(err.into()),
-                }
-            }
-        }
+        async move { modify(self, &pointer, &options, edit).await }
     }
 
     /// Waits for the first event on the resource of type `T` at `at` that meets `condition`.
@@ -416,12 +398,56 @@ impl<T> std::fmt::Debug for WatchCondition<T> {
 #[error("the watch of {0} ended")]
 struct WatchEnded(Pointer);
 
-/// [`update_with`] through a typed edit, from `first` (a fresh read) when given.
+/// [`StateExt::try_modify`], with the options borrowed (a controller's
+/// context writes with the same options every time).
+pub(crate) async fn modify<S, T, E>(
+    state: &S,
+    pointer: &Pointer,
+    options: &UpdateOptions,
+    mut edit: impl FnMut(&mut Typed<T>) -> Result<(), E>,
+) -> Result<Typed<T>, E>
+where
+    S: State + ?Sized,
+    T: Resource + Default,
+    E: From<Error>,
+{
+    loop {
+        let found = match state.get_now_dynamic(pointer) {
+            Some(found) => found,
+            None => state.get_dynamic(pointer).await,
+        };
+        match found {
+            // The resource just read is the update's first read, not read again.
+            Ok(current) => return update_typed_with(state, pointer, options, Some(current), &mut edit).await,
+            Err(Error::NotFound(_)) => {}
+            Err(err) => return Err(err.into()),
+        }
+        let mut fresh = Typed::new_in(pointer.namespace(), pointer.id(), T::default());
+        if fresh.metadata().r#type() != pointer.r#type() {
+            let reason = format!("cannot modify {pointer} as a {}: the type differs", T::TYPE);
+            return Err(Error::invalid_argument(reason).into());
+        }
+        edit(&mut fresh)?;
+        let create = CreateOptions { owner: options.owner.clone() };
+        match state.create_dynamic(fresh.into(), create).await {
+            Ok(stored) => return Ok(Typed::try_from(stored)?),
+            // Someone created it meanwhile: update theirs instead.
+            Err(Error::AlreadyExists(_)) => continue,
+            Err(err) => return Err(err.into()),
+        }
+    }
+}
+
+/// Read, edit as `T`, write back; retry on version conflicts; skip the write
+/// when nothing changed. Starts from `first` (a fresh read) when given. Reads
+/// and writes go through the state's immediate paths when it has them, and
+/// the edit works on the stored resource itself (shared until the edit
+/// changes it), so an edit costs one copy of what it changes.
 async fn update_typed_with<S, T, E, F>(
     state: &S,
     pointer: &Pointer,
-    options: UpdateOptions,
-    first: Option<Arc<DynamicResource>>,
+    options: &UpdateOptions,
+    mut first: Option<Arc<DynamicResource>>,
     mut edit: F,
 ) -> Result<Typed<T>, E>
 where
@@ -430,44 +456,55 @@ where
     E: From<Error>,
     F: FnMut(&mut Typed<T>) -> Result<(), E>,
 {
-    let stored = update_from(state, pointer, options, first, |resource| -> Result<(), E> {
-        let mut typed = Typed::<T>::try_from(&*resource)?;
+    loop {
+        let current = match first.take() {
+            Some(current) => current,
+            None => match state.get_now_dynamic(pointer) {
+                Some(found) => found?,
+                None => state.get_dynamic(pointer).await?,
+            },
+        };
+        let phase = current.metadata.phase();
+        if !phase_matches(options.expected_phase, phase) {
+            let expected = options.expected_phase.unwrap_or(phase);
+            return Err(Error::PhaseConflict { pointer: pointer.clone(), expected }.into());
+        }
+        let mut typed = Typed::<T>::try_from(Arc::clone(&current))?;
         let before = Arc::clone(typed.spec_arc());
         edit(&mut typed)?;
-        match Arc::ptr_eq(typed.spec_arc(), &before) || *typed.spec() == *before {
-            // Keep the stored spec as it is: a spec that arrived encoded (from a
-            // remote or durable state) never equals its typed reading, so
-            // replacing it would turn a no-op edit into a write.
-            true => resource.metadata = typed.metadata().clone(),
-            false => *resource = typed.into(),
+        let spec_changed = !Arc::ptr_eq(typed.spec_arc(), &before) && *typed.spec() != *before;
+        let metadata_changed = !typed.shares_resource(&current) && typed.metadata() != &current.metadata;
+        if !spec_changed && !metadata_changed {
+            return Ok(Typed::try_from(current)?);
         }
-        Ok(())
-    })
-    .await?;
-    Ok(Typed::try_from(stored)?)
+        let (mut metadata, spec) = typed.into_parts();
+        // The version is the state's to manage; an edit cannot move it.
+        metadata.set_version(current.metadata.version());
+        // An unchanged spec stays as stored: a spec that arrived encoded (from
+        // a remote or durable state) never equals its typed reading.
+        let spec = match spec_changed {
+            true => Spec::from_arc(spec),
+            false => current.spec.clone(),
+        };
+        let next = DynamicResource::new(metadata, spec);
+        let written = match state.update_now_dynamic(next, options) {
+            Immediate::Done(result) => result,
+            Immediate::Deferred(next) => state.update_dynamic(next, options.clone()).await,
+        };
+        match written {
+            Err(Error::VersionConflict { .. }) => continue,
+            result => return Ok(Typed::try_from(result?)?),
+        }
+    }
 }
 
-/// Read, edit, write back; retry on version conflicts; skip the write when nothing changed.
+/// Read, edit, write back; retry on version conflicts; skip the write when
+/// nothing changed. The dynamic counterpart of [`update_typed_with`], for the
+/// compound operations (teardown, finalizers).
 pub(crate) async fn update_with<S, E, F>(
     state: &S,
     pointer: &Pointer,
     options: UpdateOptions,
-    edit: F,
-) -> Result<Arc<DynamicResource>, E>
-where
-    S: State + ?Sized,
-    E: From<Error>,
-    F: FnMut(&mut DynamicResource) -> Result<(), E>,
-{
-    update_from(state, pointer, options, None, edit).await
-}
-
-/// [`update_with`], starting from `first` when the caller has just read the resource.
-async fn update_from<S, E, F>(
-    state: &S,
-    pointer: &Pointer,
-    options: UpdateOptions,
-    mut first: Option<Arc<DynamicResource>>,
     mut edit: F,
 ) -> Result<Arc<DynamicResource>, E>
 where
@@ -476,10 +513,7 @@ where
     F: FnMut(&mut DynamicResource) -> Result<(), E>,
 {
     loop {
-        let current = match first.take() {
-            Some(current) => current,
-            None => state.get_dynamic(pointer).await?,
-        };
+        let current = state.get_dynamic(pointer).await?;
         let phase = current.metadata.phase();
         if !phase_matches(options.expected_phase, phase) {
             let expected = options.expected_phase.unwrap_or(phase);
@@ -489,7 +523,7 @@ where
         edit(&mut next)?;
         // The version is the state's to manage; an edit cannot move it.
         next.metadata.set_version(current.metadata.version());
-        if unchanged(&next, &current) {
+        if next.metadata == current.metadata && next.spec == current.spec {
             return Ok(current);
         }
         match state.update_dynamic(next, options.clone()).await {
@@ -497,13 +531,6 @@ where
             result => return result.map_err(E::from),
         }
     }
-}
-
-/// Whether an edit left the resource as it was. A typed edit that changed no
-/// field keeps the stored spec itself ([`update_typed_with`]), so a spec that
-/// a remote or durable backend handed out encoded compares equal too.
-fn unchanged(next: &DynamicResource, current: &DynamicResource) -> bool {
-    next.metadata == current.metadata && next.spec == current.spec
 }
 
 pub(crate) async fn teardown<S: State + ?Sized>(

@@ -11,6 +11,7 @@ mod event;
 mod ext;
 mod memory;
 mod namespaced;
+mod observe;
 mod options;
 mod registry;
 
@@ -24,9 +25,11 @@ use crate::resource::{DynamicResource, Kind, Phase, Pointer};
 
 pub use error::{Error, Result};
 pub use event::{Bookmark, Event, EventType, TypedEvent, TypedWatch, Watch, WatchProgress};
+pub(crate) use ext::modify;
 pub use ext::{StateExt, WatchCondition};
 pub use memory::{BackingStore, MemoryOptions, MemoryState, StoreWrite};
 pub use namespaced::NamespacedState;
+pub use observe::{Observation, Observer};
 pub use options::{
     CreateOptions, DestroyOptions, ListOptions, TeardownOptions, UpdateOptions, WatchKindOptions, WatchOptions,
 };
@@ -97,6 +100,14 @@ pub trait State: Send + Sync + 'static {
         None
     }
 
+    /// The answer of [`list_dynamic`](State::list_dynamic) when the backend
+    /// can give it at once, as [`get_now_dynamic`](State::get_now_dynamic)
+    /// does for a get; `None` when it cannot.
+    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<Arc<DynamicResource>>>> {
+        let _ = (kind, options);
+        None
+    }
+
     /// The resources of `kind` that match `options`, sorted by ID.
     async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>>;
 
@@ -141,6 +152,21 @@ pub trait State: Send + Sync + 'static {
 
     /// Watches every resource of a kind.
     async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch>;
+
+    /// Calls `observer` with every change of `kind` from now on, inside each
+    /// write and in the order of the kind's history, until the returned
+    /// [`Observation`] is dropped; `None` when the state cannot (a remote
+    /// state), so the caller watches the kind instead.
+    ///
+    /// An observer is a watch without a task, a buffer or a copy of the
+    /// event, which never falls behind: what the runtime routes its
+    /// controllers' inputs through when it can. An observation keeps the
+    /// kind's collection alive as a watch does. See [`Observer`] for what an
+    /// observer may do.
+    fn observe_kind_dynamic(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<Result<Observation>> {
+        let _ = (kind, observer);
+        None
+    }
 
     /// Moves a resource to the tearing-down phase; returns whether it has no
     /// finalizers left, that is whether it can be destroyed now.
@@ -206,6 +232,10 @@ impl<S: State + ?Sized> State for Arc<S> {
         (**self).get_now_dynamic(pointer)
     }
 
+    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<Arc<DynamicResource>>>> {
+        (**self).list_now_dynamic(kind, options)
+    }
+
     fn create_now_dynamic(
         &self,
         resource: DynamicResource,
@@ -220,6 +250,10 @@ impl<S: State + ?Sized> State for Arc<S> {
         options: &UpdateOptions,
     ) -> Immediate<Arc<DynamicResource>> {
         (**self).update_now_dynamic(resource, options)
+    }
+
+    fn observe_kind_dynamic(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<Result<Observation>> {
+        (**self).observe_kind_dynamic(kind, observer)
     }
 
     fn list_dynamic<'a, 'b, 'c, 'f>(

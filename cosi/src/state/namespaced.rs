@@ -8,8 +8,8 @@ use parking_lot::RwLock;
 
 use crate::resource::{DynamicResource, Kind, Pointer};
 use crate::state::{
-    CreateOptions, DestroyOptions, Error, Immediate, ListOptions, Result, State, TeardownOptions, UpdateOptions, Watch,
-    WatchKindOptions, WatchOptions,
+    CreateOptions, DestroyOptions, Error, Immediate, ListOptions, Observation, Observer, Result, State,
+    TeardownOptions, UpdateOptions, Watch, WatchKindOptions, WatchOptions,
 };
 
 type Builder = dyn Fn(&str) -> Arc<dyn State> + Send + Sync;
@@ -80,6 +80,13 @@ impl State for NamespacedState {
         }
     }
 
+    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<Arc<DynamicResource>>>> {
+        match self.route(kind.namespace()) {
+            Ok(state) => state.list_now_dynamic(kind, options),
+            Err(error) => Some(Err(error)),
+        }
+    }
+
     fn create_now_dynamic(
         &self,
         resource: DynamicResource,
@@ -124,6 +131,13 @@ impl State for NamespacedState {
 
     async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
         self.route(kind.namespace())?.watch_kind_dynamic(kind, options).await
+    }
+
+    fn observe_kind_dynamic(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<Result<Observation>> {
+        match self.route(kind.namespace()) {
+            Ok(state) => state.observe_kind_dynamic(kind, observer),
+            Err(error) => Some(Err(error)),
+        }
     }
 
     async fn teardown_dynamic(&self, pointer: &Pointer, options: TeardownOptions) -> Result<bool> {

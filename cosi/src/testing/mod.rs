@@ -36,7 +36,8 @@
 //! of its own: the runtime is built by [`run_case`], through `$crate`.
 //!
 //! The optional third argument, `in_process`, adds the cases that only hold
-//! for backends living in the test's process ([`state::typed_reads_share_specs`]).
+//! for backends living in the test's process ([`state::typed_reads_share_specs`],
+//! [`state::observers`]).
 //!
 //! # What the cases need from a backend
 //!
@@ -75,6 +76,9 @@ pub mod resources;
 pub mod runtime;
 pub mod server;
 pub mod state;
+mod unobserved;
+
+pub use unobserved::Unobserved;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -147,7 +151,8 @@ fn runtime() -> tokio::runtime::Runtime {
 /// - `$factory`: called once per case; returns a future of the backend, any
 ///   `S: State`. Items of the calling module are in scope.
 /// - `in_process` (optional): also run the cases that only hold for backends
-///   in the test's process, which share specs instead of copying them.
+///   in the test's process, which share specs instead of copying them and
+///   offer observers.
 /// - `optional` (instead): the factory returns a future of `Option<S>`, and each
 ///   case passes without running when it is `None` ([`run_optional_case`]).
 /// - `optional, lenient`: as `optional`, without the two cases where `cosi` is
@@ -164,7 +169,7 @@ macro_rules! state_conformance_tests {
             $name,
             $factory,
             run_case,
-            [invalid_bookmark, invalid_input, typed_reads_share_specs,]
+            [invalid_bookmark, invalid_input, typed_reads_share_specs, observers,]
         );
     };
     ($name:ident, $factory:expr, optional, lenient $(,)?) => {

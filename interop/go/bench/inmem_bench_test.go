@@ -12,6 +12,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -70,10 +71,28 @@ func benchKind() resource.Kind {
 	return resource.NewMetadata(benchNamespace, benchType, "", resource.VersionUndefined)
 }
 
-// newState builds the state as Talos does, with the default inmem options
-// (history of 100 events per collection).
+// newState builds the state as Talos does: one inmem state per namespace,
+// each collection's history starting at 8 events and growing to 1024 (gap
+// 4). These are also the Rust memory state's defaults, so both sides keep
+// (and let go of) the same events. COSI_BENCH_HISTORY=initial,max,gap sets
+// other values (the Rust benchmarks read it too): 100,100,5 is Go COSI's
+// own default.
 func newState() state.State { //nolint:ireturn
-	return state.WrapCore(namespaced.NewState(inmem.Build))
+	initial, maxCapacity, gap := 8, 1024, 4
+
+	if setting := os.Getenv("COSI_BENCH_HISTORY"); setting != "" {
+		if _, err := fmt.Sscanf(setting, "%d,%d,%d", &initial, &maxCapacity, &gap); err != nil {
+			panic(fmt.Sprintf("COSI_BENCH_HISTORY=%q: want initial,max,gap: %v", setting, err))
+		}
+	}
+
+	build := inmem.NewStateWithOptions(
+		inmem.WithHistoryInitialCapacity(initial),
+		inmem.WithHistoryMaxCapacity(maxCapacity),
+		inmem.WithHistoryGap(gap),
+	)
+
+	return state.WrapCore(namespaced.NewState(func(ns resource.Namespace) state.CoreState { return build(ns) }))
 }
 
 // ids returns n IDs formatted as format, built once, before any timed loop.

@@ -7,14 +7,18 @@
 //! - `watch`: one watch task per kind some controller reads, resumed from its
 //!   bookmark, started over when it falls behind, stopped when nobody reads
 //!   the kind;
+//! - `driver`: the one task every controller's loop runs in;
 //! - `reconciler`: a reconcile controller's loop;
 //! - `worker`: a queue controller's workers;
 //! - `publish`: resource definitions and controller statuses written to the state.
 //!
 //! Every task is spawned on one [`TaskTracker`] and stops on one
 //! [`CancellationToken`], so shutdown cancels them all and waits for each:
-//! nothing outlives the runtime.
+//! nothing outlives the runtime. The controllers' loops (and a queue
+//! controller's workers) are not tasks of their own but futures of the
+//! driver's one task, which ends once they all have.
 
+mod driver;
 mod publish;
 mod reconciler;
 mod routing;
@@ -48,14 +52,15 @@ use crate::state::State;
 
 pub(crate) use routing::reads;
 
-use routing::Route;
+use driver::Driver;
+use routing::Routes;
 use watch::KindWatch;
 
 pub(crate) struct Engine {
     state: Arc<dyn State>,
     options: RuntimeOptions,
     controllers: RwLock<Vec<Arc<Core>>>,
-    routes: RwLock<HashMap<Kind, Vec<Route>>>,
+    routes: Arc<Routes>,
     /// The kinds watched: those some route reads.
     watches: Mutex<HashMap<Kind, Arc<KindWatch>>>,
     /// The watch tasks alive per kind: one while the kind is watched, and
@@ -71,6 +76,8 @@ pub(crate) struct Engine {
     handle: Mutex<Option<tokio::runtime::Handle>>,
     cancel: CancellationToken,
     tasks: TaskTracker,
+    /// Runs the controllers' loops, inside one of those tasks.
+    driver: Driver,
 }
 
 enum Run {
@@ -86,7 +93,7 @@ impl Engine {
             state,
             options,
             controllers: RwLock::default(),
-            routes: RwLock::default(),
+            routes: Arc::default(),
             watches: Mutex::default(),
             watch_tasks: Mutex::default(),
             run: Mutex::new(Run::Idle { pending: Vec::new() }),
@@ -95,6 +102,7 @@ impl Engine {
             handle: Mutex::new(None),
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            driver: Driver::default(),
         })
     }
 
@@ -214,7 +222,15 @@ impl Engine {
         }
     }
 
-    /// Starts a registered controller's task once the kinds it reads are watched.
+    /// Runs `future` (a controller's loop, or a queue worker) in the driver,
+    /// spawning the driver's task with the first one.
+    fn drive(&self, future: impl std::future::Future<Output = ()> + Send + 'static) {
+        if let Some(task) = self.driver.add(future, &self.cancel) {
+            self.spawn(task);
+        }
+    }
+
+    /// Starts a registered controller's loop once the kinds it reads are watched.
     fn spawn_controller(self: &Arc<Self>, core: Arc<Core>, body: Body) {
         let starting = self.activity.begin();
         let ready: Vec<_> = core.inputs().iter().map(|input| self.ensure_watch(&input.kind)).collect();
@@ -233,7 +249,7 @@ impl Engine {
         };
         // Reconciles catch their own panics and restart; a panic in the loop
         // around them ends the controller, which its status then reports.
-        self.spawn(async move {
+        self.drive(async move {
             if let Err(panic) = AssertUnwindSafe(run).catch_unwind().await {
                 let message = format!("the controller's task panicked and stopped: {}", panic_message(&*panic));
                 tracing::error!(controller = %reported.name, error = %message, "controller stopped");
@@ -246,6 +262,7 @@ impl Engine {
     pub(crate) fn stop(&self) {
         *self.run.lock() = Run::Stopped;
         self.cancel.cancel();
+        self.stop_watches();
         self.tasks.close();
     }
 

@@ -20,34 +20,45 @@ impl Engine {
     pub(super) async fn run_reconciler(
         self: Arc<Self>,
         core: Arc<Core>,
+        controller: Box<dyn ErasedReconcile>,
+        ready: Vec<watch::Receiver<bool>>,
+        starting: InFlight,
+    ) {
+        // One wait for the stop around the whole loop: wrapping each wait of
+        // each reconcile would register with the token twice a reconcile.
+        let cancel = self.cancel.clone();
+        cancel.run_until_cancelled(self.reconcile_loop(core, controller, ready, starting)).await;
+    }
+
+    async fn reconcile_loop(
+        &self,
+        core: Arc<Core>,
         mut controller: Box<dyn ErasedReconcile>,
         ready: Vec<watch::Receiver<bool>>,
         starting: InFlight,
     ) {
-        if self.cancel.run_until_cancelled(kind_watch::ready(ready)).await.is_none() {
-            return;
-        }
+        kind_watch::ready(ready).await;
         core.wake(|| Trigger::Start);
         drop(starting);
         let mut backoff = Backoff::new(self.options.backoff);
         let mut requeue_at: Option<Instant> = None;
         loop {
-            let woken = async {
-                let Some(at) = requeue_at else { return core.woken().await };
-                tokio::select! {
+            let trigger = match requeue_at.take() {
+                None => core.woken().await,
+                // Biased: a wake-up and a passed delay are one reconcile either
+                // way, and a fixed order keeps a run on simulated time replayable.
+                Some(at) => tokio::select! {
+                    biased;
                     trigger = core.woken() => trigger,
                     () = tokio::time::sleep_until(at) => {
                         core.begin();
                         Trigger::Requeue
                     }
-                }
+                },
             };
-            let Some(trigger) = self.cancel.run_until_cancelled(woken).await else { return };
-            requeue_at = None;
             let span = tracing::info_span!("reconcile", controller = %core.name, %trigger);
             let started = Instant::now();
-            let reconcile = AssertUnwindSafe(controller.reconcile()).catch_unwind().instrument(span);
-            let Some(outcome) = self.cancel.run_until_cancelled(reconcile).await else { return };
+            let outcome = AssertUnwindSafe(controller.reconcile()).catch_unwind().instrument(span).await;
             let busy = started.elapsed();
             let delay = match read_outcome(outcome) {
                 Ok(requeue) => {
@@ -69,9 +80,7 @@ impl Engine {
                     delay
                 }
             };
-            if !self.pause(delay).await {
-                return;
-            }
+            tokio::time::sleep(delay).await;
             core.wake(|| Trigger::Restart);
         }
     }

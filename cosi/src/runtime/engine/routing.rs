@@ -1,10 +1,14 @@
 //! Routes from resource kinds to the controllers that read them, and the one
 //! dispatch of a change to what it asks of each reader: a wake-up for a
 //! reconcile controller, an item for a queue controller. Live changes
-//! ([`Engine::route`]) and resynchronisations ([`Engine::resync`]) both go
-//! through [`action`].
+//! ([`Routes::route`], from a kind's observer or its watch task) and
+//! resynchronisations ([`Engine::resync`]) both go through [`action`].
 
 use std::sync::Arc;
+
+use parking_lot::RwLock;
+// Looked up for every event.
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::backoff::Backoff;
 use crate::controller::{Input, InputKind, ReducedMetadata};
@@ -13,6 +17,11 @@ use crate::runtime::core::{Core, Trigger};
 use crate::runtime::engine::{Engine, Run, watch};
 use crate::runtime::queue::{Job, Key};
 use crate::state::ListOptions;
+
+/// The controllers reading each kind. Shared with the state's observers,
+/// which route each change inside the write: nothing under this lock may
+/// call the state.
+pub(super) type Routes = RwLock<HashMap<Kind, Vec<Route>>>;
 
 /// One controller reading one input kind.
 pub(super) struct Route {
@@ -76,22 +85,27 @@ pub(crate) fn reads(inputs: &[Input], key: &Key) -> bool {
     })
 }
 
+/// Delivers one change to the controllers that read its kind; returns
+/// whether it queued an item (a wake-up bumps the epoch of pending work
+/// itself, a queue item does not).
+pub(super) fn route(routes: &Routes, kind: &Kind, resource: &Arc<DynamicResource>) -> bool {
+    let routes = routes.read();
+    let Some(routes) = routes.get(kind) else { return false };
+    let mut queued = false;
+    for route in routes {
+        if let Some(action) = action(&route.input, resource) {
+            deliver(&route.core, action, resource, || Trigger::Input(resource.metadata().pointer().clone()));
+            queued |= matches!(action, Action::Queue(_));
+        }
+    }
+    queued
+}
+
 impl Engine {
     pub(super) fn add_routes(&self, core: &Arc<Core>, inputs: &[Input]) {
         let mut routes = self.routes.write();
         for input in inputs {
             routes.entry(input.kind.clone()).or_default().push(Route { core: Arc::clone(core), input: input.clone() });
-        }
-    }
-
-    /// Delivers one change to the controllers that read its kind.
-    pub(super) fn route(&self, kind: &Kind, resource: &Arc<DynamicResource>) {
-        let routes = self.routes.read();
-        let Some(routes) = routes.get(kind) else { return };
-        for route in routes {
-            if let Some(action) = action(&route.input, resource) {
-                deliver(&route.core, action, resource, || Trigger::Input(resource.metadata().pointer().clone()));
-            }
         }
     }
 

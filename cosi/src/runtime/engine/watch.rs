@@ -1,15 +1,19 @@
-//! One watch task per kind some controller reads.
+//! The feed of each kind some controller reads: an observer where the state
+//! offers one, else a watch task.
 //!
-//! A kind's watch goes through two phases, [`Phase::Opening`] and
-//! [`Phase::Routing`], and each time it opens it starts from one of three
-//! points ([`Start`]): the first time from now, after an end from its last
-//! bookmark (nothing missed), and after a gap (a lost bookmark, an overrun, a
-//! panic) from now with every reader looking at everything again. It stops
-//! when no route reads the kind any more.
+//! An in-process state calls the kind's observer inside each write
+//! ([`State::observe_kind_dynamic`]), which routes the change there and then:
+//! no task, no buffer, no gap, and always caught up. A remote state gets a
+//! watch task instead, which goes through two phases, [`Phase::Opening`] and
+//! [`Phase::Routing`], and each time it opens starts from one of three points
+//! ([`Start`]): the first time from now, after an end from its last bookmark
+//! (nothing missed), and after a gap (a lost bookmark, an overrun, a panic)
+//! from now with every reader looking at everything again. Either stops when
+//! no route reads the kind any more.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 use futures_util::FutureExt;
 use parking_lot::Mutex;
@@ -18,8 +22,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
 use crate::resource::Kind;
+use crate::runtime::engine::routing::{Routes, route};
 use crate::runtime::engine::{Engine, panic_message};
-use crate::state::{Bookmark, Event, Watch, WatchKindOptions, WatchProgress};
+use crate::runtime::settle::Activity;
+use crate::state::{Bookmark, Event, Observation, Observer, State, Watch, WatchKindOptions, WatchProgress};
 
 /// One kind's runtime watch, as the engine and `settled` see it.
 pub(super) struct KindWatch {
@@ -32,10 +38,19 @@ pub(super) struct KindWatch {
     phase: Mutex<Phase>,
     /// How far the current watch had read when it finished routing its last batch.
     routed: AtomicU64,
+    /// The state's observation of the kind, when it routes the changes
+    /// itself; dropping it (with the watch) stops the routing.
+    _observation: Option<Observation>,
+    /// Counts an observed kind as watched while its observation lasts (a
+    /// watch task holds its own).
+    _alive: Option<Alive>,
 }
 
 /// Where a kind's watch stands.
 enum Phase {
+    /// Observed: the state routes each change as it commits, so the watch
+    /// is always caught up.
+    Observed,
     /// Opening the state's watch (or reopening it, or making up for a gap):
     /// not caught up.
     Opening,
@@ -68,6 +83,7 @@ impl KindWatch {
     /// watch runs and routed what it received).
     pub(super) fn caught_up(&self) -> bool {
         match &*self.phase.lock() {
+            Phase::Observed => true,
             Phase::Opening => false,
             Phase::Routing { progress: Some(progress) } => self.routed.load(Ordering::SeqCst) >= progress.written(),
             Phase::Routing { progress: None } => true,
@@ -83,16 +99,36 @@ pub(super) async fn ready(ready: Vec<watch::Receiver<bool>>) {
     }
 }
 
-/// Counts a kind's watch task as alive until the task ends, however it ends.
+/// Routes the changes of one kind as the state commits them.
+struct Router {
+    routes: Arc<Routes>,
+    kind: Kind,
+    activity: Arc<Activity>,
+}
+
+impl Observer for Router {
+    fn observe(&self, event: &Event) {
+        let Some(resource) = event.resource() else { return };
+        // A queued item moves pending work: a `settled` check running
+        // meanwhile must not count.
+        if route(&self.routes, &self.kind, resource) {
+            self.activity.bump();
+        }
+    }
+}
+
+/// Counts a kind's watch as alive until its task ends, however it ends, or
+/// its observation is dropped.
 struct Alive {
-    engine: Arc<Engine>,
+    engine: Weak<Engine>,
     kind: Kind,
 }
 
 impl Drop for Alive {
     fn drop(&mut self) {
+        let Some(engine) = self.engine.upgrade() else { return };
         {
-            let mut tasks = self.engine.watch_tasks.lock();
+            let mut tasks = engine.watch_tasks.lock();
             if let Some(count) = tasks.get_mut(&self.kind) {
                 *count -= 1;
                 if *count == 0 {
@@ -100,16 +136,43 @@ impl Drop for Alive {
                 }
             }
         }
-        self.engine.activity.bump();
+        engine.activity.bump();
     }
 }
 
 impl Engine {
-    /// Starts the watch of `kind` unless it runs; returns whether it is established.
+    /// Starts the feed of `kind` unless it runs; returns whether it is established.
     pub(super) fn ensure_watch(self: &Arc<Self>, kind: &Kind) -> watch::Receiver<bool> {
         let mut watches = self.watches.lock();
         if let Some(watch) = watches.get(kind) {
             return watch.ready.clone();
+        }
+        *self.watch_tasks.lock().entry(kind.clone()).or_default() += 1;
+        let alive = Alive { engine: Arc::downgrade(self), kind: kind.clone() };
+        let router =
+            Router { routes: Arc::clone(&self.routes), kind: kind.clone(), activity: Arc::clone(&self.activity) };
+        let observation = match self.state.observe_kind_dynamic(kind, Arc::new(router)) {
+            Some(Ok(observation)) => Some(observation),
+            Some(Err(error)) => {
+                tracing::warn!(%kind, %error, "the state cannot observe the kind; watching it instead");
+                None
+            }
+            None => None,
+        };
+        if let Some(observation) = observation {
+            // Established at once: every change from now on is routed as it commits.
+            let (_, ready) = watch::channel(true);
+            let watch = KindWatch {
+                cancel: self.cancel.child_token(),
+                ready: ready.clone(),
+                phase: Mutex::new(Phase::Observed),
+                routed: AtomicU64::new(0),
+                _observation: Some(observation),
+                _alive: Some(alive),
+            };
+            watches.insert(kind.clone(), Arc::new(watch));
+            self.activity.bump();
+            return ready;
         }
         let (established, ready) = watch::channel(false);
         let watch = Arc::new(KindWatch {
@@ -117,10 +180,10 @@ impl Engine {
             ready: ready.clone(),
             phase: Mutex::new(Phase::Opening),
             routed: AtomicU64::new(0),
+            _observation: None,
+            _alive: None,
         });
         watches.insert(kind.clone(), Arc::clone(&watch));
-        *self.watch_tasks.lock().entry(kind.clone()).or_default() += 1;
-        let alive = Alive { engine: Arc::clone(self), kind: kind.clone() };
         let engine = Arc::clone(self);
         let kind = kind.clone();
         self.spawn(async move {
@@ -148,20 +211,33 @@ impl Engine {
     /// meanwhile is in `routes` before its `ensure_watch`, and this holds
     /// `routes` while it looks: its watch is either kept or started again.
     pub(super) fn stop_unread_watches(&self) {
-        let routes = self.routes.read();
-        let mut watches = self.watches.lock();
-        let before = watches.len();
-        watches.retain(|kind, watch| {
-            let read = routes.contains_key(kind);
-            if !read {
-                tracing::debug!(%kind, "no controller reads the kind any more; stopping its watch");
-                watch.cancel.cancel();
-            }
-            read
-        });
-        if watches.len() != before {
+        let mut stopped = Vec::new();
+        {
+            let routes = self.routes.read();
+            let mut watches = self.watches.lock();
+            watches.retain(|kind, watch| {
+                let read = routes.contains_key(kind);
+                if !read {
+                    tracing::debug!(%kind, "no controller reads the kind any more; stopping its watch");
+                    watch.cancel.cancel();
+                    stopped.push(Arc::clone(watch));
+                }
+                read
+            });
+        }
+        // Dropped out of the locks: ending an observation takes the state's
+        // lock, under which writers route (and read `routes`).
+        if !stopped.is_empty() {
+            drop(stopped);
             self.activity.bump();
         }
+    }
+
+    /// Ends every kind's feed: the observations at once, the watch tasks at
+    /// their next poll (the engine's token is cancelled).
+    pub(super) fn stop_watches(&self) {
+        let watches = std::mem::take(&mut *self.watches.lock());
+        drop(watches);
     }
 
     fn enter(&self, watch: &KindWatch, phase: Phase) {
@@ -241,7 +317,7 @@ impl Engine {
                     bookmark = Some(mark.clone());
                 }
                 if let Some(resource) = event.resource() {
-                    self.route(kind, resource);
+                    route(&self.routes, kind, resource);
                 }
             }
             // Everything read so far is routed: the wake-ups and queue items

@@ -31,7 +31,7 @@ impl Engine {
         for _ in 0..core.declaration.concurrency.unwrap_or(1).max(1) {
             let engine = Arc::clone(&self);
             let (core, controller) = (Arc::clone(&core), Arc::clone(&controller));
-            self.spawn(async move { engine.run_worker(core, controller).await });
+            self.drive(async move { engine.run_worker(core, controller).await });
         }
         let kinds: Vec<Kind> = core.inputs().iter().map(|input| input.kind.clone()).collect();
         for kind in kinds {
@@ -41,9 +41,15 @@ impl Engine {
     }
 
     async fn run_worker(self: Arc<Self>, core: Arc<Core>, controller: Arc<dyn ErasedQueue>) {
+        // One wait for the stop around the whole loop, as a reconciler's.
+        let cancel = self.cancel.clone();
+        cancel.run_until_cancelled(self.work(core, controller)).await;
+    }
+
+    async fn work(&self, core: Arc<Core>, controller: Arc<dyn ErasedQueue>) {
         let Some(queue) = &core.queue else { return };
         loop {
-            let Some(item) = self.cancel.run_until_cancelled(queue.next()).await else { return };
+            let item = queue.next().await;
             core.stats.set_queue_depth(queue.len());
             if !reads(&core.inputs(), &item.key) {
                 queue.forget_backoff(&item.key);
@@ -58,8 +64,8 @@ impl Engine {
                 job = ?item.key.job,
             );
             let started = Instant::now();
-            let processed = AssertUnwindSafe(self.process(&core, &*controller, &item)).catch_unwind().instrument(span);
-            let Some(outcome) = self.cancel.run_until_cancelled(processed).await else { return };
+            let outcome =
+                AssertUnwindSafe(self.process(&core, &*controller, &item)).catch_unwind().instrument(span).await;
             let busy = started.elapsed();
             let requeue = match read_outcome(outcome) {
                 Ok(requeue) => {

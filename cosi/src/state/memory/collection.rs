@@ -22,8 +22,8 @@ mod backed;
 mod resources;
 
 use crate::state::{
-    Bookmark, CreateOptions, DestroyOptions, Error, Event, ListOptions, Result, UpdateOptions, Watch, WatchKindOptions,
-    WatchOptions, WatchProgress, phase_matches,
+    Bookmark, CreateOptions, DestroyOptions, Error, Event, ListOptions, Observation, Observer, Result, UpdateOptions,
+    Watch, WatchKindOptions, WatchOptions, WatchProgress, phase_matches,
 };
 use backed::{Combiner, Write};
 use resources::Resources;
@@ -60,7 +60,6 @@ impl std::fmt::Debug for Collection {
     }
 }
 
-#[derive(Debug)]
 struct Inner {
     resources: Resources,
     /// Event `p` lives at `history[p % capacity]` while `write_pos - p <= capacity`.
@@ -70,6 +69,20 @@ struct Inner {
     gap: usize,
     /// The position the next event gets; positions never repeat.
     write_pos: u64,
+    /// Called with each event as it is published, with their registration numbers.
+    observers: Vec<(u64, Arc<dyn Observer>)>,
+    next_observer: u64,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("resources", &self.resources)
+            .field("history", &self.history)
+            .field("write_pos", &self.write_pos)
+            .field("observers", &self.observers.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Collection {
@@ -93,6 +106,8 @@ impl Collection {
                 max_capacity: options.history_max_capacity,
                 gap: options.history_gap,
                 write_pos: 0,
+                observers: Vec::new(),
+                next_observer: 0,
             }),
             written: Notify::new(),
             watchers: AtomicUsize::new(0),
@@ -206,11 +221,8 @@ impl Collection {
             return;
         };
         let mut collections = home.write();
-        let Some(types) = collections.get_mut(self.kind.namespace()) else {
-            return;
-        };
         // Another collection of this kind may have replaced this one already.
-        if !types.get(self.kind.r#type()).is_some_and(|current| std::ptr::eq(Arc::as_ptr(current), self)) {
+        if !collections.get(&self.kind).is_some_and(|current| std::ptr::eq(Arc::as_ptr(current), self)) {
             return;
         }
         // Watchers and writes register under the map's lock, which is held
@@ -221,10 +233,7 @@ impl Collection {
         } && self.watchers.load(Ordering::Acquire) == 0
             && self.combiner.is_idle();
         if unused {
-            types.remove(self.kind.r#type());
-            if types.is_empty() {
-                collections.remove(self.kind.namespace());
-            }
+            collections.remove(&self.kind);
         }
     }
 
@@ -306,9 +315,27 @@ impl Collection {
             inner.history.push(event);
         }
         inner.write_pos = pos + 1;
+        for (_, observer) in &inner.observers {
+            observer.observe(&inner.history[slot]);
+        }
         if self.watchers.load(Ordering::Acquire) > 0 {
             self.written.notify_waiters();
         }
+    }
+
+    /// Calls `observer` with every event published from now on, until the
+    /// returned observation is dropped. It counts as a watcher: the
+    /// collection stays while it is observed.
+    pub(super) fn observe(self: Arc<Self>, observer: Arc<dyn Observer>) -> Observation {
+        let number = {
+            let mut inner = self.inner.lock();
+            let number = inner.next_observer;
+            inner.next_observer += 1;
+            inner.observers.push((number, observer));
+            number
+        };
+        self.watchers.fetch_add(1, Ordering::AcqRel);
+        Observation::new(Observed { collection: self, number })
     }
 
     fn encode(&self, pos: i64) -> Bookmark {
@@ -527,6 +554,21 @@ impl Cursor {
             }
         }
         None
+    }
+}
+
+/// An observer's registration with its collection.
+struct Observed {
+    collection: Arc<Collection>,
+    number: u64,
+}
+
+impl Drop for Observed {
+    fn drop(&mut self) {
+        self.collection.inner.lock().observers.retain(|(number, _)| *number != self.number);
+        if self.collection.watchers.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.collection.release();
+        }
     }
 }
 

@@ -17,8 +17,8 @@ use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
 
 use crate::resource::{DynamicResource, Kind, Pointer};
 use crate::state::{
-    CreateOptions, DestroyOptions, Error, Immediate, ListOptions, Result, State, UpdateOptions, Watch,
-    WatchKindOptions, WatchOptions,
+    CreateOptions, DestroyOptions, Error, Immediate, ListOptions, Observation, Observer, Result, State, UpdateOptions,
+    Watch, WatchKindOptions, WatchOptions,
 };
 
 use collection::{Collection, Submitted};
@@ -103,7 +103,23 @@ pub struct MemoryState {
 /// collection while this map is locked, and a collection is freed only under
 /// its write lock after checking it holds nothing, so a collection is never
 /// freed under a writer or a watcher that found it.
-type Collections = RwLock<HashMap<String, HashMap<String, Arc<Collection>>>>;
+/// The collections by kind, looked up by a [`KindRef`]: one hash of both
+/// names and one probe per operation.
+type Collections = RwLock<HashMap<Kind, Arc<Collection>>>;
+
+/// A kind by reference: looks a collection up without building a [`Kind`].
+/// Its derived `Hash` hashes the two names in `Kind`'s order, as `Kind`'s does.
+#[derive(Hash)]
+struct KindRef<'a> {
+    namespace: &'a str,
+    r#type: &'a str,
+}
+
+impl hashbrown::Equivalent<Kind> for KindRef<'_> {
+    fn equivalent(&self, kind: &Kind) -> bool {
+        self.namespace == kind.namespace() && self.r#type == kind.r#type()
+    }
+}
 
 impl Default for MemoryState {
     fn default() -> Self {
@@ -162,7 +178,8 @@ impl MemoryState {
 
     /// The collection of (namespace, type), if it exists, with the map read-locked.
     fn existing(&self, namespace: &str, r#type: &str) -> Option<MappedRwLockReadGuard<'_, Arc<Collection>>> {
-        RwLockReadGuard::try_map(self.collections.read(), |collections| collections.get(namespace)?.get(r#type)).ok()
+        RwLockReadGuard::try_map(self.collections.read(), |collections| collections.get(&KindRef { namespace, r#type }))
+            .ok()
     }
 
     /// The collection of (namespace, type), created if needed, with the map read-locked.
@@ -177,7 +194,7 @@ impl MemoryState {
             let kind = Kind::new(namespace, r#type);
             kind.validate().map_err(Error::InvalidArgument)?;
             let mut collections = self.collections.write();
-            collections.entry_ref(namespace).or_default().entry_ref(r#type).or_insert_with(|| {
+            collections.entry(kind.clone()).or_insert_with(|| {
                 let cookie = self.seed.hash_one((namespace, r#type));
                 let home = Arc::downgrade(&self.collections);
                 Arc::new(Collection::new(kind, cookie, &self.options, self.store.clone(), home))
@@ -196,6 +213,17 @@ impl MemoryState {
     }
 
     /// Hands a create to its collection: done at once, or queued for the backing store.
+    fn list_now(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+        options.validate()?;
+        match self.existing(kind.namespace(), kind.r#type()) {
+            Some(collection) => Ok(collection.list(options)),
+            None => {
+                kind.validate().map_err(Error::InvalidArgument)?;
+                Ok(Vec::new())
+            }
+        }
+    }
+
     fn submit_create(&self, resource: DynamicResource, options: &CreateOptions) -> Result<Pending> {
         let pointer = resource.metadata.pointer();
         // The collection checks the namespace and type when it is created,
@@ -232,7 +260,7 @@ impl MemoryState {
     /// How many collections exist: what reads and watches must not leave behind.
     #[cfg(test)]
     fn collection_count(&self) -> usize {
-        self.collections.read().values().map(HashMap::len).sum()
+        self.collections.read().len()
     }
 }
 
@@ -290,14 +318,11 @@ impl State for MemoryState {
     }
 
     async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
-        options.validate()?;
-        match self.existing(kind.namespace(), kind.r#type()) {
-            Some(collection) => Ok(collection.list(options)),
-            None => {
-                kind.validate().map_err(Error::InvalidArgument)?;
-                Ok(Vec::new())
-            }
-        }
+        self.list_now(kind, options)
+    }
+
+    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<Arc<DynamicResource>>>> {
+        Some(self.list_now(kind, options))
     }
 
     async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
@@ -370,6 +395,14 @@ impl State for MemoryState {
     /// out the position before its first event, which means the same in the
     /// collection that replaces it (its cookie comes from the state and the
     /// kind, not from the collection).
+    fn observe_kind_dynamic(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<Result<Observation>> {
+        let observe = || {
+            let guard = self.collection(kind.namespace(), kind.r#type())?;
+            Ok(Arc::clone(&guard).observe(observer))
+        };
+        Some(observe())
+    }
+
     async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
         kind.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;

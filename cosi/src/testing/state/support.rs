@@ -15,7 +15,7 @@ pub(super) use crate::resource::{
     Resource, Spec, Typed, Version,
 };
 pub(super) use crate::state::{
-    Bookmark, CreateOptions, DestroyOptions, Error, Event, EventType, ListOptions, Result, State, StateExt,
+    Bookmark, CreateOptions, DestroyOptions, Error, Event, EventType, ListOptions, Observer, Result, State, StateExt,
     TeardownOptions, UpdateOptions, Watch, WatchCondition, WatchKindOptions, WatchOptions,
 };
 pub(super) use crate::testing::resources::{ENCODED_TYPE, PathResource, encoded_resource};

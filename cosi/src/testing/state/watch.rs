@@ -393,3 +393,57 @@ async fn check_watch_kind_with_labels(state: Arc<dyn State>, aggregated: bool) {
     .await;
     check_event(&label2_or_3.next().await, EventType::Updated, &path2);
 }
+
+/// An observer sees every change of its kind as the write commits (before the
+/// write returns), the very events a kind watch delivers in the same order
+/// with the same bookmarks, nothing of other kinds, and nothing once its
+/// observation is dropped.
+///
+/// Only in-process states offer observers, so
+/// [`state_conformance_tests!`](crate::state_conformance_tests) runs this case
+/// only when asked with `in_process`.
+pub async fn observers(state: Arc<dyn State>) {
+    struct Collect(Arc<parking_lot::Mutex<Vec<Event>>>);
+
+    impl Observer for Collect {
+        fn observe(&self, event: &Event) {
+            self.0.lock().push(event.clone());
+        }
+    }
+
+    let ns = namespace("observers");
+    let kind = path_kind(&ns);
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let observation = state
+        .observe_kind_dynamic(&kind, Arc::new(Collect(Arc::clone(&seen))))
+        .expect("an in-process state offers observers")
+        .expect("observe the kind");
+    let mut watch = Reader::new(
+        "the kind watch",
+        ok("watch kind", state.watch_kind_dynamic(&kind, WatchKindOptions::default())).await,
+        false,
+    );
+
+    ok("create", state.create_dynamic(path(&ns, "first"), CreateOptions::default())).await;
+    assert_eq!(seen.lock().len(), 1, "the observer should have seen the create before it returned");
+    ok(
+        "create elsewhere",
+        state.create_dynamic(path(&namespace("observers-other"), "first"), CreateOptions::default()),
+    )
+    .await;
+    write_lifecycle(&state, &ns, "second").await;
+
+    let observed = seen.lock().clone();
+    assert_eq!(observed.len(), 1 + LIFECYCLE_EVENTS, "the observer should see every change of its kind: {observed:?}");
+    for seen in &observed {
+        let watched = watch.next().await;
+        assert_eq!(seen.event_type(), watched.event_type(), "observed {seen:?}, watched {watched:?}");
+        assert_eq!(resource_of(seen), resource_of(&watched), "observed {seen:?}, watched {watched:?}");
+        assert!(seen.bookmark().is_some(), "an observed event should carry its bookmark: {seen:?}");
+        assert_eq!(seen.bookmark(), watched.bookmark(), "observed {seen:?}, watched {watched:?}");
+    }
+
+    drop(observation);
+    ok("create after the observation", state.create_dynamic(path(&ns, "third"), CreateOptions::default())).await;
+    assert_eq!(seen.lock().len(), 1 + LIFECYCLE_EVENTS, "a dropped observation should see nothing more");
+}

@@ -3,7 +3,8 @@
 // resources of the benchmark type (a uint64 and a 256-byte string of its own),
 // divided by the count. The Rust side is cosi/benches/memory.rs.
 //
-// The state is built as Talos builds it (state.WrapCore(namespaced.NewState(inmem.Build))).
+// The state is built as Talos builds it (state.WrapCore(namespaced.NewState(...))
+// of inmem states with Talos' history settings).
 // Each resource is built just before its create, as a program builds what it
 // writes. Both measurements are taken after runtime.GC and
 // debug.FreeOSMemory, so garbage and memory the runtime could return do not
@@ -87,7 +88,13 @@ func main() {
 	}
 
 	ctx := context.Background()
-	st := state.WrapCore(namespaced.NewState(inmem.Build))
+	// Talos' history settings, which are the Rust state's defaults too.
+	build := inmem.NewStateWithOptions(
+		inmem.WithHistoryInitialCapacity(8),
+		inmem.WithHistoryMaxCapacity(1024),
+		inmem.WithHistoryGap(4),
+	)
+	st := state.WrapCore(namespaced.NewState(func(ns resource.Namespace) state.CoreState { return build(ns) }))
 
 	settle()
 
