@@ -34,7 +34,10 @@ impl Engine {
         loop {
             let woken = async {
                 let Some(at) = requeue_at else { return core.woken().await };
+                // Biased (either branch starts the next reconcile), so that a
+                // seeded current-thread runtime picks the same one every run.
                 tokio::select! {
+                    biased;
                     trigger = core.woken() => trigger,
                     () = tokio::time::sleep_until(at) => {
                         core.begin();
