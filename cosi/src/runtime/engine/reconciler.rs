@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -21,7 +20,7 @@ impl Engine {
         self: Arc<Self>,
         core: Arc<Core>,
         mut controller: Box<dyn ErasedReconcile>,
-        ready: Vec<watch::Receiver<bool>>,
+        ready: Vec<kind_watch::Ready>,
         starting: InFlight,
     ) {
         if self.cancel.run_until_cancelled(kind_watch::ready(ready)).await.is_none() {

@@ -9,11 +9,11 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use futures_util::FutureExt;
 use parking_lot::Mutex;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
@@ -28,7 +28,7 @@ pub(super) struct KindWatch {
     cancel: CancellationToken,
     /// Whether the watch has been established once: controllers reading the
     /// kind start when it has. It stays true while the watch reopens.
-    ready: watch::Receiver<bool>,
+    ready: Ready,
     phase: Mutex<Phase>,
     /// How far the current watch had read when it finished routing its last batch.
     routed: AtomicU64,
@@ -75,11 +75,52 @@ impl KindWatch {
     }
 }
 
-/// Resolves once every watch behind `ready` has been established (or has
-/// ended, which happens only at shutdown).
-pub(super) async fn ready(ready: Vec<watch::Receiver<bool>>) {
-    for mut ready in ready {
-        let _ = ready.wait_for(|ready| *ready).await;
+/// Resolves once every watch behind `ready` has been established (or its
+/// task has ended: the kind is no longer read, or the runtime stopped).
+pub(super) async fn ready(ready: Vec<Ready>) {
+    for ready in ready {
+        ready.wait().await;
+    }
+}
+
+/// Whether a kind's watch has been established once, or its task ended.
+///
+/// A flag and a `Notify` rather than tokio's `watch` channel: that one wakes
+/// its waiters in an order drawn from tokio's own random generator, which a
+/// seeded simulation cannot replay; a `Notify` wakes them in the order they came.
+pub(super) type Ready = Arc<Established>;
+
+#[derive(Default)]
+pub(super) struct Established {
+    set: AtomicBool,
+    changed: Notify,
+}
+
+impl Established {
+    fn set(&self) {
+        self.set.store(true, Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+
+    async fn wait(&self) {
+        loop {
+            let changed = self.changed.notified();
+            let mut changed = std::pin::pin!(changed);
+            changed.as_mut().enable();
+            if self.set.load(Ordering::SeqCst) {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
+/// Releases the waiters of a watch whose task ends, however it ends.
+struct Ended(Ready);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.0.set();
     }
 }
 
@@ -106,15 +147,16 @@ impl Drop for Alive {
 
 impl Engine {
     /// Starts the watch of `kind` unless it runs; returns whether it is established.
-    pub(super) fn ensure_watch(self: &Arc<Self>, kind: &Kind) -> watch::Receiver<bool> {
+    pub(super) fn ensure_watch(self: &Arc<Self>, kind: &Kind) -> Ready {
         let mut watches = self.watches.lock();
         if let Some(watch) = watches.get(kind) {
-            return watch.ready.clone();
+            return Arc::clone(&watch.ready);
         }
-        let (established, ready) = watch::channel(false);
+        let ready = Ready::default();
+        let established = Arc::clone(&ready);
         let watch = Arc::new(KindWatch {
             cancel: self.cancel.child_token(),
-            ready: ready.clone(),
+            ready: Arc::clone(&ready),
             phase: Mutex::new(Phase::Opening),
             routed: AtomicU64::new(0),
         });
@@ -125,6 +167,7 @@ impl Engine {
         let kind = kind.clone();
         self.spawn(async move {
             let _alive = alive;
+            let _ended = Ended(Arc::clone(&established));
             // A panic (in the state's watch, say) opens the watch again after
             // a backoff, and its readers look at everything again.
             let mut backoff = Backoff::new(engine.options.backoff);
@@ -171,7 +214,7 @@ impl Engine {
 
     /// One kind's watch until it is cancelled: opens the state's watch,
     /// routes every change, and opens it again from wherever it ended.
-    async fn watch_kind(&self, kind: &Kind, established: &watch::Sender<bool>, watch: &KindWatch, mut start: Start) {
+    async fn watch_kind(&self, kind: &Kind, established: &Established, watch: &KindWatch, mut start: Start) {
         let mut backoff = Backoff::new(self.options.backoff);
         loop {
             self.enter(watch, Phase::Opening);
@@ -201,7 +244,7 @@ impl Engine {
             backoff.reset();
             let progress = stream.progress();
             watch.routed.store(progress.as_ref().map_or(0, |progress| progress.read()), Ordering::SeqCst);
-            established.send_replace(true);
+            established.set();
             if matches!(start, Start::Over) {
                 self.resync(kind, None).await;
             }
