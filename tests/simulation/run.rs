@@ -216,7 +216,7 @@ async fn simulate(seed: u64, echo: bool) -> Report {
             }
         }
         if backend == Backend::Store {
-            check_store(&store, &inner, &mut failures).await;
+            check_store(&store, &inner, &system.kinds(), &mut failures).await;
         }
     }
     failures.extend(violations.list());
@@ -366,14 +366,15 @@ fn reconciles_now(runtime: &Runtime, names: &[String]) -> Vec<u64> {
 
 /// The store holds exactly what the state holds: every write the state
 /// applied was made durable, and none the store refused was applied.
-async fn check_store(store: &FaultyStore, state: &Arc<dyn State>, failures: &mut Vec<String>) {
+async fn check_store(store: &FaultyStore, state: &Arc<dyn State>, system: &[Kind], failures: &mut Vec<String>) {
     let stored: BTreeMap<Pointer, u64> = store
         .stored
         .lock()
         .iter()
         .map(|(pointer, resource)| (pointer.clone(), resource.metadata().version().get().unwrap_or_default()))
         .collect();
-    let kinds: std::collections::BTreeSet<Kind> = stored.keys().map(|pointer| pointer.kind()).collect();
+    let mut kinds: std::collections::BTreeSet<Kind> = stored.keys().map(|pointer| pointer.kind()).collect();
+    kinds.extend(system.iter().cloned());
     let mut held = BTreeMap::new();
     for kind in kinds {
         for resource in list(state, &kind, failures).await {
