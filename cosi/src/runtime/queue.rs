@@ -116,7 +116,9 @@ impl Queue {
             };
             match due {
                 Some(due) => {
+                    // Biased (both branches just look again): the same choice every run.
                     tokio::select! {
+                        biased;
                         () = notified => (),
                         () = tokio::time::sleep_until(due) => (),
                     }

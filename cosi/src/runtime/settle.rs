@@ -81,7 +81,9 @@ impl Activity {
                 changed.await;
             }
         };
+        // Biased (both branches return): the same choice every run.
         tokio::select! {
+            biased;
             () = settled => (),
             () = stop => (),
         }

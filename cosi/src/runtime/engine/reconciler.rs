@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -21,7 +20,7 @@ impl Engine {
         self: Arc<Self>,
         core: Arc<Core>,
         controller: Box<dyn ErasedReconcile>,
-        ready: Vec<watch::Receiver<bool>>,
+        ready: Vec<kind_watch::Ready>,
         starting: InFlight,
     ) {
         // One wait for the stop around the whole loop: wrapping each wait of
@@ -34,7 +33,7 @@ impl Engine {
         &self,
         core: Arc<Core>,
         mut controller: Box<dyn ErasedReconcile>,
-        ready: Vec<watch::Receiver<bool>>,
+        ready: Vec<kind_watch::Ready>,
         starting: InFlight,
     ) {
         kind_watch::ready(ready).await;

@@ -12,12 +12,12 @@
 //! no route reads the kind any more.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use futures_util::FutureExt;
 use parking_lot::Mutex;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
@@ -34,7 +34,7 @@ pub(super) struct KindWatch {
     cancel: CancellationToken,
     /// Whether the watch has been established once: controllers reading the
     /// kind start when it has. It stays true while the watch reopens.
-    ready: watch::Receiver<bool>,
+    ready: Ready,
     phase: Mutex<Phase>,
     /// How far the current watch had read when it finished routing its last batch.
     routed: AtomicU64,
@@ -91,11 +91,52 @@ impl KindWatch {
     }
 }
 
-/// Resolves once every watch behind `ready` has been established (or has
-/// ended, which happens only at shutdown).
-pub(super) async fn ready(ready: Vec<watch::Receiver<bool>>) {
-    for mut ready in ready {
-        let _ = ready.wait_for(|ready| *ready).await;
+/// Resolves once every watch behind `ready` has been established (or its
+/// task has ended: the kind is no longer read, or the runtime stopped).
+pub(super) async fn ready(ready: Vec<Ready>) {
+    for ready in ready {
+        ready.wait().await;
+    }
+}
+
+/// Whether a kind's watch has been established once, or its task ended.
+///
+/// A flag and a `Notify` rather than tokio's `watch` channel: that one wakes
+/// its waiters in an order drawn from tokio's own random generator, which a
+/// seeded simulation cannot replay; a `Notify` wakes them in the order they came.
+pub(super) type Ready = Arc<Established>;
+
+#[derive(Default)]
+pub(super) struct Established {
+    set: AtomicBool,
+    changed: Notify,
+}
+
+impl Established {
+    fn set(&self) {
+        self.set.store(true, Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+
+    async fn wait(&self) {
+        loop {
+            let changed = self.changed.notified();
+            let mut changed = std::pin::pin!(changed);
+            changed.as_mut().enable();
+            if self.set.load(Ordering::SeqCst) {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
+/// Releases the waiters of a watch whose task ends, however it ends.
+struct Ended(Ready);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.0.set();
     }
 }
 
@@ -142,10 +183,10 @@ impl Drop for Alive {
 
 impl Engine {
     /// Starts the feed of `kind` unless it runs; returns whether it is established.
-    pub(super) fn ensure_watch(self: &Arc<Self>, kind: &Kind) -> watch::Receiver<bool> {
+    pub(super) fn ensure_watch(self: &Arc<Self>, kind: &Kind) -> Ready {
         let mut watches = self.watches.lock();
         if let Some(watch) = watches.get(kind) {
-            return watch.ready.clone();
+            return Arc::clone(&watch.ready);
         }
         *self.watch_tasks.lock().entry(kind.clone()).or_default() += 1;
         let alive = Alive { engine: Arc::downgrade(self), kind: kind.clone() };
@@ -161,10 +202,11 @@ impl Engine {
         };
         if let Some(observation) = observation {
             // Established at once: every change from now on is routed as it commits.
-            let (_, ready) = watch::channel(true);
+            let ready = Ready::default();
+            ready.set();
             let watch = KindWatch {
                 cancel: self.cancel.child_token(),
-                ready: ready.clone(),
+                ready: Arc::clone(&ready),
                 phase: Mutex::new(Phase::Observed),
                 routed: AtomicU64::new(0),
                 _observation: Some(observation),
@@ -174,10 +216,11 @@ impl Engine {
             self.activity.bump();
             return ready;
         }
-        let (established, ready) = watch::channel(false);
+        let ready = Ready::default();
+        let established = Arc::clone(&ready);
         let watch = Arc::new(KindWatch {
             cancel: self.cancel.child_token(),
-            ready: ready.clone(),
+            ready: Arc::clone(&ready),
             phase: Mutex::new(Phase::Opening),
             routed: AtomicU64::new(0),
             _observation: None,
@@ -188,6 +231,7 @@ impl Engine {
         let kind = kind.clone();
         self.spawn(async move {
             let _alive = alive;
+            let _ended = Ended(Arc::clone(&established));
             // A panic (in the state's watch, say) opens the watch again after
             // a backoff, and its readers look at everything again.
             let mut backoff = Backoff::new(engine.options.backoff);
@@ -247,7 +291,7 @@ impl Engine {
 
     /// One kind's watch until it is cancelled: opens the state's watch,
     /// routes every change, and opens it again from wherever it ended.
-    async fn watch_kind(&self, kind: &Kind, established: &watch::Sender<bool>, watch: &KindWatch, mut start: Start) {
+    async fn watch_kind(&self, kind: &Kind, established: &Established, watch: &KindWatch, mut start: Start) {
         let mut backoff = Backoff::new(self.options.backoff);
         loop {
             self.enter(watch, Phase::Opening);
@@ -277,7 +321,7 @@ impl Engine {
             backoff.reset();
             let progress = stream.progress();
             watch.routed.store(progress.as_ref().map_or(0, |progress| progress.read()), Ordering::SeqCst);
-            established.send_replace(true);
+            established.set();
             if matches!(start, Start::Over) {
                 self.resync(kind, None).await;
             }

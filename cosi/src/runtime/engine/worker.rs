@@ -5,7 +5,6 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -22,7 +21,7 @@ impl Engine {
         self: Arc<Self>,
         core: Arc<Core>,
         controller: Arc<dyn ErasedQueue>,
-        ready: Vec<watch::Receiver<bool>>,
+        ready: Vec<kind_watch::Ready>,
         starting: InFlight,
     ) {
         if self.cancel.run_until_cancelled(kind_watch::ready(ready)).await.is_none() {
