@@ -13,7 +13,8 @@ use async_trait::async_trait;
 use cosi::controller::BoxError;
 use cosi::prelude::*;
 use cosi::state::{
-    BackingStore, DestroyOptions, Error, Immediate, ListOptions, StoreWrite, Watch, WatchKindOptions, WatchOptions,
+    BackingStore, DestroyOptions, Error, Immediate, ListOptions, Observation, Observer, StoreWrite, Watch,
+    WatchKindOptions, WatchOptions,
 };
 use futures_util::stream;
 use parking_lot::Mutex;
@@ -179,6 +180,10 @@ pub struct FaultyState {
     pub inner: Arc<dyn State>,
     pub faults: Arc<Faults>,
     pub trace: Arc<Trace>,
+    /// Whether the inner state's observers are offered: the runtime's feeds
+    /// are then observers, which no fault reaches (a write that fails is not
+    /// observed), else watch tasks, which the faults cut and overrun.
+    pub observed: bool,
 }
 
 impl FaultyState {
@@ -263,6 +268,20 @@ impl State for FaultyState {
     async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>, Error> {
         self.read_fault("list", kind)?;
         self.inner.list_dynamic(kind, options).await
+    }
+
+    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<Arc<DynamicResource>>, Error>> {
+        if let Err(error) = self.read_fault("list", kind) {
+            return Some(Err(error));
+        }
+        self.inner.list_now_dynamic(kind, options)
+    }
+
+    fn observe_kind_dynamic(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<Result<Observation, Error>> {
+        match self.observed {
+            true => self.inner.observe_kind_dynamic(kind, observer),
+            false => None,
+        }
     }
 
     async fn create_dynamic(

@@ -72,7 +72,11 @@ async fn simulate(seed: u64, echo: bool) -> Report {
         history_max_capacity: rng.usize(16..=256),
         history_gap: rng.usize(1..=4),
     };
-    trace.log(format_args!("seed {seed}: {backend:?}, history {history:?}"));
+    // Drawn apart from the system's generator, so a seed's graph and work
+    // stay what they were before the choice existed.
+    let observed = fastrand::Rng::with_seed(seed ^ 0x0b5e_4ed5).bool();
+    let feeds = if observed { "observers" } else { "watches" };
+    trace.log(format_args!("seed {seed}: {backend:?}, history {history:?}, runtime feeds: {feeds}"));
     for node in &system.nodes {
         let exclusive = if node.exclusive { "exclusive" } else { "shared" };
         trace.log(format_args!("node {} writes {} ({exclusive}): {:?}", node.name, node.output, node.logic));
@@ -86,8 +90,12 @@ async fn simulate(seed: u64, echo: bool) -> Report {
         Backend::Memory => Arc::new(MemoryState::new(history).expect("valid history settings")),
         Backend::Store => Arc::new(MemoryState::with_store(history, Arc::clone(&store) as _).expect("an empty store")),
     };
-    let faulty: Arc<dyn State> =
-        Arc::new(FaultyState { inner: Arc::clone(&inner), faults: Arc::clone(&faults), trace: Arc::clone(&trace) });
+    let faulty: Arc<dyn State> = Arc::new(FaultyState {
+        inner: Arc::clone(&inner),
+        faults: Arc::clone(&faults),
+        trace: Arc::clone(&trace),
+        observed,
+    });
 
     let violations = Arc::new(Violations::default());
     let mut mirrors = Vec::new();
