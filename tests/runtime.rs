@@ -122,6 +122,13 @@ impl Mover {
     }
 }
 
+/// Not collected: asks for another reconcile every time, forever.
+#[controller(inputs = [Weak<Config>(namespace = "spinning")], outputs = [], inventory = false)]
+async fn spinner(ctx: &mut Ctx) -> cosi::Result<()> {
+    ctx.requeue();
+    Ok(())
+}
+
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -315,6 +322,51 @@ fn dropping_the_runtime_stops_every_task_and_its_handles_see_it() {
         handle.settled().await;
         assert_eq!(handle.stats("Guarded").expect("registered").reconciles, reconciles);
         handle.shutdown().await;
+    });
+}
+
+/// Controllers share one task, which lets the program's other tasks run
+/// between its turns: a controller that is always woken again does not keep
+/// a single-threaded program from running anything else.
+#[test]
+fn a_controller_that_never_rests_does_not_starve_the_program() {
+    // On a thread of its own: starved, the runtime would never get back to
+    // this test's own checks, so the verdict comes from outside it.
+    let (done, verdict) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        spin_beside_another_task();
+        let _ = done.send(());
+    });
+    verdict
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the spinning controller starved the rest of the program for a minute");
+}
+
+fn spin_beside_another_task() {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(async {
+        let runtime = Runtime::new(cosi::state::memory());
+        runtime.register(spinner {}).expect("register");
+        runtime.start().expect("start");
+        let ticks = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let ticker = {
+            let ticks = Arc::clone(&ticks);
+            tokio::spawn(async move {
+                loop {
+                    ticks.fetch_add(1, Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        eventually("the other task to run beside the spinning controller", || async {
+            let reconciles = runtime.stats("spinner").expect("registered").reconciles;
+            match (reconciles > 1_000, ticks.load(Ordering::SeqCst) > 10) {
+                (true, true) => Ok(()),
+                other => Err(format!("{reconciles} reconciles, (many reconciles, many ticks) = {other:?}")),
+            }
+        })
+        .await;
+        ticker.abort();
+        runtime.shutdown().await;
     });
 }
 

@@ -298,7 +298,7 @@ impl State for FaultyState {
 
     fn create_now_dynamic(
         &self,
-        resource: DynamicResource,
+        resource: Arc<DynamicResource>,
         options: &CreateOptions,
     ) -> Immediate<Arc<DynamicResource>> {
         if let Err(error) = self.write_fault("create", &resource) {
@@ -327,7 +327,7 @@ impl State for FaultyState {
 
     fn update_now_dynamic(
         &self,
-        resource: DynamicResource,
+        resource: Arc<DynamicResource>,
         options: &UpdateOptions,
     ) -> Immediate<Arc<DynamicResource>> {
         if let Err(error) = self.write_fault("update", &resource) {

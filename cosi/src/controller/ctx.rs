@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 use crate::controller::{Finalizes, Host, Input, InputKind, Reads, Waker, Writes};
 use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
 use crate::state::{
-    CreateOptions, DestroyOptions, Error, Event, ListOptions, Result, State, TeardownOptions, UpdateOptions,
+    CreateOptions, DestroyOptions, Error, Event, Immediate, ListOptions, Result, State, TeardownOptions, UpdateOptions,
     WatchOptions,
 };
 
@@ -79,8 +79,8 @@ pub type TeardownSignal = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'st
 
 impl<C: ?Sized> Ctx<C> {
     pub(crate) fn new(host: Arc<dyn Host>) -> Self {
-        let writes = UpdateOptions::owner(host.name());
-        Ctx { dynamic: DynCtx { host, touched: Mutex::default(), writes }, _controller: PhantomData }
+        let (writes, creates) = (UpdateOptions::owner(host.name()), CreateOptions::owner(host.name()));
+        Ctx { dynamic: DynCtx { host, touched: Mutex::default(), writes, creates }, _controller: PhantomData }
     }
 
     /// The controller's name: the owner of what it writes.
@@ -255,6 +255,15 @@ pub struct DynCtx {
     touched: Mutex<Vec<Pointer>>,
     /// What every update writes with: the controller as the owner.
     writes: UpdateOptions,
+    /// What every create writes with: the controller as the owner.
+    creates: CreateOptions,
+}
+
+/// The two writes that put a whole resource.
+#[derive(Clone, Copy)]
+enum Write {
+    Create,
+    Update,
 }
 
 impl DynCtx {
@@ -380,30 +389,48 @@ impl DynCtx {
 
     /// As [`Ctx::create`].
     pub async fn create<T: Resource>(&self, resource: Typed<T>) -> Result<Typed<T>> {
-        Typed::try_from(self.create_dynamic(resource.into()).await?)
+        Typed::try_from(self.write(resource.into_stored(), Write::Create).await?)
     }
 
     /// Creates a resource of any type.
     pub async fn create_dynamic(&self, resource: DynamicResource) -> Result<Arc<DynamicResource>> {
-        let pointer = resource.metadata().pointer();
-        self.check_write(pointer, "create")?;
-        self.touch(pointer);
-        self.host.count_write();
-        self.state().create_dynamic(resource, CreateOptions::owner(self.name())).await
+        self.write(Arc::new(resource), Write::Create).await
     }
 
     /// As [`Ctx::update`].
     pub async fn update<T: Resource>(&self, resource: Typed<T>) -> Result<Typed<T>> {
-        Typed::try_from(self.update_dynamic(resource.into()).await?)
+        Typed::try_from(self.write(resource.into_stored(), Write::Update).await?)
     }
 
     /// Updates a resource of any type.
     pub async fn update_dynamic(&self, resource: DynamicResource) -> Result<Arc<DynamicResource>> {
+        self.write(Arc::new(resource), Write::Update).await
+    }
+
+    /// A create or an update as the controller, through the state's
+    /// immediate path when it has one.
+    async fn write(&self, resource: Arc<DynamicResource>, write: Write) -> Result<Arc<DynamicResource>> {
         let pointer = resource.metadata().pointer();
-        self.check_write(pointer, "update")?;
+        let operation = match write {
+            Write::Create => "create",
+            Write::Update => "update",
+        };
+        self.check_write(pointer, operation)?;
         self.touch(pointer);
         self.host.count_write();
-        self.state().update_dynamic(resource, self.writes.clone()).await
+        let state = self.state();
+        let immediate = match write {
+            Write::Create => state.create_now_dynamic(resource, &self.creates),
+            Write::Update => state.update_now_dynamic(resource, &self.writes),
+        };
+        let resource = match immediate {
+            Immediate::Done(result) => return result,
+            Immediate::Deferred(resource) => Arc::unwrap_or_clone(resource),
+        };
+        match write {
+            Write::Create => state.create_dynamic(resource, self.creates.clone()).await,
+            Write::Update => state.update_dynamic(resource, self.writes.clone()).await,
+        }
     }
 
     /// As [`Ctx::teardown`].

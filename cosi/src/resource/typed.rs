@@ -87,6 +87,14 @@ impl<S: Resource> Typed<S> {
         Arc::ptr_eq(&self.resource, resource)
     }
 
+    /// The resource as a state stores it: in the allocation this one holds
+    /// when nobody else holds it, else in a copy.
+    pub(crate) fn into_stored(self) -> Arc<DynamicResource> {
+        let Typed { mut resource, spec } = self;
+        Arc::make_mut(&mut resource).spec = Spec::from_arc(spec);
+        resource
+    }
+
     /// Splits into metadata and spec.
     pub fn into_parts(self) -> (Metadata, Arc<S>) {
         let metadata =

@@ -125,6 +125,11 @@ impl Core {
         trigger.unwrap_or(Trigger::Requeue)
     }
 
+    /// Whether a wake-up is pending: the next reconcile may start at once.
+    pub(crate) fn is_woken(&self) -> bool {
+        self.wake_pending.load(Ordering::SeqCst)
+    }
+
     /// A reconcile starts without a wake-up (its requeue delay passed).
     pub(crate) fn begin(&self) {
         self.busy.store(true, Ordering::SeqCst);

@@ -82,9 +82,9 @@ pub trait StateExt: State {
     ) -> impl Future<Output = Result<Typed<T>>> + Send {
         async move {
             // In-memory states write at once, without a boxed future.
-            let stored = match self.create_now_dynamic(resource.into(), &options) {
+            let stored = match self.create_now_dynamic(resource.into_stored(), &options) {
                 Immediate::Done(result) => result?,
-                Immediate::Deferred(resource) => self.create_dynamic(resource, options).await?,
+                Immediate::Deferred(resource) => self.create_dynamic(Arc::unwrap_or_clone(resource), options).await?,
             };
             Typed::try_from(stored)
         }
@@ -97,9 +97,9 @@ pub trait StateExt: State {
         options: UpdateOptions,
     ) -> impl Future<Output = Result<Typed<T>>> + Send {
         async move {
-            let stored = match self.update_now_dynamic(resource.into(), &options) {
+            let stored = match self.update_now_dynamic(resource.into_stored(), &options) {
                 Immediate::Done(result) => result?,
-                Immediate::Deferred(resource) => self.update_dynamic(resource, options).await?,
+                Immediate::Deferred(resource) => self.update_dynamic(Arc::unwrap_or_clone(resource), options).await?,
             };
             Typed::try_from(stored)
         }
@@ -486,10 +486,10 @@ where
             true => Spec::from_arc(spec),
             false => current.spec.clone(),
         };
-        let next = DynamicResource::new(metadata, spec);
+        let next = Arc::new(DynamicResource::new(metadata, spec));
         let written = match state.update_now_dynamic(next, options) {
             Immediate::Done(result) => result,
-            Immediate::Deferred(next) => state.update_dynamic(next, options.clone()).await,
+            Immediate::Deferred(next) => state.update_dynamic(Arc::unwrap_or_clone(next), options.clone()).await,
         };
         match written {
             Err(Error::VersionConflict { .. }) => continue,

@@ -122,10 +122,12 @@ pub trait State: Send + Sync + 'static {
     /// store), else the resource handed back ([`Immediate::Deferred`]).
     ///
     /// The typed [`create`](StateExt::create) tries this first, so a create
-    /// in memory costs no boxed future.
+    /// in memory costs no boxed future; and it takes the resource in its
+    /// `Arc`, which an in-memory state stores as it is when nobody else
+    /// holds it (no copy, no second allocation).
     fn create_now_dynamic(
         &self,
-        resource: DynamicResource,
+        resource: Arc<DynamicResource>,
         options: &CreateOptions,
     ) -> Immediate<Arc<DynamicResource>> {
         let _ = options;
@@ -137,7 +139,7 @@ pub trait State: Send + Sync + 'static {
     /// [`update`](StateExt::update) tries this first.
     fn update_now_dynamic(
         &self,
-        resource: DynamicResource,
+        resource: Arc<DynamicResource>,
         options: &UpdateOptions,
     ) -> Immediate<Arc<DynamicResource>> {
         let _ = options;
@@ -205,8 +207,9 @@ pub enum Immediate<T> {
     /// Done: what the `_dynamic` method would have returned.
     Done(Result<T>),
     /// Not done, because the backend cannot write without waiting: the
-    /// resource, to pass to the `_dynamic` method.
-    Deferred(DynamicResource),
+    /// resource, to pass to the `_dynamic` method (`Arc::unwrap_or_clone`
+    /// takes it out of its `Arc`, copying it only when it is shared).
+    Deferred(Arc<DynamicResource>),
 }
 
 /// The boxed future `#[async_trait]` makes of a trait method.
@@ -238,7 +241,7 @@ impl<S: State + ?Sized> State for Arc<S> {
 
     fn create_now_dynamic(
         &self,
-        resource: DynamicResource,
+        resource: Arc<DynamicResource>,
         options: &CreateOptions,
     ) -> Immediate<Arc<DynamicResource>> {
         (**self).create_now_dynamic(resource, options)
@@ -246,7 +249,7 @@ impl<S: State + ?Sized> State for Arc<S> {
 
     fn update_now_dynamic(
         &self,
-        resource: DynamicResource,
+        resource: Arc<DynamicResource>,
         options: &UpdateOptions,
     ) -> Immediate<Arc<DynamicResource>> {
         (**self).update_now_dynamic(resource, options)

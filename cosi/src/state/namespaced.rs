@@ -89,7 +89,7 @@ impl State for NamespacedState {
 
     fn create_now_dynamic(
         &self,
-        resource: DynamicResource,
+        resource: Arc<DynamicResource>,
         options: &CreateOptions,
     ) -> Immediate<Arc<DynamicResource>> {
         match self.route(resource.metadata.namespace()) {
@@ -100,7 +100,7 @@ impl State for NamespacedState {
 
     fn update_now_dynamic(
         &self,
-        resource: DynamicResource,
+        resource: Arc<DynamicResource>,
         options: &UpdateOptions,
     ) -> Immediate<Arc<DynamicResource>> {
         match self.route(resource.metadata.namespace()) {

@@ -12,7 +12,9 @@
 //! The price is that controllers run one at a time, concurrently rather than
 //! in parallel, as the futures of one task do: a reconcile awaits, never
 //! blocks, and hands CPU-heavy work to a task or the blocking pool of its
-//! own. The driver yields to the rest of the program after [`BUDGET`] polls.
+//! own. A loop that has its next turn at once steps aside first
+//! ([`yield_turn`]), and the driver yields to the rest of the program after
+//! [`BUDGET`] polls.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -75,6 +77,23 @@ impl ArcWake for Slot {
             shared.waker.wake();
         }
     }
+}
+
+/// Lets every other woken controller go first: the caller is polled again
+/// after them. A loop whose next turn is ready at once (a controller woken
+/// again while it reconciled, a queue with more items) would otherwise run on
+/// inside one poll, where neither the other controllers nor the driver's
+/// budget can reach it.
+pub(super) fn yield_turn() -> impl Future<Output = ()> {
+    let mut yielded = false;
+    std::future::poll_fn(move |cx| {
+        if yielded {
+            return Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
 }
 
 impl Default for Driver {

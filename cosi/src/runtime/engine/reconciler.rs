@@ -12,7 +12,7 @@ use tracing::Instrument;
 use crate::backoff::Backoff;
 use crate::controller::{ErasedReconcile, Outcome, Requeue, RequeueError};
 use crate::runtime::core::{Core, Trigger};
-use crate::runtime::engine::{Engine, panic_message, watch as kind_watch};
+use crate::runtime::engine::{Engine, driver, panic_message, watch as kind_watch};
 use crate::runtime::settle::InFlight;
 
 impl Engine {
@@ -67,6 +67,9 @@ impl Engine {
                         requeue_at = Some(Instant::now() + after);
                     }
                     core.finished();
+                    if core.is_woken() {
+                        driver::yield_turn().await;
+                    }
                     continue;
                 }
                 Err((message, explicit)) => {

@@ -12,9 +12,13 @@ use crate::controller::{ErasedQueue, Outcome, Requeue};
 use crate::resource::Kind;
 use crate::runtime::core::Core;
 use crate::runtime::engine::reconciler::read_outcome;
-use crate::runtime::engine::{Engine, reads, watch as kind_watch};
+use crate::runtime::engine::{Engine, driver, reads, watch as kind_watch};
 use crate::runtime::queue::{Item, Job, Key};
 use crate::runtime::settle::InFlight;
+
+/// Items a worker takes one after the other before it lets the other
+/// controllers go first.
+const ITEMS_PER_TURN: u32 = 32;
 
 impl Engine {
     pub(super) async fn run_queue(
@@ -47,7 +51,14 @@ impl Engine {
 
     async fn work(&self, core: Arc<Core>, controller: Arc<dyn ErasedQueue>) {
         let Some(queue) = &core.queue else { return };
+        let mut items: u32 = 0;
         loop {
+            // A queue that holds many items hands the next out at once: after
+            // a few, the other controllers get their turn.
+            items = items.wrapping_add(1);
+            if items.is_multiple_of(ITEMS_PER_TURN) {
+                driver::yield_turn().await;
+            }
             let item = queue.next().await;
             core.stats.set_queue_depth(queue.len());
             if !reads(&core.inputs(), &item.key) {

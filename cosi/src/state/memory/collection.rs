@@ -137,40 +137,41 @@ impl Collection {
         inner.resources.sorted().filter(|resource| options.matches(resource)).cloned().collect()
     }
 
+    /// Stores `resource` (its allocation itself when nobody else holds it).
     pub(super) fn create(
         &self,
-        mut resource: DynamicResource,
+        mut resource: Arc<DynamicResource>,
         options: &CreateOptions,
     ) -> Submitted<Arc<DynamicResource>> {
-        resource.metadata.prepare_to_store(&self.kind);
-        let resource = match prepare_create(resource, options) {
-            Ok(resource) => resource,
-            Err(err) => return Submitted::Done(Err(err)),
-        };
+        let writable = Arc::make_mut(&mut resource);
+        writable.metadata.prepare_to_store(&self.kind);
+        if let Err(err) = prepare_create(writable, options) {
+            return Submitted::Done(Err(err));
+        }
         if self.store.is_some() {
-            return Submitted::Queued(self.enqueue(Write::Create(resource)));
+            return Submitted::Queued(self.enqueue(Write::Create(Arc::unwrap_or_clone(resource))));
         }
         let mut inner = self.inner.lock();
         Submitted::Done(
             check_create(inner.resources.get(resource.id()), &resource, inner.resources.room())
-                .and_then(|()| self.apply_create(&mut inner, Arc::new(resource))),
+                .and_then(|()| self.apply_create(&mut inner, resource)),
         )
     }
 
+    /// Replaces the stored resource with `resource` (its allocation itself
+    /// when nobody else holds it).
     pub(super) fn update(
         &self,
-        mut resource: DynamicResource,
+        mut resource: Arc<DynamicResource>,
         options: &UpdateOptions,
     ) -> Submitted<Arc<DynamicResource>> {
-        resource.metadata.prepare_to_store(&self.kind);
+        Arc::make_mut(&mut resource).metadata.prepare_to_store(&self.kind);
         if self.store.is_some() {
-            return Submitted::Queued(self.enqueue(Write::Update(resource, options.clone())));
+            return Submitted::Queued(self.enqueue(Write::Update(Arc::unwrap_or_clone(resource), options.clone())));
         }
         let mut inner = self.inner.lock();
-        Submitted::Done(
-            check_update(inner.resources.get(resource.id()), resource, options)
-                .map(|resource| self.apply_update(&mut inner, Arc::new(resource))),
-        )
+        let checked = check_update(inner.resources.get(resource.id()), Arc::make_mut(&mut resource), options);
+        Submitted::Done(checked.map(|()| self.apply_update(&mut inner, resource)))
     }
 
     pub(super) fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Submitted<()> {
@@ -389,7 +390,7 @@ fn check_owner(pointer: &Pointer, stored: &DynamicResource, owner: Option<&str>)
 }
 
 /// Sets the owner, version and timestamps of a new resource; checks nothing stored.
-fn prepare_create(mut resource: DynamicResource, options: &CreateOptions) -> Result<DynamicResource> {
+fn prepare_create(resource: &mut DynamicResource, options: &CreateOptions) -> Result<()> {
     match (resource.metadata.owner(), options.owner.as_deref()) {
         (Some(existing), Some(requested)) if existing != requested => {
             return Err(Error::invalid_argument(format!(
@@ -403,7 +404,7 @@ fn prepare_create(mut resource: DynamicResource, options: &CreateOptions) -> Res
     let now = SystemTime::now();
     resource.metadata.set_version(crate::resource::Version::new(1));
     resource.metadata.set_timestamps(now, now);
-    Ok(resource)
+    Ok(())
 }
 
 /// A create against what is stored under its ID now, with `room` for that many more resources.
@@ -421,9 +422,9 @@ fn check_create(current: Option<&Arc<DynamicResource>>, resource: &DynamicResour
 /// An update against what is stored under its ID now; returns the resource to store.
 fn check_update(
     current: Option<&Arc<DynamicResource>>,
-    mut resource: DynamicResource,
+    resource: &mut DynamicResource,
     options: &UpdateOptions,
-) -> Result<DynamicResource> {
+) -> Result<()> {
     let pointer = resource.metadata.pointer();
     let Some(old) = current else {
         return Err(Error::NotFound(pointer.clone()));
@@ -446,7 +447,7 @@ fn check_update(
     if resource.metadata.owner() != old.metadata.owner() {
         resource.metadata.set_owner(old.metadata.owner());
     }
-    Ok(resource)
+    Ok(())
 }
 
 /// A destroy against what is stored under its ID now.

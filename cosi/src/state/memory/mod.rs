@@ -224,7 +224,7 @@ impl MemoryState {
         }
     }
 
-    fn submit_create(&self, resource: DynamicResource, options: &CreateOptions) -> Result<Pending> {
+    fn submit_create(&self, resource: Arc<DynamicResource>, options: &CreateOptions) -> Result<Pending> {
         let pointer = resource.metadata.pointer();
         // The collection checks the namespace and type when it is created,
         // so only the ID, new to the state, is left to check.
@@ -246,7 +246,7 @@ impl MemoryState {
     }
 
     /// Hands an update to its collection: done at once, or queued for the backing store.
-    fn submit_update(&self, resource: DynamicResource, options: &UpdateOptions) -> Pending {
+    fn submit_update(&self, resource: Arc<DynamicResource>, options: &UpdateOptions) -> Pending {
         let pointer = resource.metadata.pointer();
         let Some(collection) = self.existing(pointer.namespace(), pointer.r#type()) else {
             return Pending::Done(Err(not_found(pointer)));
@@ -326,12 +326,12 @@ impl State for MemoryState {
     }
 
     async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
-        self.submit_create(resource, &options)?.finish()
+        self.submit_create(Arc::new(resource), &options)?.finish()
     }
 
     fn create_now_dynamic(
         &self,
-        resource: DynamicResource,
+        resource: Arc<DynamicResource>,
         options: &CreateOptions,
     ) -> Immediate<Arc<DynamicResource>> {
         if self.store.is_some() {
@@ -341,12 +341,12 @@ impl State for MemoryState {
     }
 
     async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
-        self.submit_update(resource, &options).finish()
+        self.submit_update(Arc::new(resource), &options).finish()
     }
 
     fn update_now_dynamic(
         &self,
-        resource: DynamicResource,
+        resource: Arc<DynamicResource>,
         options: &UpdateOptions,
     ) -> Immediate<Arc<DynamicResource>> {
         if self.store.is_some() {
@@ -540,32 +540,49 @@ mod tests {
         }
     }
 
-    /// Writes happen at once only where nothing makes them wait: a backing store's writes block.
+    /// Writes happen at once only where nothing makes them wait: a backing
+    /// store's writes block. Done at once, a write stores the allocation it
+    /// was given when nobody else holds it.
     #[test]
     fn writes_are_immediate_without_a_backing_store() {
         let plain = MemoryState::default();
-        match plain.create_now_dynamic(resource("ns", "a"), &CreateOptions::default()) {
-            Immediate::Done(Ok(stored)) => assert_eq!(stored.metadata.version().get(), Some(1)),
+        let written = Arc::new(resource("ns", "a"));
+        let allocation = Arc::as_ptr(&written);
+        match plain.create_now_dynamic(written, &CreateOptions::default()) {
+            Immediate::Done(Ok(stored)) => {
+                assert_eq!(stored.metadata.version().get(), Some(1));
+                assert!(std::ptr::eq(Arc::as_ptr(&stored), allocation), "the create copied its resource");
+            }
             other => panic!("expected a create done at once, got {other:?}"),
         }
         let mut update = resource("ns", "a");
         update.metadata.set_version(crate::resource::Version::new(1));
+        let update = Arc::new(update);
+        let allocation = Arc::as_ptr(&update);
+        match plain.update_now_dynamic(update, &UpdateOptions::default()) {
+            Immediate::Done(Ok(stored)) => {
+                assert_eq!(stored.metadata.version().get(), Some(2));
+                assert!(std::ptr::eq(Arc::as_ptr(&stored), allocation), "the update copied its resource");
+            }
+            other => panic!("expected an update done at once, got {other:?}"),
+        }
+        // A resource someone else still holds is copied, never changed under them.
+        let stored = plain.get_now(&Kind::new("ns", "Things.test.cosi.dev").pointer("a")).expect("stored");
+        let again = plain.update_now_dynamic(Arc::clone(&stored), &UpdateOptions::default());
+        assert!(matches!(again, Immediate::Done(Ok(ref next)) if next.metadata.version().get() == Some(3)));
+        assert_eq!(stored.metadata.version().get(), Some(2), "the update changed a resource a reader holds");
         assert!(matches!(
-            plain.update_now_dynamic(update, &UpdateOptions::default()),
-            Immediate::Done(Ok(stored)) if stored.metadata.version().get() == Some(2)
-        ));
-        assert!(matches!(
-            plain.update_now_dynamic(resource("ns", "absent"), &UpdateOptions::default()),
+            plain.update_now_dynamic(Arc::new(resource("ns", "absent")), &UpdateOptions::default()),
             Immediate::Done(Err(Error::NotFound(_)))
         ));
 
         let backed = MemoryState::with_store(MemoryOptions::default(), Arc::new(NullStore)).unwrap();
-        match backed.create_now_dynamic(resource("ns", "a"), &CreateOptions::default()) {
+        match backed.create_now_dynamic(Arc::new(resource("ns", "a")), &CreateOptions::default()) {
             Immediate::Deferred(handed_back) => assert_eq!(handed_back.id(), "a"),
             other => panic!("expected the create handed back, got {other:?}"),
         }
         assert!(matches!(
-            backed.update_now_dynamic(resource("ns", "a"), &UpdateOptions::default()),
+            backed.update_now_dynamic(Arc::new(resource("ns", "a")), &UpdateOptions::default()),
             Immediate::Deferred(_)
         ));
     }

@@ -179,7 +179,8 @@ impl Collection {
                     Planned::Create(Arc::new(resource.clone()))
                 }),
                 Write::Update(resource, options) => {
-                    check_update(current, resource.clone(), options).map(|resource| Planned::Update(Arc::new(resource)))
+                    let mut resource = resource.clone();
+                    check_update(current, &mut resource, options).map(|()| Planned::Update(Arc::new(resource)))
                 }
                 Write::Destroy(pointer, options) => {
                     check_destroy(current, pointer, options).map(|()| Planned::Destroy(pointer.clone()))
