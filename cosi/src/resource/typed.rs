@@ -91,8 +91,15 @@ impl<S: Resource> Typed<S> {
     /// when nobody else holds it, else in a copy.
     pub(crate) fn into_stored(self) -> Arc<DynamicResource> {
         let Typed { mut resource, spec } = self;
-        Arc::make_mut(&mut resource).spec = Spec::from_arc(spec);
-        resource
+        match Arc::get_mut(&mut resource) {
+            Some(unique) => {
+                unique.spec = Spec::from_arc(spec);
+                resource
+            }
+            // Shared (with the state, after a read): a new resource of the
+            // metadata and the spec, without the old spec's copy in between.
+            None => Arc::new(DynamicResource::new(resource.metadata.clone(), Spec::from_arc(spec))),
+        }
     }
 
     /// Splits into metadata and spec.

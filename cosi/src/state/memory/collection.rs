@@ -170,8 +170,11 @@ impl Collection {
             return Submitted::Queued(self.enqueue(Write::Update(Arc::unwrap_or_clone(resource), options.clone())));
         }
         let mut inner = self.inner.lock();
-        let checked = check_update(inner.resources.get(resource.id()), Arc::make_mut(&mut resource), options);
-        Submitted::Done(checked.map(|()| self.apply_update(&mut inner, resource)))
+        // One lookup for the check and the replacement.
+        let slot = inner.resources.slot_of(resource.id());
+        let current = slot.and_then(|slot| inner.resources.at(slot));
+        let checked = check_update(current, Arc::make_mut(&mut resource), options);
+        Submitted::Done(checked.map(|()| self.apply_update(&mut inner, resource, slot)))
     }
 
     pub(super) fn destroy(&self, pointer: &Pointer, options: DestroyOptions) -> Submitted<()> {
@@ -195,8 +198,8 @@ impl Collection {
     }
 
     /// Stores a checked update and publishes its event.
-    fn apply_update(&self, inner: &mut Inner, stored: Arc<DynamicResource>) -> Arc<DynamicResource> {
-        if let Some(old) = inner.resources.replace(Arc::clone(&stored)) {
+    fn apply_update(&self, inner: &mut Inner, stored: Arc<DynamicResource>, slot: Option<u32>) -> Arc<DynamicResource> {
+        if let Some(old) = inner.resources.replace(Arc::clone(&stored), slot) {
             self.publish(inner, |bookmark| Event::Updated { resource: Arc::clone(&stored), old, bookmark });
         }
         stored

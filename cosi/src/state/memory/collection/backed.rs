@@ -140,7 +140,7 @@ impl Collection {
                 for (ticket, planned) in planned {
                     let outcome = match planned {
                         Planned::Create(resource) => self.apply_create(&mut inner, resource).map(Some),
-                        Planned::Update(resource) => Ok(Some(self.apply_update(&mut inner, resource))),
+                        Planned::Update(resource) => Ok(Some(self.apply_update(&mut inner, resource, None))),
                         Planned::Destroy(pointer) => {
                             self.apply_destroy(&mut inner, &pointer);
                             Ok(None)

@@ -102,11 +102,30 @@ impl Resources {
         Ok(())
     }
 
-    /// Replaces the stored resource with the same ID; returns it, or `None` (and stores nothing) when there is none.
-    pub(super) fn replace(&mut self, resource: Arc<DynamicResource>) -> Option<Arc<DynamicResource>> {
-        let hash = self.hasher.hash_one(resource.id());
-        let slot = *self.index.find(hash, |&slot| self.id_at(slot) == Some(resource.id()))?;
-        self.slots[slot as usize].replace(resource)
+    /// The slot of the resource with this ID, for [`replace_at`](Resources::replace_at).
+    pub(super) fn slot_of(&self, id: &str) -> Option<u32> {
+        let hash = self.hasher.hash_one(id);
+        self.index.find(hash, |&slot| self.id_at(slot) == Some(id)).copied()
+    }
+
+    /// The resource in `slot` (from [`slot_of`](Resources::slot_of), nothing removed since).
+    pub(super) fn at(&self, slot: u32) -> Option<&Arc<DynamicResource>> {
+        self.slots.get(slot as usize)?.as_ref()
+    }
+
+    /// Replaces the stored resource with the same ID, found in `slot` when
+    /// the caller has just looked it up; returns it, or `None` (and stores
+    /// nothing) when there is none.
+    pub(super) fn replace(
+        &mut self,
+        resource: Arc<DynamicResource>,
+        slot: Option<u32>,
+    ) -> Option<Arc<DynamicResource>> {
+        let slot = match slot {
+            Some(slot) => slot,
+            None => self.slot_of(resource.id())?,
+        };
+        self.slots.get_mut(slot as usize)?.replace(resource)
     }
 
     /// Removes the resource with this ID; returns it.
@@ -256,7 +275,7 @@ mod tests {
                     }
                     Op::Replace(n) => {
                         let id = format!("r{n}");
-                        let old = resources.replace(resource(&id, step));
+                        let old = resources.replace(resource(&id, step), None);
                         prop_assert_eq!(old.map(|old| old.metadata.version().get()), model.get(&id).map(|v| Some(*v)));
                         if let Some(version) = model.get_mut(&id) {
                             *version = step;
