@@ -21,8 +21,8 @@ use async_trait::async_trait;
 use cosi::backoff::{Backoff, BackoffOptions};
 use cosi::resource::{DynamicResource, Kind, Phase, Pointer, Version};
 use cosi::state::{
-    CreateOptions, DestroyOptions, Error, Event, ListOptions, Result, State, TeardownOptions, UpdateOptions, Watch,
-    WatchKindOptions, WatchOptions,
+    CreateOptions, DestroyOptions, Error, Event, ListOptions, Primitives, Result, State, TeardownOptions,
+    UpdateOptions, Watch, WatchKindOptions, WatchOptions,
 };
 use hyper_util::rt::TokioIo;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
@@ -200,35 +200,6 @@ fn decode(resource: Option<proto::Resource>) -> Result<Arc<DynamicResource>> {
     convert::resource_from_proto(resource, "resource from the server").map(Arc::new)
 }
 
-/// The client without its Teardown RPCs, whose default methods do the work
-/// with Get, Update and Watch: the fallback for servers without those RPCs.
-struct Primitives(Client);
-
-#[async_trait]
-impl State for Primitives {
-    async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
-        self.0.get_dynamic(pointer).await
-    }
-    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
-        self.0.list_dynamic(kind, options).await
-    }
-    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
-        self.0.create_dynamic(resource, options).await
-    }
-    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
-        self.0.update_dynamic(resource, options).await
-    }
-    async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
-        self.0.destroy_dynamic(pointer, options).await
-    }
-    async fn watch_dynamic(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
-        self.0.watch_dynamic(pointer, options).await
-    }
-    async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
-        self.0.watch_kind_dynamic(kind, options).await
-    }
-}
-
 #[async_trait]
 impl State for Client {
     async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
@@ -339,6 +310,7 @@ impl State for Client {
 
     async fn teardown_dynamic(&self, pointer: &Pointer, options: TeardownOptions) -> Result<bool> {
         if self.no_teardown_rpc.load(Ordering::Relaxed) {
+            // The default teardown, written against Get, Update and Watch.
             return Primitives(self.clone()).teardown_dynamic(pointer, options).await;
         }
         let request = proto::TeardownRequest {

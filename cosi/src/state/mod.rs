@@ -13,6 +13,7 @@ mod memory;
 mod namespaced;
 mod observe;
 mod options;
+mod primitives;
 mod registry;
 
 use std::future::Future;
@@ -33,6 +34,7 @@ pub use observe::{Observation, Observer};
 pub use options::{
     CreateOptions, DestroyOptions, ListOptions, TeardownOptions, UpdateOptions, WatchKindOptions, WatchOptions,
 };
+pub use primitives::Primitives;
 pub(crate) use registry::META_DESCRIPTION;
 pub use registry::{META_NAMESPACE, META_OWNER, Namespace, Registry};
 

@@ -76,9 +76,6 @@ pub mod resources;
 pub mod runtime;
 pub mod server;
 pub mod state;
-mod unobserved;
-
-pub use unobserved::Unobserved;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! A state that offers no observers, for testing the runtime's watch tasks in process.
+//! A state reduced to its primitive operations.
 
 use std::sync::Arc;
 
@@ -9,24 +9,37 @@ use crate::state::{
     CreateOptions, DestroyOptions, ListOptions, Result, State, UpdateOptions, Watch, WatchKindOptions, WatchOptions,
 };
 
-/// `S` with its observers hidden: every primitive goes to `S`, and
-/// [`observe_kind_dynamic`](State::observe_kind_dynamic) answers `None`, as a
-/// remote state's does. A runtime on it feeds its controllers through watch
-/// tasks, so an in-process test covers what a remote state takes (watches
-/// that start over after falling behind, say).
+/// `S` with only its seven primitive operations (get, list, create, update,
+/// destroy, watch, watch of a kind); every other method of [`State`] takes
+/// its default: the compound operations (teardown, finalizers) are written
+/// against the primitives, and there are no immediate paths and no
+/// observers, as on a remote state.
+///
+/// What a backend falls back to for an operation its peer cannot do itself
+/// (the gRPC client's teardown against a server without the RPC), and what a
+/// test runs to take the path a remote state takes in process: the runtime on
+/// `Primitives(MemoryState::default())` feeds its controllers through watch
+/// tasks, not observers.
 ///
 /// ```
-/// use cosi::state::MemoryState;
-/// use cosi::testing::Unobserved;
+/// use cosi::prelude::*;
+/// use cosi::state::{MemoryState, Primitives};
 ///
-/// cosi::runtime_conformance_tests!(watched, || async { Unobserved(MemoryState::default()) });
-/// # fn main() {}
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// let state = Primitives(MemoryState::default());
+/// let pointer = Pointer::new("default", "Things.example.org", "one");
+/// // No immediate path: the caller awaits the primitive, which answers.
+/// assert!(state.get_now_dynamic(&pointer).is_none());
+/// assert!(state.get_dynamic(&pointer).await.is_err_and(|error| error.is_not_found()));
+/// # Ok(())
+/// # }
 /// ```
-#[derive(Debug, Default)]
-pub struct Unobserved<S>(pub S);
+#[derive(Clone, Debug, Default)]
+pub struct Primitives<S>(pub S);
 
 #[async_trait]
-impl<S: State> State for Unobserved<S> {
+impl<S: State> State for Primitives<S> {
     async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
         self.0.get_dynamic(pointer).await
     }
