@@ -17,7 +17,7 @@
 //!   success, or when its controller no longer reads its kind), so the
 //!   backoffs never outnumber the items.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -61,6 +61,10 @@ pub(crate) struct Queue {
 #[derive(Default)]
 struct Inner {
     /// (due, sequence, key), in the order items come out.
+    /// Items put to run now, in the order they were put: their due times
+    /// (the instant of the put) only grow, so this is in due order too.
+    now: VecDeque<(Instant, u64, Key)>,
+    /// Items scheduled for later (requeues, backoffs), by due time.
     schedule: BTreeSet<(Instant, u64, Key)>,
     /// The due time, sequence and value of each scheduled key.
     scheduled: HashMap<Key, (Instant, u64, Option<ReducedMetadata>)>,
@@ -80,7 +84,7 @@ impl Queue {
                 inner.parked.insert(key, value);
                 return;
             }
-            inner.schedule_at(key, value, Instant::now(), true);
+            inner.schedule(key, value, When::Now);
         }
         self.ready.notify_one();
     }
@@ -92,10 +96,10 @@ impl Queue {
             let mut inner = self.inner.lock();
             inner.on_hold.remove(&item.key);
             if let Some(at) = requeue {
-                inner.schedule_at(item.key.clone(), item.value, at, false);
+                inner.schedule(item.key.clone(), item.value, When::At(at));
             }
             if let Some(value) = inner.parked.remove(&item.key) {
-                inner.schedule_at(item.key, value, Instant::now(), true);
+                inner.schedule(item.key, value, When::Now);
             }
         }
         self.ready.notify_one();
@@ -149,7 +153,8 @@ impl Queue {
     /// an item on hold is left to its worker.
     pub(crate) fn retain(&self, keep: impl Fn(&Key) -> bool) {
         let mut inner = self.inner.lock();
-        let Inner { schedule, scheduled, on_hold, parked, backoffs, .. } = &mut *inner;
+        let Inner { now, schedule, scheduled, on_hold, parked, backoffs, .. } = &mut *inner;
+        now.retain(|(_, _, key)| keep(key));
         schedule.retain(|(_, _, key)| keep(key));
         scheduled.retain(|key, _| keep(key));
         parked.retain(|key, _| keep(key));
@@ -171,45 +176,78 @@ impl Queue {
     /// scheduled later (requeues, retries in backoff) do not count.
     pub(crate) fn is_idle(&self, now: Instant) -> bool {
         let inner = self.inner.lock();
-        inner.on_hold.is_empty() && inner.schedule.first().is_none_or(|(due, _, _)| *due > now)
+        inner.on_hold.is_empty() && inner.now.is_empty() && inner.schedule.first().is_none_or(|(due, _, _)| *due > now)
     }
 }
 
 impl Inner {
     /// Schedules `key` at `at`. A key already scheduled keeps the earlier of
     /// the two times; `overwrite` replaces its value.
-    fn schedule_at(&mut self, key: Key, value: Option<ReducedMetadata>, at: Instant, overwrite: bool) {
+    /// Schedules `key`: now (a put, its value replacing a waiting one's), or
+    /// at a later instant (a requeue, which keeps the waiting value). An
+    /// item already waiting runs at the earlier of its two times.
+    fn schedule(&mut self, key: Key, value: Option<ReducedMetadata>, when: When) {
+        let (at, put) = match when {
+            When::Now => (Instant::now(), true),
+            When::At(at) => (at, false),
+        };
         if let Some((due, sequence, old)) = self.scheduled.get_mut(&key) {
-            if overwrite {
+            if put {
                 *old = value;
             }
+            // Only an item scheduled for later can be moved earlier: one put
+            // to run now is due already.
             if at < *due {
+                let earlier = (at, self.sequence + 1);
                 self.schedule.remove(&(*due, *sequence, key.clone()));
-                self.sequence += 1;
-                *due = at;
-                *sequence = self.sequence;
-                self.schedule.insert((at, self.sequence, key));
+                (*due, *sequence) = earlier;
+                self.enqueue(at, put, key);
             }
             return;
         }
-        self.sequence += 1;
-        self.schedule.insert((at, self.sequence, key.clone()));
+        self.enqueue(at, put, key.clone());
         self.scheduled.insert(key, (at, self.sequence, value));
+    }
+
+    /// Takes the next sequence number for `key` due `at`: behind the items
+    /// put to run now (`put`), else among those scheduled for later.
+    fn enqueue(&mut self, at: Instant, put: bool, key: Key) {
+        self.sequence += 1;
+        if put {
+            self.now.push_back((at, self.sequence, key));
+        } else {
+            self.schedule.insert((at, self.sequence, key));
+        }
     }
 
     /// The first item due by `now`, put on hold; or when the next one is due.
     fn pop_due(&mut self, now: Instant) -> Result<Item, Option<Instant>> {
-        let Some((due, _, _)) = self.schedule.first() else {
-            return Err(None);
+        // The earlier of the two heads, by due time and then by order.
+        let later = self.schedule.first().filter(|(due, _, _)| *due <= now);
+        let from_now = match (self.now.front(), later) {
+            (Some(put), Some(later)) => (put.0, put.1) <= (later.0, later.1),
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return Err(self.schedule.first().map(|(due, _, _)| *due)),
         };
-        if *due > now {
-            return Err(Some(*due));
+        let (_, _, key) = match from_now {
+            true => self.now.pop_front(),
+            false => self.schedule.pop_first(),
         }
-        let (_, _, key) = self.schedule.pop_first().ok_or(None)?;
+        .ok_or(None)?;
         let (_, _, value) = self.scheduled.remove(&key).ok_or(None)?;
         self.on_hold.insert(key.clone());
         Ok(Item { key, value })
     }
+}
+
+/// When an item is to run.
+#[derive(Clone, Copy)]
+enum When {
+    /// As soon as a worker is free (a change of its resource).
+    Now,
+    /// Not before this instant (a requeue or a retry).
+    At(Instant),
 }
 
 #[cfg(test)]
@@ -288,7 +326,7 @@ mod tests {
         queue.release(item, Some(Instant::now() + Duration::from_secs(1)));
         let mut inner = queue.inner.lock();
         let due = inner.scheduled[&key("a")].0;
-        inner.schedule_at(key("a"), None, due + Duration::from_secs(99), false);
+        inner.schedule(key("a"), None, When::At(due + Duration::from_secs(99)));
         assert_eq!(inner.scheduled[&key("a")].0, due);
     }
 }
