@@ -111,8 +111,9 @@ impl Default for Driver {
 }
 
 impl Driver {
-    /// Adds `future` to the driver, to be polled at once. Returns `true` when
-    /// the driver's task must be spawned (the first future), with the task.
+    /// Adds `future` to the driver, to be polled at once. With the first
+    /// future, returns the driver's task, for the caller to spawn; it ends
+    /// once `stop` is cancelled and every future has finished.
     pub(super) fn add(
         &self,
         future: impl Future<Output = ()> + Send + 'static,
