@@ -11,8 +11,8 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use cosi::controller::{
-    BoxError, Controller, Declaration, Declared, DynCtx, InputDecl, IntoOutcome, Merge, Outcome, OutputDecl,
-    OutputKind, QueueController, QueueTransform, ReducedMetadata, Register, Registration, Transform,
+    BoxError, Controller, Declaration, Declared, DynCtx, IntoOutcome, Merge, Outcome, OutputDecl, OutputKind,
+    QueueController, QueueTransform, ReducedMetadata, Register, Registration, Transform,
 };
 use cosi::prelude::*;
 use cosi::state::Error;
@@ -21,10 +21,7 @@ use cosi::{RuntimeError, RuntimeHandle};
 use crate::faults::Faults;
 use crate::system::{Logic, Node, layer_base, mix, selector_kind};
 use crate::trace::Trace;
-use crate::types::{
-    Sel, Sh, SimSpec, Src, Stage0, Stage1, Stage2, Stage3, Stage4, Stage5, Stage6, Stage7, value_of, with_stage,
-    with_stage_pair,
-};
+use crate::types::{Sh, SimSpec, Src, Stage, StageVisitor, every_input, same, value_of, visit_stage};
 
 /// Registers the controller of `node`.
 pub fn register(
@@ -37,28 +34,46 @@ pub fn register(
     let context = Context { node: node.clone(), faults: Arc::clone(faults), trace: Arc::clone(trace) };
     match (&node.logic, stage) {
         (Logic::Fold { .. }, None) => runtime.register(Fold::<Sh>::new(context)),
-        (Logic::Fold { .. }, Some(stage)) => with_stage!(stage, Out => runtime.register(Fold::<Out>::new(context))),
         (Logic::Queue { .. }, None) => runtime.register(Queued::<Sh>::new(context)),
-        (Logic::Queue { .. }, Some(stage)) => with_stage!(stage, Out => runtime.register(Queued::<Out>::new(context))),
-        (Logic::Transform { input, finalizers }, Some(stage)) => {
-            let finalizers = *finalizers;
-            match *input == Src::kind() {
-                true => with_stage!(stage, Out => runtime.register(transform::<Src, Out>(&context, finalizers))),
-                false => {
-                    with_stage_pair!(stage, In, Out => runtime.register(transform::<In, Out>(&context, finalizers)))
-                }
-            }
-        }
-        (Logic::QueueTransform { input }, Some(stage)) => match *input == Src::kind() {
-            true => with_stage!(stage, Out => runtime.register(queue_transform::<Src, Out>(&context))),
-            false => with_stage_pair!(stage, In, Out => runtime.register(queue_transform::<In, Out>(&context))),
-        },
         (Logic::Merge { source }, _) => {
             let layer = |resource: &Typed<Sh>| (layer_base(resource.id()).to_owned(), resource.spec().layer);
             runtime.register(Merge::<Sh>::new(node.name.clone(), source.namespace(), node.output.namespace(), layer))
         }
+        (_, Some(stage)) => visit_stage(stage, Registrar { runtime, context }),
         (Logic::Transform { .. } | Logic::QueueTransform { .. }, None) => {
             Err(RuntimeError::InvalidController(format!("{}: a transform writes a stage", node.name)))
+        }
+    }
+}
+
+/// Registers the controller of a node whose output is a stage, given the stage's type.
+struct Registrar<'a> {
+    runtime: &'a RuntimeHandle,
+    context: Context,
+}
+
+impl StageVisitor for Registrar<'_> {
+    type Output = Result<(), RuntimeError>;
+
+    fn visit<Out: Stage>(self) -> Self::Output {
+        let Registrar { runtime, context } = self;
+        match context.node.logic.clone() {
+            Logic::Fold { .. } => runtime.register(Fold::<Out>::new(context)),
+            Logic::Queue { .. } => runtime.register(Queued::<Out>::new(context)),
+            Logic::Transform { input, finalizers } if input == Src::kind() => {
+                runtime.register(transform::<Src, Out>(&context, finalizers))
+            }
+            Logic::Transform { finalizers, .. } => {
+                runtime.register(transform::<Out::Previous, Out>(&context, finalizers))
+            }
+            Logic::QueueTransform { input } if input == Src::kind() => {
+                runtime.register(queue_transform::<Src, Out>(&context))
+            }
+            Logic::QueueTransform { .. } => runtime.register(queue_transform::<Out::Previous, Out>(&context)),
+            Logic::Merge { .. } => Err(RuntimeError::InvalidController(format!(
+                "{}: a merge writes shares, not a stage",
+                context.node.name
+            ))),
         }
     }
 }
@@ -99,49 +114,6 @@ fn queue_transform<In: SimSpec, Out: SimSpec>(context: &Context) -> QueueTransfo
         out.spec_mut().set(value, layer);
         Ok(())
     })
-}
-
-const fn same(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
-
-/// `T` as an input of `kind`, or of `own` when it is the output type `Out`.
-const fn input<T: Resource, Out: Resource>(kind: InputKind, own: InputKind) -> InputDecl {
-    match same(T::TYPE, Out::TYPE) {
-        true => InputDecl::of::<T>(own),
-        false => InputDecl::of::<T>(kind),
-    }
-}
-
-/// Every simulated type as an input: the declaration names each, so that
-/// a registration may give the controller any of them, in any namespace.
-macro_rules! every_input {
-    ($first:expr, $kind:expr, $own:expr) => {
-        &[
-            input::<Src, Out>($first, $own),
-            input::<Sel, Out>($kind, $own),
-            input::<Sh, Out>($kind, $own),
-            input::<Stage0, Out>($kind, $own),
-            input::<Stage1, Out>($kind, $own),
-            input::<Stage2, Out>($kind, $own),
-            input::<Stage3, Out>($kind, $own),
-            input::<Stage4, Out>($kind, $own),
-            input::<Stage5, Out>($kind, $own),
-            input::<Stage6, Out>($kind, $own),
-            input::<Stage7, Out>($kind, $own),
-        ]
-    };
 }
 
 /// `Shares` has shared writers only; each stage one exclusive writer.
@@ -267,7 +239,7 @@ impl<Out: SimSpec> Fold<Out> {
 impl<Out: SimSpec> Declared for Fold<Out> {
     const DECLARATION: Declaration = Declaration {
         name: "SimFold",
-        inputs: every_input!(InputKind::Weak, InputKind::Weak, InputKind::DestroyReady),
+        inputs: &every_input::<Out>(InputKind::Weak, InputKind::Weak, InputKind::DestroyReady),
         outputs: &[OutputDecl::of::<Out>(output_kind::<Out>())],
         concurrency: None,
     };
@@ -391,7 +363,7 @@ impl<Out: SimSpec> Queued<Out> {
 impl<Out: SimSpec> Declared for Queued<Out> {
     const DECLARATION: Declaration = Declaration {
         name: "SimQueue",
-        inputs: every_input!(InputKind::Primary, InputKind::Mapped, InputKind::MappedDestroyReady),
+        inputs: &every_input::<Out>(InputKind::Primary, InputKind::Mapped, InputKind::MappedDestroyReady),
         outputs: &[OutputDecl::of::<Out>(output_kind::<Out>())],
         concurrency: Some(2),
     };

@@ -95,7 +95,7 @@ impl System {
         let mut readable = sources.clone();
         let mut system = System { nodes: Vec::new(), sources, layers: Vec::new() };
         let mut stage = 0;
-        for index in 0..rng.usize(5..=14) {
+        for index in 0..rng.usize(5..=32) {
             let salt = rng.u64(..);
             let exclusive = stage < STAGES && rng.u8(0..3) > 0;
             let node = match exclusive {
