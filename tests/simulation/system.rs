@@ -95,7 +95,12 @@ impl System {
         let mut readable = sources.clone();
         let mut system = System { nodes: Vec::new(), sources, layers: Vec::new() };
         let mut stage = 0;
-        for index in 0..rng.usize(5..=32) {
+        // Most graphs small, a quarter large (up to 32 controllers and 36 kinds).
+        let controllers = match rng.u8(0..4) {
+            0 => rng.usize(17..=32),
+            _ => rng.usize(5..=16),
+        };
+        for index in 0..controllers {
             let salt = rng.u64(..);
             let exclusive = stage < STAGES && rng.u8(0..3) > 0;
             let node = match exclusive {
