@@ -35,6 +35,13 @@ use crate::trace::Trace;
 /// Bytes a pipe buffers each way before its writer waits.
 const PIPE_BUFFER: usize = 64 << 10;
 
+/// The longest wait of a broken watch between two attempts to resume.
+///
+/// The runtime cannot tell when a remote watch is resuming (the client
+/// reports no progress), so `settled` may return while events are on their
+/// way; once the network works again, they arrive within this.
+pub const RESUME_MAX_DELAY: Duration = Duration::from_secs(5);
+
 /// The connections between the client and the server.
 pub struct Network {
     faults: Arc<Faults>,
@@ -84,7 +91,11 @@ impl Network {
         // A watch gives up after 3 s of failed resumes (it ends with an
         // error, and its reader starts over), so that the simulation reaches
         // that path too.
-        let retry = RetryOptions { max_elapsed: Duration::from_secs(3), ..RetryOptions::default() };
+        let retry = RetryOptions {
+            max_delay: RESUME_MAX_DELAY,
+            max_elapsed: Duration::from_secs(3),
+            ..RetryOptions::default()
+        };
         (network, Client::from_channel(channel).with_retry(retry))
     }
 

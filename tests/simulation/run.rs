@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::checks::{Mirror, Observer, Seen, Violations, seen};
 use crate::controllers;
 use crate::faults::{Faults, FaultyState, FaultyStore, Profile, error_name};
-use crate::net::Network;
+use crate::net::{Network, RESUME_MAX_DELAY};
 use crate::redb::RedbFile;
 use crate::system::{IDS, Logic, System, World, selector_kind};
 use crate::trace::Trace;
@@ -204,10 +204,16 @@ async fn simulate(seed: u64, backend: Option<Backend>, echo: bool) -> Report {
             break;
         }
         let differences = differences(&system, &states.truth, &live.runtime).await;
-        if differences.is_empty() {
+        if differences.is_empty() && !(run.remote && stopped.elapsed() < RESUME_MAX_DELAY) {
             converged_in = Some(stopped.elapsed());
             trace.log("converged");
             break;
+        }
+        if differences.is_empty() {
+            // Across the network, `settled` cannot see a watch that is
+            // resuming: wait until every resume is due, then look again.
+            tokio::time::sleep_until(stopped + RESUME_MAX_DELAY).await;
+            continue;
         }
         if Instant::now() >= deadline {
             failures.push(format!(
