@@ -20,7 +20,7 @@ use cosi::state::MemoryOptions;
 use cosi_redb::{Options, RedbState};
 
 use crate::faults::Faults;
-use crate::run::contents;
+use crate::run::{contents, differ};
 
 pub struct RedbFile {
     _dir: tempfile::TempDir,
@@ -83,8 +83,8 @@ impl RedbFile {
             Err(error) => panic!("the redb file does not open again: {error}"),
         };
         let loaded = contents(&reopened, kinds, failures).await;
-        if loaded != held {
-            failures.push(format!("the file holds {loaded:?}, the state held {held:?}"));
+        if let Some(differences) = differ(&loaded, &held) {
+            failures.push(format!("the file differs from what the state held (file, state): {differences}"));
         }
         reopened
     }

@@ -540,8 +540,22 @@ async fn check_store(store: &FaultyStore, state: &Arc<dyn State>, system: &[Kind
     let mut kinds: BTreeSet<Kind> = stored.keys().map(|pointer| pointer.kind()).collect();
     kinds.extend(system.iter().cloned());
     let held = contents(state, &kinds, failures).await;
-    if stored != held {
-        failures.push(format!("the store holds {stored:?}, the state {held:?}"));
+    if let Some(differences) = differ(&stored, &held) {
+        failures.push(format!("the store differs from the state (store, state): {differences}"));
+    }
+}
+
+/// Where two copies of a state's contents differ, at most ten places.
+pub fn differ(a: &BTreeMap<Pointer, Seen>, b: &BTreeMap<Pointer, Seen>) -> Option<String> {
+    let pointers: BTreeSet<&Pointer> = a.keys().chain(b.keys()).collect();
+    let differences: Vec<String> = pointers
+        .into_iter()
+        .filter(|pointer| a.get(*pointer) != b.get(*pointer))
+        .map(|pointer| format!("{pointer}: {:?}, {:?}", a.get(pointer), b.get(pointer)))
+        .collect();
+    match differences.len() {
+        0 => None,
+        count => Some(format!("{} ({count} in all)", differences.into_iter().take(10).collect::<Vec<_>>().join("; "))),
     }
 }
 
