@@ -9,17 +9,19 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use cosi::controller::{
     BoxError, Controller, Declaration, Declared, DynCtx, IntoOutcome, Merge, Outcome, OutputDecl, OutputKind,
-    QueueController, QueueTransform, ReducedMetadata, Register, Registration, Transform,
+    QueueController, QueueTransform, ReducedMetadata, Register, Registration, Requeue, Transform, Waker,
 };
 use cosi::prelude::*;
 use cosi::state::Error;
 use cosi::{RuntimeError, RuntimeHandle};
+use parking_lot::Mutex;
 
 use crate::faults::Faults;
-use crate::system::{Logic, Node, layer_base, mix, selector_kind};
+use crate::system::{Logic, Node, Outside, System, layer_base, mix, selector_kind};
 use crate::trace::Trace;
 use crate::types::{Sh, SimSpec, Src, Stage, StageVisitor, every_input, same, value_of, visit_stage};
 
@@ -29,9 +31,15 @@ pub fn register(
     node: &Node,
     faults: &Arc<Faults>,
     trace: &Arc<Trace>,
+    outside: &OutsideWorld,
 ) -> Result<(), RuntimeError> {
     let stage = node.output.namespace().strip_prefix("stage").and_then(|index| index.parse::<usize>().ok());
-    let context = Context { node: node.clone(), faults: Arc::clone(faults), trace: Arc::clone(trace) };
+    let context = Context {
+        node: node.clone(),
+        faults: Arc::clone(faults),
+        trace: Arc::clone(trace),
+        outside: outside.0.get(&node.name).cloned(),
+    };
     match (&node.logic, stage) {
         (Logic::Fold { .. }, None) => runtime.register(Fold::<Sh>::new(context)),
         (Logic::Queue { .. }, None) => runtime.register(Queued::<Sh>::new(context)),
@@ -84,6 +92,65 @@ struct Context {
     node: Node,
     faults: Arc<Faults>,
     trace: Arc<Trace>,
+    outside: Option<Arc<Slot>>,
+}
+
+impl Context {
+    /// The controller's value from outside the state (0 when it reads
+    /// none). A woken controller hands out its waker first, so that any
+    /// change made after this read wakes it.
+    fn outside(&self, ctx: &DynCtx) -> u64 {
+        let Some(slot) = &self.outside else { return 0 };
+        if self.node.outside == Outside::Woken {
+            *slot.waker.lock() = Some(ctx.waker());
+        }
+        slot.value.load(Ordering::SeqCst)
+    }
+
+    /// When it looks at everything again, though nothing changed.
+    fn requeue(&self) -> Requeue {
+        match self.node.outside {
+            Outside::Polled(after) => Requeue::After(after),
+            Outside::None | Outside::Woken => Requeue::Never,
+        }
+    }
+}
+
+/// The controllers' values from outside the state, by controller name (the
+/// world around a machine: a file, a device), and the wakers the woken ones
+/// handed out.
+pub struct OutsideWorld(BTreeMap<String, Arc<Slot>>);
+
+#[derive(Default)]
+pub struct Slot {
+    value: AtomicU64,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl OutsideWorld {
+    /// A value of 0 for every controller of `system` that reads one.
+    pub fn new(system: &System) -> Self {
+        let reads = system.nodes.iter().filter(|node| node.outside != Outside::None);
+        OutsideWorld(reads.map(|node| (node.name.clone(), Arc::default())).collect())
+    }
+
+    /// The controllers that read a value from outside.
+    pub fn controllers(&self) -> Vec<&str> {
+        self.0.keys().map(String::as_str).collect()
+    }
+
+    pub fn values(&self) -> BTreeMap<String, u64> {
+        self.0.iter().map(|(name, slot)| (name.clone(), slot.value.load(Ordering::SeqCst))).collect()
+    }
+
+    /// Changes `controller`'s value and wakes it, if it handed out a waker;
+    /// whether it did.
+    pub fn change(&self, controller: &str, value: u64) -> bool {
+        let Some(slot) = self.0.get(controller) else { return false };
+        slot.value.store(value, Ordering::SeqCst);
+        let waker = slot.waker.lock().clone();
+        waker.map(|waker| waker.wake()).is_some()
+    }
 }
 
 fn transform<In: SimSpec, Out: SimSpec>(context: &Context, finalizers: bool) -> Transform<In, Out> {
@@ -166,8 +233,8 @@ impl<Out: SimSpec> Fold<Out> {
         inputs
     }
 
-    async fn run(&self, ctx: &DynCtx) -> Result<(), BoxError> {
-        let Context { node, faults, trace } = &self.context;
+    async fn run(&self, ctx: &DynCtx) -> Result<Requeue, BoxError> {
+        let Context { node, faults, trace, .. } = &self.context;
         trace.log(format_args!("reconcile {}", node.name));
         faults.reconcile(&node.name).await?;
         let (strong, _, switch) = self.logic();
@@ -184,6 +251,7 @@ impl<Out: SimSpec> Fold<Out> {
         };
         let inputs = self.inputs(alternative);
         ctx.update_inputs(inputs.iter().cloned())?;
+        let outside = self.context.outside(ctx);
         let finalizer = node.name.as_str();
         let mut sums: BTreeMap<String, u64> = BTreeMap::new();
         let mut release = Vec::new();
@@ -211,7 +279,7 @@ impl<Out: SimSpec> Fold<Out> {
             }
         }
         for (id, sum) in sums {
-            let (value, layer) = mix(node.salt, sum);
+            let (value, layer) = mix(node.salt, sum.wrapping_add(outside));
             let output = node.output.pointer(&id);
             let written = ctx
                 .try_modify::<Out, Error>(output, |out| {
@@ -232,7 +300,7 @@ impl<Out: SimSpec> Fold<Out> {
         for pointer in release {
             ctx.remove_finalizer_dynamic(&pointer, finalizer).await?;
         }
-        Ok(())
+        Ok(self.context.requeue())
     }
 }
 
@@ -288,8 +356,8 @@ impl<Out: SimSpec> Queued<Out> {
         inputs
     }
 
-    async fn run(&self, ctx: &DynCtx, item: &Pointer) -> Result<(), BoxError> {
-        let Context { node, faults, trace } = &self.context;
+    async fn run(&self, ctx: &DynCtx, item: &Pointer) -> Result<Requeue, BoxError> {
+        let Context { node, faults, trace, .. } = &self.context;
         trace.log(format_args!("reconcile {} {}", node.name, item.id()));
         faults.reconcile(&node.name).await?;
         let (_, mapped) = self.logic();
@@ -318,12 +386,13 @@ impl<Out: SimSpec> Queued<Out> {
                     ctx.remove_finalizer_dynamic(item, finalizer).await?;
                 }
             }
-            return Ok(());
+            return Ok(Requeue::Never);
         };
         if !primary.metadata().finalizers().has(finalizer) {
             ctx.add_finalizer_dynamic(item, finalizer).await?;
         }
-        let (mut sum, _) = value_of(primary).ok_or("a spec that does not decode")?;
+        let (value, _) = value_of(primary).ok_or("a spec that does not decode")?;
+        let mut sum = value.wrapping_add(self.context.outside(ctx));
         for kind in mapped {
             match ctx.get_dynamic(&kind.pointer(item.id())).await {
                 Ok(resource) if resource.metadata().phase() == Phase::Running => {
@@ -343,17 +412,18 @@ impl<Out: SimSpec> Queued<Out> {
             })
         };
         match write().await {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(self.context.requeue()),
             // The output of an earlier primary with this ID is still tearing
             // down: destroy it once released (its destroy-ready change maps
             // back to this item), then write the new one.
             Err(error) if error.is_phase_conflict() => {
                 let old = ctx.get_dynamic(&output).await?;
                 if !old.metadata().finalizers().is_empty() {
-                    return Ok(());
+                    return Ok(Requeue::Never);
                 }
                 ctx.destroy_dynamic(&output).await?;
-                write().await.map(drop).map_err(Into::into)
+                write().await?;
+                Ok(self.context.requeue())
             }
             Err(error) => Err(error.into()),
         }

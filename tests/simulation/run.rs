@@ -12,11 +12,11 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use crate::checks::{Mirror, Observer, Seen, Violations, seen};
-use crate::controllers;
+use crate::controllers::{self, OutsideWorld};
 use crate::faults::{Faults, FaultyState, FaultyStore, Profile, error_name};
 use crate::net::{Network, RESUME_MAX_DELAY};
 use crate::redb::RedbFile;
-use crate::system::{IDS, Logic, System, World, selector_kind};
+use crate::system::{IDS, Logic, Outside, System, World, selector_kind};
 use crate::trace::Trace;
 use crate::types::{Sel, Sh, SimSpec, Src, value_of};
 
@@ -136,8 +136,10 @@ async fn simulate(seed: u64, backend: Option<Backend>, echo: bool) -> Report {
         }
     };
 
+    let outside = OutsideWorld::new(&system);
     let run = Run {
         system: &system,
+        outside: &outside,
         faults: Arc::clone(&faults),
         trace: Arc::clone(&trace),
         violations: Arc::default(),
@@ -168,7 +170,7 @@ async fn simulate(seed: u64, backend: Option<Backend>, echo: bool) -> Report {
             run.register(&live.runtime, index, &mut failures);
             registered.push(index);
         }
-        client(&states.inner, &system, &selectors, &mut rng, &trace).await;
+        client(&states.inner, &system, &selectors, &outside, &mut rng, &trace).await;
         if let Some(file) = file.as_ref().filter(|file| file.failed()) {
             (states, live) = run.restart(live, states, file, &registered, &mut rng, &mut failures).await;
         }
@@ -203,7 +205,7 @@ async fn simulate(seed: u64, backend: Option<Backend>, echo: bool) -> Report {
             failures.push(failure);
             break;
         }
-        let differences = differences(&system, &states.truth, &live.runtime).await;
+        let differences = differences(&system, &outside, &states.truth, &live.runtime).await;
         if differences.is_empty() && !(run.remote && stopped.elapsed() < RESUME_MAX_DELAY) {
             converged_in = Some(stopped.elapsed());
             trace.log("converged");
@@ -235,12 +237,19 @@ async fn simulate(seed: u64, backend: Option<Backend>, echo: bool) -> Report {
             failures.push(format!("{} writes after convergence, with nothing changing", faults.writes() - writes));
         }
         let now = reconciles(&live.runtime, &names);
-        for ((name, before), after) in names.iter().zip(before).zip(now) {
-            if before != after {
-                failures.push(format!(
+        for ((node, before), after) in system.nodes.iter().zip(before).zip(now) {
+            let name = &node.name;
+            match (node.outside, &node.logic) {
+                // It looks again unprompted, and finds nothing to write.
+                (Outside::Polled(_), Logic::Fold { .. }) if before == after => {
+                    failures.push(format!("{name} polls, and did not reconcile in {QUIET_FOR:?}"));
+                }
+                (Outside::Polled(_), _) => (),
+                _ if before != after => failures.push(format!(
                     "{name} reconciled {} times after convergence, with nothing changing",
                     after - before
-                ));
+                )),
+                _ => (),
             }
         }
         // Every observer has seen every event: its mirror is the kind.
@@ -305,6 +314,7 @@ impl States {
 /// What stays the same for the whole run, across restarts.
 struct Run<'a> {
     system: &'a System,
+    outside: &'a OutsideWorld,
     faults: Arc<Faults>,
     trace: Arc<Trace>,
     violations: Arc<Violations>,
@@ -331,7 +341,7 @@ impl Run<'_> {
         rng: &mut fastrand::Rng,
         failures: &mut Vec<String>,
     ) -> Live {
-        let Run { system, faults, trace, violations, observed, remote } = self;
+        let Run { system, faults, trace, violations, observed, remote, .. } = self;
         let mut observers = Vec::new();
         let mut mirrors = Vec::new();
         for kind in system.kinds() {
@@ -369,7 +379,7 @@ impl Run<'_> {
     fn register(&self, runtime: &Runtime, index: usize, failures: &mut Vec<String>) {
         let node = &self.system.nodes[index];
         self.trace.log(format_args!("register {}", node.name));
-        if let Err(error) = controllers::register(&runtime.handle(), node, &self.faults, &self.trace) {
+        if let Err(error) = controllers::register(&runtime.handle(), node, &self.faults, &self.trace, self.outside) {
             failures.push(format!("{} was refused: {error}", node.name));
         }
     }
@@ -408,8 +418,23 @@ impl Live {
     }
 }
 
-/// One client operation on a kind the clients write.
-async fn client(state: &Arc<dyn State>, system: &System, selectors: &[String], rng: &mut fastrand::Rng, trace: &Trace) {
+/// One client operation: on a kind the clients write, or (one in ten, when
+/// some controller reads one) on a value outside the state.
+async fn client(
+    state: &Arc<dyn State>,
+    system: &System,
+    selectors: &[String],
+    outside: &OutsideWorld,
+    rng: &mut fastrand::Rng,
+    trace: &Trace,
+) {
+    let readers = outside.controllers();
+    if !readers.is_empty() && rng.u8(0..10) == 0 {
+        let (controller, value) = (readers[rng.usize(..readers.len())], rng.u64(0..1000));
+        let woken = if outside.change(controller, value) { ", woken" } else { "" };
+        trace.log(format_args!("client outside {controller} = {value}{woken}"));
+        return;
+    }
     let choice = rng.u8(0..10);
     let pointer = if !selectors.is_empty() && choice == 0 {
         selector_kind().pointer(&selectors[rng.usize(..selectors.len())])
@@ -455,7 +480,12 @@ async fn modify<T: SimSpec>(
 /// Where the state differs from the model, and what keeps the system from
 /// being done: outputs still tearing down, finalizers held on tearing-down
 /// resources, controllers still failing.
-async fn differences(system: &System, state: &Arc<dyn State>, runtime: &Runtime) -> Vec<String> {
+async fn differences(
+    system: &System,
+    outside: &OutsideWorld,
+    state: &Arc<dyn State>,
+    runtime: &Runtime,
+) -> Vec<String> {
     let mut differences = Vec::new();
     let mut clients: World = BTreeMap::new();
     let client_kinds = system.sources.iter().chain(&system.layers).cloned().chain([selector_kind()]);
@@ -476,7 +506,7 @@ async fn differences(system: &System, state: &Arc<dyn State>, runtime: &Runtime)
             }
         }
     }
-    let expected = system.expected(&clients);
+    let expected = system.expected(&clients, &outside.values());
     for node in &system.nodes {
         let mut actual = BTreeMap::new();
         for resource in list(state, &node.output, &mut differences).await {
