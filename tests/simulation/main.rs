@@ -2,12 +2,15 @@
 //! seeded faults, every run replayable from its seed.
 //!
 //! Each seed builds a random system (`system.rs`: tens of kinds, plain and
-//! queue controllers, transforms, merges, finalizer holders, `update_inputs`),
-//! runs it with random client work and seeded faults (`faults.rs`) on one
-//! current-thread tokio runtime whose clock is paused, so simulated time
-//! passes only when every task waits, and checks it (`checks.rs`, `run.rs`):
-//! safety at every step, convergence to the model once the faults stop,
-//! quiet afterwards.
+//! queue controllers, transforms, merges, finalizer holders, `update_inputs`,
+//! wakers and requeues), runs it with random client work and seeded faults
+//! (`faults.rs`) on one current-thread tokio runtime whose clock is paused,
+//! so simulated time passes only when every task waits, and checks it
+//! (`checks.rs`, `run.rs`): safety at every step, convergence to the model
+//! once the faults stop, quiet afterwards. The state is in memory, in memory
+//! over a backing store, across gRPC on in-memory connections (`net.rs`), or
+//! a redb file (`redb.rs`, the one backend whose runs are not replayable byte
+//! for byte: its store commits on a thread of its own).
 //!
 //! - `cargo test --test simulation` runs the default seeds, the regression
 //!   seeds and the determinism check.
