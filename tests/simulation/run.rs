@@ -405,7 +405,8 @@ impl Run<'_> {
 }
 
 impl Live {
-    /// Stops the runtime and the observers, and waits until they have let go of the state.
+    /// Stops the runtime and the observers, and waits until they have let
+    /// go of the state and every write they started has landed.
     async fn stop(self) {
         self.runtime.shutdown().await;
         drop(self.runtime);
@@ -415,6 +416,12 @@ impl Live {
         for observer in self.observers {
             let _ = observer.await;
         }
+        // A write whose reconcile the shutdown dropped may still be running
+        // on tokio's blocking pool (the redb state writes there, and applies
+        // to memory once its commit is durable): it lands all the same. Work
+        // on that pool holds the paused clock, so this sleep ends only once
+        // the pool is idle.
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 
