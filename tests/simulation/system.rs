@@ -113,7 +113,7 @@ impl System {
         let mut readable = sources.clone();
         let mut system = System { nodes: Vec::new(), sources, layers: Vec::new() };
         let mut stage = 0;
-        // Most graphs small, a quarter large (up to 32 controllers and 36 kinds).
+        // Most graphs small, a quarter large (up to 32 controllers and about 40 kinds).
         let controllers = match rng.u8(0..4) {
             0 => rng.usize(17..=32),
             _ => rng.usize(5..=16),
@@ -121,7 +121,7 @@ impl System {
         for index in 0..controllers {
             let salt = rng.u64(..);
             let exclusive = stage < STAGES && rng.u8(0..3) > 0;
-            let node = match exclusive {
+            let (output, logic) = match exclusive {
                 true => {
                     let output = stage_kind(stage);
                     let logic = match rng.u8(0..4) {
@@ -131,14 +131,7 @@ impl System {
                         _ => fold(rng, &readable),
                     };
                     stage += 1;
-                    Node {
-                        name: format!("{}-{index}", logic.family()),
-                        output,
-                        exclusive,
-                        logic,
-                        salt,
-                        outside: Outside::None,
-                    }
+                    (output, logic)
                 }
                 false => {
                     let logic = match rng.u8(0..4) {
@@ -163,21 +156,14 @@ impl System {
                         _ => fold(rng, &readable),
                     };
                     let prefix = if matches!(logic, Logic::Merge { .. }) { "m" } else { "n" };
-                    let output = Kind::new(format!("{prefix}{index}"), Sh::TYPE);
-                    Node {
-                        name: format!("{}-{index}", logic.family()),
-                        output,
-                        exclusive,
-                        logic,
-                        salt,
-                        outside: Outside::None,
-                    }
+                    (Kind::new(format!("{prefix}{index}"), Sh::TYPE), logic)
                 }
             };
-            let node = match node.logic {
-                Logic::Fold { .. } | Logic::Queue { .. } => Node { outside: outside(rng), ..node },
-                _ => node,
+            let outside = match logic {
+                Logic::Fold { .. } | Logic::Queue { .. } => outside(rng),
+                _ => Outside::None,
             };
+            let node = Node { name: format!("{}-{index}", logic.family()), output, exclusive, logic, salt, outside };
             readable.push(node.output.clone());
             system.nodes.push(node);
         }
