@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use cosi::backoff::{Backoff, BackoffOptions};
@@ -454,7 +454,8 @@ impl RemoteWatch {
             options.tail_events = 0;
             options.start_from_bookmark = Some(bookmark);
         }
-        let started = Instant::now();
+        // tokio's clock, like the delays: a paused or simulated clock moves both.
+        let started = tokio::time::Instant::now();
         let mut backoff = self.retry.backoff();
         let mut last = broken;
         loop {

@@ -21,7 +21,7 @@ use cosi::state::State;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tokio_stream::wrappers::UnixListenerStream;
-use tonic::transport::server::TcpIncoming;
+use tonic::transport::server::{Router, TcpIncoming};
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 use crate::auth::Authenticator;
@@ -148,6 +148,71 @@ impl Server {
     }
 }
 
+impl Server {
+    /// The tonic router serving the state with these limits and this security.
+    fn router(
+        self,
+        authenticator: Authenticator,
+        stopped: watch::Receiver<bool>,
+        tls: Option<ServerTlsConfig>,
+    ) -> Result<Router, ServeError> {
+        let limits = self.limits;
+        let service = StateService::with_security(self.state, authenticator, stopped, limits.clone())
+            .into_server(limits.max_message_size);
+        let mut builder = tonic::transport::Server::builder()
+            .max_concurrent_streams(limits.max_concurrent_streams)
+            .http2_keepalive_interval(Some(limits.keepalive_interval))
+            .http2_keepalive_timeout(Some(limits.keepalive_timeout))
+            .http2_max_header_list_size(limits.max_header_list_size);
+        if let Some(tls) = tls {
+            builder = builder.tls_config(tls)?;
+        }
+        Ok(builder.add_service(service))
+    }
+
+    /// Serves the connections `incoming` yields, without transport security
+    /// (every caller is an admin), until it ends: for tests that bring their
+    /// own transport, such as in-memory pipes (feature `testing`). The
+    /// connections already accepted are served on after it ends.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> cosi::Result<()> {
+    /// use cosi::prelude::*;
+    /// use cosi_grpc::{Client, Server};
+    /// use hyper_util::rt::TokioIo;
+    ///
+    /// let (client_end, server_end) = tokio::io::duplex(64 << 10);
+    /// let incoming = futures_util::stream::iter([Ok::<_, std::io::Error>(server_end)]);
+    /// tokio::spawn(Server::new(cosi::state::memory()).serve_incoming(incoming));
+    /// let mut client_end = Some(client_end);
+    /// let connector = tower::service_fn(move |_| {
+    ///     let io = client_end.take().map(TokioIo::new).ok_or_else(|| std::io::Error::other("one connection"));
+    ///     std::future::ready(io)
+    /// });
+    /// let channel = tonic::transport::Endpoint::from_static("http://memory").connect_with_connector_lazy(connector);
+    /// let state = Client::from_channel(channel);
+    /// let namespaces = state.list_dynamic(&Kind::new("meta", "Namespaces.meta.cosi.dev"), &ListOptions::default()).await?;
+    /// # let _ = namespaces;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "testing")]
+    pub async fn serve_incoming<IO, E>(
+        self,
+        incoming: impl futures_core::Stream<Item = Result<IO, E>>,
+    ) -> Result<(), ServeError>
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + tonic::transport::server::Connected + Unpin + Send + 'static,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        // Never stopped: the watches end with their connections.
+        let (_, stopped) = watch::channel(false);
+        let router = self.router(Authenticator::Trusted, stopped, None)?;
+        Ok(router.serve_with_incoming(incoming).await?)
+    }
+}
+
 enum Listener {
     Tcp(TcpListener),
     Unix(UnixListener, PathBuf),
@@ -175,7 +240,7 @@ impl Listening {
     /// Serves until `signal` completes, then ends the watches, finishes the
     /// calls in flight and stops listening.
     pub async fn serve_with_shutdown(self, signal: impl Future<Output = ()> + Send) -> Result<(), ServeError> {
-        let limits = self.server.limits;
+        let limits = self.server.limits.clone();
         let (stop, stopped) = watch::channel(false);
         let (authenticator, tls) = match self.security {
             Security::Insecure => (Authenticator::Trusted, None),
@@ -190,17 +255,7 @@ impl Listening {
             ),
         };
         let mut stopping = stopped.clone();
-        let service = StateService::with_security(self.server.state, authenticator, stopped, limits.clone())
-            .into_server(limits.max_message_size);
-        let mut builder = tonic::transport::Server::builder()
-            .max_concurrent_streams(limits.max_concurrent_streams)
-            .http2_keepalive_interval(Some(limits.keepalive_interval))
-            .http2_keepalive_timeout(Some(limits.keepalive_timeout))
-            .http2_max_header_list_size(limits.max_header_list_size);
-        if let Some(tls) = tls {
-            builder = builder.tls_config(tls)?;
-        }
-        let router = builder.add_service(service);
+        let router = self.server.router(authenticator, stopped, tls)?;
         let signal = async move {
             signal.await;
             let _ = stop.send(true);

@@ -70,18 +70,50 @@ impl RedbState {
     /// Fails with a clear [`Error`] when the file is another program's, damaged,
     /// encrypted with another key, or already open (by this process or another).
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Self, Error> {
-        let path = path.as_ref().to_path_buf();
+        RedbState::open_with(path.as_ref(), options, RedbStore::start)
+    }
+
+    /// [`RedbState::open`], with `fail` asked before each commit: the commit
+    /// fails, as a failing disk fails it, when `fail` returns an error; the
+    /// store then refuses every later write, until the file is opened again
+    /// (feature `testing`, for tests that inject store failures).
+    #[cfg(feature = "testing")]
+    pub fn open_failing(
+        path: impl AsRef<Path>,
+        options: Options,
+        fail: impl Fn() -> std::io::Result<()> + Send + 'static,
+    ) -> Result<Self, Error> {
+        RedbState::open_with(path.as_ref(), options, |db, cipher| RedbStore::start_failing(db, cipher, fail))
+    }
+
+    /// Opens the file at `path` and starts its store with `start`.
+    fn open_with(
+        path: &Path,
+        options: Options,
+        start: impl FnOnce(Database, Option<Cipher>) -> Result<RedbStore, Error>,
+    ) -> Result<Self, Error> {
+        let path = path.to_path_buf();
         create_private(&path).map_err(|err| Error::Io(Arc::new(err)))?;
         let db = guard(&path, || redb::Builder::new().create(&path).map_err(|err| open_error(&path, err)))?;
-        RedbState::start(db, path, options)
+        RedbState::start_with(db, path, options, start)
     }
 
     /// A state on an open database, which `path` names in errors.
+    #[cfg(test)]
     fn start(db: Database, path: PathBuf, options: Options) -> Result<Self, Error> {
+        RedbState::start_with(db, path, options, RedbStore::start)
+    }
+
+    fn start_with(
+        db: Database,
+        path: PathBuf,
+        options: Options,
+        start: impl FnOnce(Database, Option<Cipher>) -> Result<RedbStore, Error>,
+    ) -> Result<Self, Error> {
         let cipher = options.encryption_key.as_ref().map(Cipher::new);
         let store = guard(&path, || {
             prepare(&db, &path, cipher.as_ref())?;
-            RedbStore::start(db, cipher)
+            start(db, cipher)
         })?;
         let store = Arc::new(store);
         let memory = MemoryState::with_store(options.history, Arc::clone(&store) as _).map_err(Error::Load)?;

@@ -76,6 +76,20 @@ impl RedbStore {
         RedbStore::start_with(db, cipher, commit)
     }
 
+    /// [`RedbStore::start`], with `fail` asked before each commit (see
+    /// `RedbState::open_failing`).
+    #[cfg(feature = "testing")]
+    pub(crate) fn start_failing(
+        db: Database,
+        cipher: Option<Cipher>,
+        fail: impl Fn() -> std::io::Result<()> + Send + 'static,
+    ) -> Result<Self, Error> {
+        RedbStore::start_with(db, cipher, move |db: &Database, ops: &[Op]| {
+            fail().map_err(redb::Error::Io)?;
+            commit(db, ops)
+        })
+    }
+
     /// [`RedbStore::start`] with the function that commits a batch: tests
     /// inject failures through it.
     fn start_with(

@@ -22,7 +22,7 @@ use cosi::prelude::*;
 use cosi::state::{Bookmark, Error, Watch, WatchKindOptions};
 use parking_lot::Mutex;
 
-use crate::faults::Faults;
+use crate::faults::{Faults, error_name};
 use crate::trace::Trace;
 
 /// What went wrong, as it was seen.
@@ -45,6 +45,9 @@ impl Violations {
 /// What an observer knows of one resource: version, phase, finalizers.
 pub type Seen = (u64, Phase, Vec<String>);
 
+/// An observer's copy of its kind: what it saw of each ID.
+pub type Mirror = Arc<Mutex<BTreeMap<String, Seen>>>;
+
 pub fn seen(resource: &DynamicResource) -> Seen {
     let metadata = resource.metadata();
     let finalizers = metadata.finalizers().iter().map(str::to_owned).collect();
@@ -59,7 +62,10 @@ pub struct Observer {
     pub slow: bool,
     /// The chance, per batch while faults are on, to drop the watch and resume from the bookmark.
     pub resume: f64,
-    pub mirror: Arc<Mutex<BTreeMap<String, Seen>>>,
+    /// Whether its watch crosses a network, which may break it: it may then
+    /// fail to open, or end with one `Errored` when it cannot resume.
+    pub remote: bool,
+    pub mirror: Mirror,
 }
 
 impl Observer {
@@ -76,7 +82,7 @@ impl Observer {
         let mut bookmark: Option<Bookmark> = None;
         loop {
             let resuming = bookmark.is_some();
-            let options = match bookmark.take() {
+            let options = match bookmark.clone() {
                 Some(bookmark) => WatchKindOptions::from_bookmark(bookmark),
                 None => WatchKindOptions::bootstrap(),
             };
@@ -84,6 +90,12 @@ impl Observer {
                 Ok(watch) => watch,
                 Err(error) if resuming && error.is_invalid_bookmark() => {
                     trace.log(format_args!("observer {kind}: bookmark too old, starting over"));
+                    bookmark = None;
+                    continue;
+                }
+                Err(error) if self.remote && matches!(error, Error::Backend(_)) => {
+                    trace.log(format_args!("observer {kind}: the watch could not open ({})", error_name(&error)));
+                    tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
                 }
                 Err(error) => {
@@ -133,8 +145,11 @@ impl Observer {
     /// An `Errored` must be the watch's last event.
     async fn errored(&self, watch: &mut Watch, error: &Error, trace: &Trace, violations: &Violations) {
         let kind = &self.kind;
-        trace.log(format_args!("observer {kind}: errored ({})", crate::faults::error_name(error)));
-        if !matches!(error, Error::BufferOverrun { .. }) {
+        trace.log(format_args!("observer {kind}: errored ({})", error_name(error)));
+        // Over a network, a watch that cannot resume (its bookmark is too
+        // old, or the server stayed out of reach) ends with the reason.
+        let broken = self.remote && (error.is_invalid_bookmark() || matches!(error, Error::Backend(_)));
+        if !matches!(error, Error::BufferOverrun { .. }) && !broken {
             violations.report(format!("observer {kind}: the watch failed: {error}"));
         }
         if let Some(more) = watch.recv_batch().await {

@@ -9,22 +9,21 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use cosi::controller::{
-    BoxError, Controller, Declaration, Declared, DynCtx, InputDecl, IntoOutcome, Merge, Outcome, OutputDecl,
-    OutputKind, QueueController, QueueTransform, ReducedMetadata, Register, Registration, Transform,
+    BoxError, Controller, Declaration, Declared, DynCtx, IntoOutcome, Merge, Outcome, OutputDecl, OutputKind,
+    QueueController, QueueTransform, ReducedMetadata, Register, Registration, Requeue, Transform, Waker,
 };
 use cosi::prelude::*;
 use cosi::state::Error;
 use cosi::{RuntimeError, RuntimeHandle};
+use parking_lot::Mutex;
 
 use crate::faults::Faults;
-use crate::system::{Logic, Node, layer_base, mix, selector_kind};
+use crate::system::{Logic, Node, Outside, System, layer_base, mix, selector_kind};
 use crate::trace::Trace;
-use crate::types::{
-    Sel, Sh, SimSpec, Src, Stage0, Stage1, Stage2, Stage3, Stage4, Stage5, Stage6, Stage7, value_of, with_stage,
-    with_stage_pair,
-};
+use crate::types::{Sh, SimSpec, Src, Stage, StageVisitor, every_input, same, value_of, visit_stage};
 
 /// Registers the controller of `node`.
 pub fn register(
@@ -32,33 +31,57 @@ pub fn register(
     node: &Node,
     faults: &Arc<Faults>,
     trace: &Arc<Trace>,
+    outside: &OutsideWorld,
 ) -> Result<(), RuntimeError> {
     let stage = node.output.namespace().strip_prefix("stage").and_then(|index| index.parse::<usize>().ok());
-    let context = Context { node: node.clone(), faults: Arc::clone(faults), trace: Arc::clone(trace) };
+    let context = Context {
+        node: node.clone(),
+        faults: Arc::clone(faults),
+        trace: Arc::clone(trace),
+        outside: outside.0.get(&node.name).cloned(),
+    };
     match (&node.logic, stage) {
         (Logic::Fold { .. }, None) => runtime.register(Fold::<Sh>::new(context)),
-        (Logic::Fold { .. }, Some(stage)) => with_stage!(stage, Out => runtime.register(Fold::<Out>::new(context))),
         (Logic::Queue { .. }, None) => runtime.register(Queued::<Sh>::new(context)),
-        (Logic::Queue { .. }, Some(stage)) => with_stage!(stage, Out => runtime.register(Queued::<Out>::new(context))),
-        (Logic::Transform { input, finalizers }, Some(stage)) => {
-            let finalizers = *finalizers;
-            match *input == Src::kind() {
-                true => with_stage!(stage, Out => runtime.register(transform::<Src, Out>(&context, finalizers))),
-                false => {
-                    with_stage_pair!(stage, In, Out => runtime.register(transform::<In, Out>(&context, finalizers)))
-                }
-            }
-        }
-        (Logic::QueueTransform { input }, Some(stage)) => match *input == Src::kind() {
-            true => with_stage!(stage, Out => runtime.register(queue_transform::<Src, Out>(&context))),
-            false => with_stage_pair!(stage, In, Out => runtime.register(queue_transform::<In, Out>(&context))),
-        },
         (Logic::Merge { source }, _) => {
             let layer = |resource: &Typed<Sh>| (layer_base(resource.id()).to_owned(), resource.spec().layer);
             runtime.register(Merge::<Sh>::new(node.name.clone(), source.namespace(), node.output.namespace(), layer))
         }
+        (_, Some(stage)) => visit_stage(stage, Registrar { runtime, context }),
         (Logic::Transform { .. } | Logic::QueueTransform { .. }, None) => {
             Err(RuntimeError::InvalidController(format!("{}: a transform writes a stage", node.name)))
+        }
+    }
+}
+
+/// Registers the controller of a node whose output is a stage, given the stage's type.
+struct Registrar<'a> {
+    runtime: &'a RuntimeHandle,
+    context: Context,
+}
+
+impl StageVisitor for Registrar<'_> {
+    type Output = Result<(), RuntimeError>;
+
+    fn visit<Out: Stage>(self) -> Self::Output {
+        let Registrar { runtime, context } = self;
+        match context.node.logic.clone() {
+            Logic::Fold { .. } => runtime.register(Fold::<Out>::new(context)),
+            Logic::Queue { .. } => runtime.register(Queued::<Out>::new(context)),
+            Logic::Transform { input, finalizers } if input == Src::kind() => {
+                runtime.register(transform::<Src, Out>(&context, finalizers))
+            }
+            Logic::Transform { finalizers, .. } => {
+                runtime.register(transform::<Out::Previous, Out>(&context, finalizers))
+            }
+            Logic::QueueTransform { input } if input == Src::kind() => {
+                runtime.register(queue_transform::<Src, Out>(&context))
+            }
+            Logic::QueueTransform { .. } => runtime.register(queue_transform::<Out::Previous, Out>(&context)),
+            Logic::Merge { .. } => Err(RuntimeError::InvalidController(format!(
+                "{}: a merge writes shares, not a stage",
+                context.node.name
+            ))),
         }
     }
 }
@@ -69,6 +92,65 @@ struct Context {
     node: Node,
     faults: Arc<Faults>,
     trace: Arc<Trace>,
+    outside: Option<Arc<Slot>>,
+}
+
+impl Context {
+    /// The controller's value from outside the state (0 when it reads
+    /// none). A woken controller hands out its waker first, so that any
+    /// change made after this read wakes it.
+    fn outside(&self, ctx: &DynCtx) -> u64 {
+        let Some(slot) = &self.outside else { return 0 };
+        if self.node.outside == Outside::Woken {
+            *slot.waker.lock() = Some(ctx.waker());
+        }
+        slot.value.load(Ordering::SeqCst)
+    }
+
+    /// When it looks at everything again, though nothing changed.
+    fn requeue(&self) -> Requeue {
+        match self.node.outside {
+            Outside::Polled(after) => Requeue::After(after),
+            Outside::None | Outside::Woken => Requeue::Never,
+        }
+    }
+}
+
+/// The controllers' values from outside the state, by controller name (the
+/// world around a machine: a file, a device), and the wakers the woken ones
+/// handed out.
+pub struct OutsideWorld(BTreeMap<String, Arc<Slot>>);
+
+#[derive(Default)]
+pub struct Slot {
+    value: AtomicU64,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl OutsideWorld {
+    /// A value of 0 for every controller of `system` that reads one.
+    pub fn new(system: &System) -> Self {
+        let reads = system.nodes.iter().filter(|node| node.outside != Outside::None);
+        OutsideWorld(reads.map(|node| (node.name.clone(), Arc::default())).collect())
+    }
+
+    /// The controllers that read a value from outside.
+    pub fn controllers(&self) -> Vec<&str> {
+        self.0.keys().map(String::as_str).collect()
+    }
+
+    pub fn values(&self) -> BTreeMap<String, u64> {
+        self.0.iter().map(|(name, slot)| (name.clone(), slot.value.load(Ordering::SeqCst))).collect()
+    }
+
+    /// Changes `controller`'s value and wakes it, if it handed out a waker;
+    /// whether it did.
+    pub fn change(&self, controller: &str, value: u64) -> bool {
+        let Some(slot) = self.0.get(controller) else { return false };
+        slot.value.store(value, Ordering::SeqCst);
+        let waker = slot.waker.lock().clone();
+        waker.map(|waker| waker.wake()).is_some()
+    }
 }
 
 fn transform<In: SimSpec, Out: SimSpec>(context: &Context, finalizers: bool) -> Transform<In, Out> {
@@ -99,49 +181,6 @@ fn queue_transform<In: SimSpec, Out: SimSpec>(context: &Context) -> QueueTransfo
         out.spec_mut().set(value, layer);
         Ok(())
     })
-}
-
-const fn same(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
-
-/// `T` as an input of `kind`, or of `own` when it is the output type `Out`.
-const fn input<T: Resource, Out: Resource>(kind: InputKind, own: InputKind) -> InputDecl {
-    match same(T::TYPE, Out::TYPE) {
-        true => InputDecl::of::<T>(own),
-        false => InputDecl::of::<T>(kind),
-    }
-}
-
-/// Every simulated type as an input: the declaration names each, so that
-/// a registration may give the controller any of them, in any namespace.
-macro_rules! every_input {
-    ($first:expr, $kind:expr, $own:expr) => {
-        &[
-            input::<Src, Out>($first, $own),
-            input::<Sel, Out>($kind, $own),
-            input::<Sh, Out>($kind, $own),
-            input::<Stage0, Out>($kind, $own),
-            input::<Stage1, Out>($kind, $own),
-            input::<Stage2, Out>($kind, $own),
-            input::<Stage3, Out>($kind, $own),
-            input::<Stage4, Out>($kind, $own),
-            input::<Stage5, Out>($kind, $own),
-            input::<Stage6, Out>($kind, $own),
-            input::<Stage7, Out>($kind, $own),
-        ]
-    };
 }
 
 /// `Shares` has shared writers only; each stage one exclusive writer.
@@ -194,8 +233,8 @@ impl<Out: SimSpec> Fold<Out> {
         inputs
     }
 
-    async fn run(&self, ctx: &DynCtx) -> Result<(), BoxError> {
-        let Context { node, faults, trace } = &self.context;
+    async fn run(&self, ctx: &DynCtx) -> Result<Requeue, BoxError> {
+        let Context { node, faults, trace, .. } = &self.context;
         trace.log(format_args!("reconcile {}", node.name));
         faults.reconcile(&node.name).await?;
         let (strong, _, switch) = self.logic();
@@ -212,6 +251,7 @@ impl<Out: SimSpec> Fold<Out> {
         };
         let inputs = self.inputs(alternative);
         ctx.update_inputs(inputs.iter().cloned())?;
+        let outside = self.context.outside(ctx);
         let finalizer = node.name.as_str();
         let mut sums: BTreeMap<String, u64> = BTreeMap::new();
         let mut release = Vec::new();
@@ -239,7 +279,7 @@ impl<Out: SimSpec> Fold<Out> {
             }
         }
         for (id, sum) in sums {
-            let (value, layer) = mix(node.salt, sum);
+            let (value, layer) = mix(node.salt, sum.wrapping_add(outside));
             let output = node.output.pointer(&id);
             let written = ctx
                 .try_modify::<Out, Error>(output, |out| {
@@ -260,14 +300,14 @@ impl<Out: SimSpec> Fold<Out> {
         for pointer in release {
             ctx.remove_finalizer_dynamic(&pointer, finalizer).await?;
         }
-        Ok(())
+        Ok(self.context.requeue())
     }
 }
 
 impl<Out: SimSpec> Declared for Fold<Out> {
     const DECLARATION: Declaration = Declaration {
         name: "SimFold",
-        inputs: every_input!(InputKind::Weak, InputKind::Weak, InputKind::DestroyReady),
+        inputs: &every_input::<Out>(InputKind::Weak, InputKind::Weak, InputKind::DestroyReady),
         outputs: &[OutputDecl::of::<Out>(output_kind::<Out>())],
         concurrency: None,
     };
@@ -316,8 +356,8 @@ impl<Out: SimSpec> Queued<Out> {
         inputs
     }
 
-    async fn run(&self, ctx: &DynCtx, item: &Pointer) -> Result<(), BoxError> {
-        let Context { node, faults, trace } = &self.context;
+    async fn run(&self, ctx: &DynCtx, item: &Pointer) -> Result<Requeue, BoxError> {
+        let Context { node, faults, trace, .. } = &self.context;
         trace.log(format_args!("reconcile {} {}", node.name, item.id()));
         faults.reconcile(&node.name).await?;
         let (_, mapped) = self.logic();
@@ -346,12 +386,13 @@ impl<Out: SimSpec> Queued<Out> {
                     ctx.remove_finalizer_dynamic(item, finalizer).await?;
                 }
             }
-            return Ok(());
+            return Ok(Requeue::Never);
         };
         if !primary.metadata().finalizers().has(finalizer) {
             ctx.add_finalizer_dynamic(item, finalizer).await?;
         }
-        let (mut sum, _) = value_of(primary).ok_or("a spec that does not decode")?;
+        let (value, _) = value_of(primary).ok_or("a spec that does not decode")?;
+        let mut sum = value.wrapping_add(self.context.outside(ctx));
         for kind in mapped {
             match ctx.get_dynamic(&kind.pointer(item.id())).await {
                 Ok(resource) if resource.metadata().phase() == Phase::Running => {
@@ -371,17 +412,18 @@ impl<Out: SimSpec> Queued<Out> {
             })
         };
         match write().await {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(self.context.requeue()),
             // The output of an earlier primary with this ID is still tearing
             // down: destroy it once released (its destroy-ready change maps
             // back to this item), then write the new one.
             Err(error) if error.is_phase_conflict() => {
                 let old = ctx.get_dynamic(&output).await?;
                 if !old.metadata().finalizers().is_empty() {
-                    return Ok(());
+                    return Ok(Requeue::Never);
                 }
                 ctx.destroy_dynamic(&output).await?;
-                write().await.map(drop).map_err(Into::into)
+                write().await?;
+                Ok(self.context.requeue())
             }
             Err(error) => Err(error.into()),
         }
@@ -391,7 +433,7 @@ impl<Out: SimSpec> Queued<Out> {
 impl<Out: SimSpec> Declared for Queued<Out> {
     const DECLARATION: Declaration = Declaration {
         name: "SimQueue",
-        inputs: every_input!(InputKind::Primary, InputKind::Mapped, InputKind::MappedDestroyReady),
+        inputs: &every_input::<Out>(InputKind::Primary, InputKind::Mapped, InputKind::MappedDestroyReady),
         outputs: &[OutputDecl::of::<Out>(output_kind::<Out>())],
         concurrency: Some(2),
     };

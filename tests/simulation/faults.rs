@@ -37,6 +37,11 @@ pub struct Profile {
     pub watch_overrun: f64,
     /// The backing store refuses a batch.
     pub store_error: f64,
+    /// The gRPC network cuts a connection about this often (milliseconds, on average).
+    pub connection_cut: Option<u64>,
+    /// The chance that the gRPC network refuses a connection, and then
+    /// every connection for up to 5 s.
+    pub connect_refused: f64,
     /// Controllers that fail, by name, with the chance per reconcile.
     pub failing: BTreeMap<String, f64>,
     /// Controllers that panic, by name, with the chance per reconcile.
@@ -57,8 +62,10 @@ impl Profile {
             watch_cut: chance(0.1),
             watch_overrun: chance(0.05),
             store_error: chance(0.1),
+            connect_refused: chance(0.5),
             ..Profile::default()
         };
+        profile.connection_cut = rng.bool().then(|| rng.u64(200..5_000));
         for name in controllers {
             match rng.u8(0..10) {
                 0 | 1 => drop(profile.failing.insert(name.clone(), 0.2 + rng.f64() * 0.8)),
@@ -141,6 +148,26 @@ impl Faults {
             panic!("{INJECTED_PANIC} in {controller}");
         }
         Ok(())
+    }
+
+    /// Whether the store fails what it is asked now (`what`, for the trace).
+    pub fn store_fails(&self, what: &str) -> bool {
+        self.roll(self.profile.store_error, || what.to_owned())
+    }
+
+    /// While faults are on, how long the network refuses connections from
+    /// now, if it starts refusing now.
+    pub fn refusal(&self) -> Option<Duration> {
+        match self.roll(self.profile.connect_refused, || "network: connections are refused".to_owned()) {
+            true => Some(Duration::from_millis(self.rng.lock().u64(0..5_000))),
+            false => None,
+        }
+    }
+
+    /// While faults are on, when the network cuts its next connection.
+    pub fn next_cut(&self) -> Option<Duration> {
+        let mean = self.profile.connection_cut.filter(|_| self.active())?;
+        Some(Duration::from_millis(self.rng.lock().u64(0..=2 * mean)))
     }
 
     /// From now on, more than `more` writes wake [`runaway`](Faults::runaway).
@@ -414,8 +441,7 @@ impl BackingStore for FaultyStore {
     }
 
     fn write(&self, batch: &[StoreWrite<'_>]) -> Result<(), Error> {
-        if self.faults.roll(self.faults.profile.store_error, || format!("the store refuses a batch of {}", batch.len()))
-        {
+        if self.faults.store_fails(&format!("the store refuses a batch of {}", batch.len())) {
             return Err(injected("store"));
         }
         let mut stored = self.stored.lock();

@@ -2,18 +2,23 @@
 //! seeded faults, every run replayable from its seed.
 //!
 //! Each seed builds a random system (`system.rs`: tens of kinds, plain and
-//! queue controllers, transforms, merges, finalizer holders, `update_inputs`),
-//! runs it with random client work and seeded faults (`faults.rs`) on one
-//! current-thread tokio runtime whose clock is paused, so simulated time
-//! passes only when every task waits, and checks it (`checks.rs`, `run.rs`):
-//! safety at every step, convergence to the model once the faults stop,
-//! quiet afterwards.
+//! queue controllers, transforms, merges, finalizer holders, `update_inputs`,
+//! wakers and requeues), runs it with random client work and seeded faults
+//! (`faults.rs`) on one current-thread tokio runtime whose clock is paused,
+//! so simulated time passes only when every task waits, and checks it
+//! (`checks.rs`, `run.rs`): safety at every step, convergence to the model
+//! once the faults stop, quiet afterwards. The state is in memory, in memory
+//! over a backing store, across gRPC on in-memory connections (`net.rs`), or
+//! a redb file (`redb.rs`, the one backend whose runs are not replayable byte
+//! for byte: its store commits on a thread of its own).
 //!
 //! - `cargo test --test simulation` runs the default seeds, the regression
 //!   seeds and the determinism check.
 //! - `COSI_SIM_SEEDS=N` runs N seeds (from `COSI_SIM_FIRST`, default 1).
 //! - `COSI_SIM_SEED=S cargo test --test simulation seeds -- --nocapture`
 //!   replays seed S and prints its trace.
+//! - `COSI_SIM_BACKEND=B` runs every seed on backend B (`memory`, `store`,
+//!   `grpc` or `redb`) rather than the one each seed draws.
 //!
 //! A failing seed prints that command. A defect the simulator finds is fixed
 //! and its seed goes into [`REGRESSIONS`], with what was wrong.
@@ -21,6 +26,8 @@
 mod checks;
 mod controllers;
 mod faults;
+mod net;
+mod redb;
 mod run;
 mod system;
 mod trace;
@@ -29,7 +36,7 @@ mod types;
 use std::sync::Once;
 use std::time::Instant;
 
-use run::{Report, run};
+use run::{Backend, Report, run};
 
 /// Seeds that found defects, each with what was wrong; each runs twice
 /// every time, and must pass and give the same trace both times.
@@ -46,42 +53,66 @@ const REGRESSIONS: &[(u64, &str)] = &[
 /// Seeds run twice by `same_seed_same_trace`.
 const DETERMINISM_SEEDS: std::ops::Range<u64> = 1000..1030;
 
+/// Seeds run twice on the gRPC backend by `same_seed_same_trace`.
+const GRPC_DETERMINISM_SEEDS: std::ops::Range<u64> = 2000..2003;
+
 /// Seeds `cargo test` runs by default: about 20 s on two cores, debug build (BENCHMARKS.md).
 const DEFAULT_SEEDS: u64 = 1000;
+
+/// The fewest kinds the largest graph of the default seeds must have.
+const MOST_KINDS_AT_LEAST: usize = 30;
 
 #[test]
 fn seeds() {
     quiet_injected_panics();
+    let backend = forced_backend();
     if let Some(seed) = env_u64("COSI_SIM_SEED") {
-        let report = replay(seed);
+        let report = replay(seed, backend);
         assert!(report.failures.is_empty(), "seed {seed} failed:\n{}", describe(&report));
         return;
     }
     let count = env_u64("COSI_SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
     let first = env_u64("COSI_SIM_FIRST").unwrap_or(1);
-    run_all(&(first..first + count).collect::<Vec<_>>());
+    let reports = run_all(&(first..first + count).collect::<Vec<_>>(), backend);
+    if count == DEFAULT_SEEDS && backend.is_none() {
+        for backend in Backend::ALL {
+            assert!(reports.iter().any(|report| report.backend == backend), "no default seed ran {backend:?}");
+        }
+        let most = reports.iter().map(|report| report.kinds).max().unwrap_or_default();
+        assert!(most >= MOST_KINDS_AT_LEAST, "the largest graph has {most} kinds, fewer than {MOST_KINDS_AT_LEAST}");
+    }
 }
 
 #[test]
 fn regressions() {
     quiet_injected_panics();
     let seeds: Vec<u64> = REGRESSIONS.iter().map(|(seed, _)| *seed).collect();
-    run_all(&seeds);
+    run_all(&seeds, None);
     for (seed, defect) in REGRESSIONS {
-        let (first, second) = (run(*seed, false), run(*seed, false));
-        assert_eq!(first.trace_hash, second.trace_hash, "seed {seed} gave two traces again: {defect}");
+        let (first, second) = (run(*seed, None, false), run(*seed, None, false));
+        if first.backend.replayable() {
+            assert_eq!(first.trace_hash, second.trace_hash, "seed {seed} gave two traces again: {defect}");
+        }
     }
 }
 
 /// The same seed gives the same trace, byte for byte: each of
 /// `DETERMINISM_SEEDS` seeds runs twice (on fresh tokio runtimes, whose own
-/// generators are seeded at random), covering both backends.
+/// generators are seeded at random) on the backend it draws, and each of
+/// `GRPC_DETERMINISM_SEEDS` on the gRPC backend, covering every backend but
+/// redb (whose store commits on a thread of its own).
 #[test]
 fn same_seed_same_trace() {
     quiet_injected_panics();
     let mut backends = Vec::new();
-    for seed in DETERMINISM_SEEDS {
-        let (first, second) = (run(seed, false), run(seed, false));
+    let drawn = DETERMINISM_SEEDS.map(|seed| (seed, None));
+    let grpc = GRPC_DETERMINISM_SEEDS.map(|seed| (seed, Some(Backend::Grpc)));
+    for (seed, backend) in drawn.chain(grpc) {
+        let first = run(seed, backend, false);
+        if !first.backend.replayable() {
+            continue;
+        }
+        let second = run(seed, backend, false);
         assert!(!first.trace.is_empty());
         if first.trace_hash != second.trace_hash {
             let pairs = first.trace.iter().zip(&second.trace);
@@ -96,13 +127,14 @@ fn same_seed_same_trace() {
         }
         backends.push(first.backend);
     }
-    for backend in [run::Backend::Memory, run::Backend::Store] {
-        assert!(backends.contains(&backend), "no seed of {DETERMINISM_SEEDS:?} ran {backend:?}");
+    for backend in Backend::ALL.into_iter().filter(|backend| backend.replayable()) {
+        assert!(backends.contains(&backend), "no determinism seed ran {backend:?}");
     }
 }
 
-/// Runs `seeds` on every core; fails with each failing seed's replay command.
-fn run_all(seeds: &[u64]) {
+/// Runs `seeds` (on `backend`, or each on its own) on every core; fails with
+/// each failing seed's replay command.
+fn run_all(seeds: &[u64], backend: Option<Backend>) -> Vec<Report> {
     let threads = std::thread::available_parallelism().map_or(1, usize::from).min(seeds.len().max(1));
     let started = Instant::now();
     let reports: Vec<(Report, std::time::Duration)> = std::thread::scope(|scope| {
@@ -115,7 +147,7 @@ fn run_all(seeds: &[u64]) {
                         .step_by(threads)
                         .map(|&seed| {
                             let started = Instant::now();
-                            (run_caught(seed), started.elapsed())
+                            (run_caught(seed, backend), started.elapsed())
                         })
                         .collect::<Vec<_>>()
                 })
@@ -151,11 +183,12 @@ fn run_all(seeds: &[u64]) {
         simulated
     );
     assert!(failed.is_empty(), "{} of {} seeds failed:\n\n{}", failed.len(), reports.len(), failed.join("\n\n"));
+    reports.into_iter().map(|(report, _)| report).collect()
 }
 
 /// A run whose simulation itself panicked is a failure of its seed too.
-fn run_caught(seed: u64) -> Report {
-    match std::panic::catch_unwind(|| run(seed, false)) {
+fn run_caught(seed: u64, backend: Option<Backend>) -> Report {
+    match std::panic::catch_unwind(|| run(seed, backend, false)) {
         Ok(report) => report,
         Err(panic) => {
             let message = panic
@@ -165,7 +198,7 @@ fn run_caught(seed: u64) -> Report {
                 .unwrap_or_default();
             Report {
                 seed,
-                backend: run::Backend::Memory,
+                backend: backend.unwrap_or(Backend::Memory),
                 controllers: 0,
                 kinds: 0,
                 simulated: std::time::Duration::ZERO,
@@ -179,9 +212,9 @@ fn run_caught(seed: u64) -> Report {
     }
 }
 
-fn replay(seed: u64) -> Report {
+fn replay(seed: u64, backend: Option<Backend>) -> Report {
     eprintln!("replaying seed {seed}");
-    let report = run(seed, true);
+    let report = run(seed, backend, true);
     eprintln!("seed {seed}: trace {:016x}, {} lines", report.trace_hash, report.trace.len());
     report
 }
@@ -189,13 +222,21 @@ fn replay(seed: u64) -> Report {
 fn describe(report: &Report) -> String {
     let tail: Vec<&String> = report.trace.iter().rev().take(30).rev().collect();
     format!(
-        "seed {} ({:?}) failed:\n  {}\n  last trace lines:\n    {}\n  replay: COSI_SIM_SEED={} cargo test --test simulation seeds -- --nocapture",
+        "seed {} ({:?}) failed:\n  {}\n  last trace lines:\n    {}\n  replay: COSI_SIM_SEED={} COSI_SIM_BACKEND={:?} cargo test --test simulation seeds -- --nocapture",
         report.seed,
         report.backend,
         report.failures.join("\n  "),
         tail.iter().map(|line| line.as_str()).collect::<Vec<_>>().join("\n    "),
         report.seed,
+        report.backend,
     )
+}
+
+/// The backend `COSI_SIM_BACKEND` names, if set.
+fn forced_backend() -> Option<Backend> {
+    let name = std::env::var("COSI_SIM_BACKEND").ok()?;
+    let found = Backend::ALL.into_iter().find(|backend| format!("{backend:?}").eq_ignore_ascii_case(name.trim()));
+    Some(found.unwrap_or_else(|| panic!("COSI_SIM_BACKEND={name:?} names none of {:?}", Backend::ALL)))
 }
 
 fn env_u64(name: &str) -> Option<u64> {

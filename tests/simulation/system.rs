@@ -7,6 +7,7 @@
 //! the controllers were drawn.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use cosi::prelude::*;
 
@@ -36,6 +37,23 @@ pub struct Node {
     pub exclusive: bool,
     pub logic: Logic,
     pub salt: u64,
+    /// How it reads a value from outside the state, which it adds to every
+    /// output's (reconcile and queue controllers only).
+    pub outside: Outside,
+}
+
+/// How a controller learns that its value from outside the state changed
+/// (the clients change it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outside {
+    /// It reads none.
+    None,
+    /// It hands out a `Waker` (`ctx.waker()`), which the clients call after
+    /// they change the value.
+    Woken,
+    /// Nobody tells it: it looks again this long after each reconcile
+    /// (`Requeue::After`).
+    Polled(Duration),
 }
 
 #[derive(Clone, Debug)]
@@ -95,10 +113,15 @@ impl System {
         let mut readable = sources.clone();
         let mut system = System { nodes: Vec::new(), sources, layers: Vec::new() };
         let mut stage = 0;
-        for index in 0..rng.usize(5..=14) {
+        // Most graphs small, a quarter large (up to 32 controllers and about 40 kinds).
+        let controllers = match rng.u8(0..4) {
+            0 => rng.usize(17..=32),
+            _ => rng.usize(5..=16),
+        };
+        for index in 0..controllers {
             let salt = rng.u64(..);
             let exclusive = stage < STAGES && rng.u8(0..3) > 0;
-            let node = match exclusive {
+            let (output, logic) = match exclusive {
                 true => {
                     let output = stage_kind(stage);
                     let logic = match rng.u8(0..4) {
@@ -108,7 +131,7 @@ impl System {
                         _ => fold(rng, &readable),
                     };
                     stage += 1;
-                    Node { name: format!("{}-{index}", logic.family()), output, exclusive, logic, salt }
+                    (output, logic)
                 }
                 false => {
                     let logic = match rng.u8(0..4) {
@@ -133,10 +156,14 @@ impl System {
                         _ => fold(rng, &readable),
                     };
                     let prefix = if matches!(logic, Logic::Merge { .. }) { "m" } else { "n" };
-                    let output = Kind::new(format!("{prefix}{index}"), Sh::TYPE);
-                    Node { name: format!("{}-{index}", logic.family()), output, exclusive, logic, salt }
+                    (Kind::new(format!("{prefix}{index}"), Sh::TYPE), logic)
                 }
             };
+            let outside = match logic {
+                Logic::Fold { .. } | Logic::Queue { .. } => outside(rng),
+                _ => Outside::None,
+            };
+            let node = Node { name: format!("{}-{index}", logic.family()), output, exclusive, logic, salt, outside };
             readable.push(node.output.clone());
             system.nodes.push(node);
         }
@@ -158,12 +185,14 @@ impl System {
     }
 
     /// What every controller's output must hold, given what the clients'
-    /// kinds hold (their running resources).
-    pub fn expected(&self, clients: &World) -> World {
+    /// kinds hold (their running resources) and the controllers' values
+    /// from outside the state (by controller; none is 0).
+    pub fn expected(&self, clients: &World, outside: &BTreeMap<String, u64>) -> World {
         let mut world = clients.clone();
         let running = |world: &World, kind: &Kind| world.get(kind).cloned().unwrap_or_default();
         for node in &self.nodes {
             let mut out: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+            let outside = outside.get(&node.name).copied().unwrap_or_default();
             match &node.logic {
                 Logic::Fold { strong, weak, alternative } => {
                     let selector = world.get(&selector_kind()).and_then(|kind| kind.get(&format!("sel-{}", node.name)));
@@ -178,11 +207,11 @@ impl System {
                             *sum = sum.wrapping_add(value);
                         }
                     }
-                    out = sums.into_iter().map(|(id, sum)| (id, mix(node.salt, sum))).collect();
+                    out = sums.into_iter().map(|(id, sum)| (id, mix(node.salt, sum.wrapping_add(outside)))).collect();
                 }
                 Logic::Queue { primary, mapped } => {
                     for (id, (value, _)) in running(&world, primary) {
-                        let mut sum = value;
+                        let mut sum = value.wrapping_add(outside);
                         for kind in mapped {
                             if let Some((value, _)) = running(&world, kind).get(&id) {
                                 sum = sum.wrapping_add(*value);
@@ -213,6 +242,15 @@ impl System {
             world.insert(node.output.clone(), out);
         }
         world
+    }
+}
+
+/// A quarter of reconcile and queue controllers are woken, one in eight polls.
+fn outside(rng: &mut fastrand::Rng) -> Outside {
+    match rng.u8(0..8) {
+        0 | 1 => Outside::Woken,
+        2 => Outside::Polled(Duration::from_millis(rng.u64(100..3_000))),
+        _ => Outside::None,
     }
 }
 
