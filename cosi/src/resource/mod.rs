@@ -169,15 +169,10 @@ impl Pointer {
 
     /// Shares the namespace and type of `kind`, which must be this pointer's
     /// (the state's collections do this, so their resources share one copy).
-    /// Names stored inline or known at compile time cost nothing to keep and are left alone.
     pub(crate) fn share_kind(&mut self, kind: &Kind) {
         debug_assert!(self.namespace == kind.namespace && self.r#type == kind.r#type);
-        if self.namespace.is_heap_allocated() {
-            self.namespace = kind.namespace.clone();
-        }
-        if self.r#type.is_heap_allocated() {
-            self.r#type = kind.r#type.clone();
-        }
+        share(&mut self.namespace, &kind.namespace);
+        share(&mut self.r#type, &kind.r#type);
     }
 
     /// The namespace.
@@ -198,6 +193,14 @@ impl Pointer {
     /// The (namespace, type) part.
     pub fn kind(&self) -> Kind {
         Kind { namespace: self.namespace.clone(), r#type: self.r#type.clone() }
+    }
+}
+
+/// Makes `name` share `shared`'s allocation when it has one of its own; a
+/// name stored inline or known at compile time costs nothing to keep.
+fn share(name: &mut Name, shared: &Name) {
+    if name.is_heap_allocated() && name.as_ptr() != shared.as_ptr() {
+        *name = shared.clone();
     }
 }
 

@@ -165,15 +165,17 @@ impl Collection {
         mut resource: Arc<DynamicResource>,
         options: &UpdateOptions,
     ) -> Submitted<Arc<DynamicResource>> {
-        Arc::make_mut(&mut resource).metadata.prepare_to_store(&self.kind);
+        // Made unique once: the checks below edit it in place.
+        let unique = Arc::make_mut(&mut resource);
+        unique.metadata.prepare_to_store(&self.kind);
         if self.store.is_some() {
             return Submitted::Queued(self.enqueue(Write::Update(Arc::unwrap_or_clone(resource), options.clone())));
         }
         let mut inner = self.inner.lock();
         // One lookup for the check and the replacement.
-        let slot = inner.resources.slot_of(resource.id());
+        let slot = inner.resources.slot_of(unique.id());
         let current = slot.and_then(|slot| inner.resources.at(slot));
-        let checked = check_update(current, Arc::make_mut(&mut resource), options);
+        let checked = check_update(current, unique, options);
         Submitted::Done(checked.map(|()| self.apply_update(&mut inner, resource, slot)))
     }
 

@@ -96,15 +96,14 @@ pub struct MemoryState {
     store: Option<Arc<dyn BackingStore>>,
 }
 
-/// Namespace, then type: two levels, so a lookup borrows the caller's strings.
+/// The collections by kind, looked up by a [`KindRef`]: one hash of both
+/// names and one probe per operation.
 ///
 /// Lock order: this map, then a collection's locks. Whatever makes a
 /// collection hold something (a write, a watcher) is registered with the
 /// collection while this map is locked, and a collection is freed only under
 /// its write lock after checking it holds nothing, so a collection is never
 /// freed under a writer or a watcher that found it.
-/// The collections by kind, looked up by a [`KindRef`]: one hash of both
-/// names and one probe per operation.
 type Collections = RwLock<HashMap<Kind, Arc<Collection>>>;
 
 /// A kind by reference: looks a collection up without building a [`Kind`].
