@@ -91,13 +91,19 @@ impl<S: Resource> Typed<S> {
     /// when nobody else holds it, else in a copy.
     pub(crate) fn into_stored(self) -> Arc<DynamicResource> {
         let Typed { mut resource, spec } = self;
-        match Arc::get_mut(&mut resource) {
+        // A count above one (a resource read from a state, which holds it
+        // too) is read without the atomic write `get_mut` makes.
+        let unique = match Arc::strong_count(&resource) {
+            1 => Arc::get_mut(&mut resource),
+            _ => None,
+        };
+        match unique {
             Some(unique) => {
                 unique.spec = Spec::from_arc(spec);
                 resource
             }
-            // Shared (with the state, after a read): a new resource of the
-            // metadata and the spec, without the old spec's copy in between.
+            // Shared: a new resource of the metadata and the spec, without
+            // the old spec's copy in between.
             None => Arc::new(DynamicResource::new(resource.metadata.clone(), Spec::from_arc(spec))),
         }
     }
