@@ -122,6 +122,22 @@ impl Mover {
     }
 }
 
+/// Not collected: a queue controller of two workers whose reconciles wait
+/// for each other, noting the tokio task each runs in.
+#[controller(inputs = [Primary<Config>(namespace = "parallel")], outputs = [], concurrency = 2, inventory = false)]
+struct Pair {
+    both_in: Arc<tokio::sync::Barrier>,
+    tasks: Arc<std::sync::Mutex<Vec<tokio::task::Id>>>,
+}
+
+impl Pair {
+    async fn reconcile(&self, _ctx: &Ctx<Self>, _item: &Pointer) -> cosi::Result<()> {
+        self.tasks.lock().expect("not poisoned").push(tokio::task::id());
+        self.both_in.wait().await;
+        Ok(())
+    }
+}
+
 /// Not collected: asks for another reconcile every time, forever.
 #[controller(inputs = [Weak<Config>(namespace = "spinning")], outputs = [], inventory = false)]
 async fn spinner(ctx: &mut Ctx) -> cosi::Result<()> {
@@ -366,6 +382,35 @@ fn spin_beside_another_task() {
         })
         .await;
         ticker.abort();
+        runtime.shutdown().await;
+    });
+}
+
+#[test]
+fn a_queue_controllers_workers_after_the_first_run_in_tasks_of_their_own() {
+    block_on(async {
+        let state = cosi::state::memory();
+        let runtime = Runtime::new(state.clone());
+        let tasks = Arc::default();
+        let pair = Pair { both_in: Arc::new(tokio::sync::Barrier::new(2)), tasks: Arc::clone(&tasks) };
+        runtime.register(pair).expect("register");
+        runtime.start().expect("start");
+        for id in ["a", "b"] {
+            let config = Typed::new_in("parallel", id, Config::default());
+            state.create(config, CreateOptions::default()).await.expect("create");
+        }
+        // Both items reconcile at once (each waits for the other), so two
+        // workers run them; in two tasks, which may run on two threads.
+        eventually("both items reconciled", || async {
+            match runtime.stats("Pair").expect("registered").reconciles {
+                2 => Ok(()),
+                reconciles => Err(format!("{reconciles} reconciles")),
+            }
+        })
+        .await;
+        let tasks = tasks.lock().expect("not poisoned").clone();
+        assert_eq!(tasks.len(), 2, "{tasks:?}");
+        assert_ne!(tasks[0], tasks[1], "both workers ran in one task");
         runtime.shutdown().await;
     });
 }

@@ -15,7 +15,7 @@
 //! Every task is spawned on one [`TaskTracker`] and stops on one
 //! [`CancellationToken`], so shutdown cancels them all and waits for each:
 //! nothing outlives the runtime. The controllers' loops (and a queue
-//! controller's workers) are not tasks of their own but futures of the
+//! controller's first worker) are not tasks of their own but futures of the
 //! driver's one task, which ends once they all have.
 
 mod driver;

@@ -1,5 +1,6 @@
 //! A queue controller: its primary inputs listed once watched, then
-//! `concurrency` workers over its queue, each item with its own backoff.
+//! `concurrency` workers over its queue, each item with its own backoff: the
+//! first in the driver, the others in tasks of their own.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -31,10 +32,17 @@ impl Engine {
         if self.cancel.run_until_cancelled(kind_watch::ready(ready)).await.is_none() {
             return;
         }
-        for _ in 0..core.declaration.concurrency.unwrap_or(1).max(1) {
+        // The first worker runs in the driver, beside the other controllers;
+        // the others have tasks of their own, so that `concurrency` workers
+        // may run on as many threads.
+        for worker in 0..core.declaration.concurrency.unwrap_or(1).max(1) {
             let engine = Arc::clone(&self);
             let (core, controller) = (Arc::clone(&core), Arc::clone(&controller));
-            self.drive(async move { engine.run_worker(core, controller).await });
+            let work = async move { engine.run_worker(core, controller).await };
+            match worker {
+                0 => self.drive(work),
+                _ => self.spawn(work),
+            }
         }
         let kinds: Vec<Kind> = core.inputs().iter().map(|input| input.kind.clone()).collect();
         for kind in kinds {
