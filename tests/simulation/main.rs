@@ -56,7 +56,7 @@ const DETERMINISM_SEEDS: std::ops::Range<u64> = 1000..1030;
 /// Seeds run twice on the gRPC backend by `same_seed_same_trace`.
 const GRPC_DETERMINISM_SEEDS: std::ops::Range<u64> = 2000..2003;
 
-/// Seeds `cargo test` runs by default: about 20 s on two cores, debug build (BENCHMARKS.md).
+/// Seeds `cargo test` runs by default: about 40 s on two cores, debug build (BENCHMARKS.md).
 const DEFAULT_SEEDS: u64 = 1000;
 
 /// The fewest kinds the largest graph of the default seeds must have.
