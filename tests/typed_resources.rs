@@ -32,12 +32,12 @@ async fn get_and_list_of_10_000_share_the_stored_specs() {
     let first = state.list::<HostnameSpec>(&ListOptions::default()).await.unwrap();
     let second = state.list::<HostnameSpec>(&ListOptions::default()).await.unwrap();
     assert_eq!(first.len(), 10_000);
-    assert!(first.iter().zip(&second).all(|(a, b)| Arc::ptr_eq(a.spec_arc(), b.spec_arc())), "a list copied a spec");
+    assert!(first.iter().zip(&second).all(|(a, b)| Arc::ptr_eq(&a.spec_arc(), &b.spec_arc())), "a list copied a spec");
 
     let got = state.get::<HostnameSpec>("h04242").await.unwrap();
-    assert!(Arc::ptr_eq(got.spec_arc(), first[4242].spec_arc()), "a get copied a spec");
+    assert!(Arc::ptr_eq(&got.spec_arc(), &first[4242].spec_arc()), "a get copied a spec");
     let dynamic = state.get_dynamic(&HostnameSpec::pointer("h04242")).await.unwrap();
-    assert!(Arc::ptr_eq(&dynamic.spec.downcast::<HostnameSpec>().unwrap(), got.spec_arc()));
+    assert!(Arc::ptr_eq(&dynamic.spec.downcast::<HostnameSpec>().unwrap(), &got.spec_arc()));
 }
 
 #[tokio::test]

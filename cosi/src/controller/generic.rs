@@ -349,7 +349,7 @@ impl<T: Resource + Default> Merge<T> {
                 continue;
             }
             let (id, layer) = (self.layer)(&resource);
-            layers.entry(id).or_default().push((layer, Arc::clone(resource.spec_arc())));
+            layers.entry(id).or_default().push((layer, resource.spec_arc()));
         }
         for (id, mut specs) in layers {
             specs.sort_by_key(|(layer, _)| *layer);

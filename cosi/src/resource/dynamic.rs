@@ -121,7 +121,15 @@ impl Spec {
     /// The typed value, if this spec holds an `S`; shares it, never copies.
     pub fn downcast<S: Resource>(&self) -> Option<Arc<S>> {
         match &self.0 {
-            Repr::Typed(spec) => Arc::clone(spec).into_any().downcast::<S>().ok(),
+            Repr::Typed(spec) => (Arc::clone(spec) as Arc<dyn Any + Send + Sync>).downcast::<S>().ok(),
+            Repr::Empty | Repr::Encoded(_) => None,
+        }
+    }
+
+    /// The typed value, if this spec holds an `S`, by reference.
+    pub(crate) fn typed_ref<S: Resource>(&self) -> Option<&S> {
+        match &self.0 {
+            Repr::Typed(spec) => (&**spec as &dyn Any).downcast_ref::<S>(),
             Repr::Empty | Repr::Encoded(_) => None,
         }
     }
@@ -145,8 +153,7 @@ impl Spec {
     /// Converts to an `S`: shares a typed spec, decodes an encoded one from its YAML text.
     pub(crate) fn to_typed<S: Resource>(&self) -> Result<Arc<S>, String> {
         match &self.0 {
-            Repr::Typed(spec) => Arc::clone(spec)
-                .into_any()
+            Repr::Typed(spec) => (Arc::clone(spec) as Arc<dyn Any + Send + Sync>)
                 .downcast::<S>()
                 .map_err(|_| format!("spec is not a {}", std::any::type_name::<S>())),
             Repr::Encoded(spec) => match &spec.yaml {
@@ -166,7 +173,7 @@ impl PartialEq for Spec {
     fn eq(&self, other: &Self) -> bool {
         match (&self.0, &other.0) {
             (Repr::Empty, Repr::Empty) => true,
-            (Repr::Typed(a), Repr::Typed(b)) => Arc::ptr_eq(a, b) || a.eq_dyn(b.as_any()),
+            (Repr::Typed(a), Repr::Typed(b)) => Arc::ptr_eq(a, b) || a.eq_dyn(&**b as &dyn Any),
             (Repr::Encoded(a), Repr::Encoded(b)) => a == b,
             _ => false,
         }
@@ -184,23 +191,13 @@ impl fmt::Debug for Spec {
 }
 
 /// What the state needs of a typed spec, with the type erased.
-trait ErasedSpec: Send + Sync + 'static {
-    fn as_any(&self) -> &dyn Any;
-    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+trait ErasedSpec: Any + Send + Sync {
     fn eq_dyn(&self, other: &dyn Any) -> bool;
     fn fmt_dyn(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
     fn as_serialize(&self) -> &dyn erased_serde::Serialize;
 }
 
 impl<S: Resource> ErasedSpec for S {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
-        self
-    }
-
     fn eq_dyn(&self, other: &dyn Any) -> bool {
         other.downcast_ref::<S>() == Some(self)
     }

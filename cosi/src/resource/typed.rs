@@ -33,11 +33,13 @@ use crate::state::Error;
 /// assert_eq!(layer.metadata().namespace(), "network-config");
 /// ```
 pub struct Typed<S> {
-    /// The resource as read. Its metadata is this resource's; its spec is not
-    /// read (it goes stale once `spec` is edited) and is replaced by `spec` on
-    /// the way back to a `DynamicResource`.
+    /// The resource as read. Its metadata is this resource's; so is its spec
+    /// while `spec` is `None`.
     resource: Arc<DynamicResource>,
-    spec: Arc<S>,
+    /// The spec when it is not the resource's own (a new resource's, an
+    /// edited copy, or one decoded from an encoded spec). `None` reads the
+    /// resource's, so a read from a state takes no second count.
+    spec: Option<Arc<S>>,
 }
 
 impl<S: Resource> Typed<S> {
@@ -49,7 +51,7 @@ impl<S: Resource> Typed<S> {
     /// A new resource `id` in `namespace`.
     pub fn new_in(namespace: impl AsRef<str>, id: impl AsRef<str>, spec: S) -> Self {
         let metadata = Metadata::at(Pointer::typed(namespace, S::TYPE, id));
-        Typed { resource: Arc::new(DynamicResource::new(metadata, Spec::empty())), spec: Arc::new(spec) }
+        Typed { resource: Arc::new(DynamicResource::new(metadata, Spec::empty())), spec: Some(Arc::new(spec)) }
     }
 
     /// The metadata.
@@ -69,17 +71,33 @@ impl<S: Resource> Typed<S> {
 
     /// The spec.
     pub fn spec(&self) -> &S {
-        &self.spec
+        match &self.spec {
+            Some(spec) => spec,
+            None => self.resource.spec.typed_ref().expect(STORED_SPEC),
+        }
     }
 
-    /// The spec, shared.
-    pub fn spec_arc(&self) -> &Arc<S> {
-        &self.spec
+    /// The spec, shared: the stored resource's own, until it is edited.
+    pub fn spec_arc(&self) -> Arc<S> {
+        match &self.spec {
+            Some(spec) => Arc::clone(spec),
+            None => self.resource.spec.downcast().expect(STORED_SPEC),
+        }
     }
 
     /// The spec, for editing; copies it first if it is shared.
     pub fn spec_mut(&mut self) -> &mut S {
-        Arc::make_mut(&mut self.spec)
+        let spec = match self.spec.take() {
+            Some(spec) => spec,
+            // Read from the resource, as `spec` is `None`.
+            None => Arc::new(self.spec().clone()),
+        };
+        Arc::make_mut(self.spec.insert(spec))
+    }
+
+    /// Whether the spec was set apart from the resource's (new, edited or decoded).
+    pub(crate) fn spec_is_own(&self) -> bool {
+        self.spec.is_some()
     }
 
     /// Whether this is `resource` itself, its metadata not edited since it was read.
@@ -97,49 +115,54 @@ impl<S: Resource> Typed<S> {
             1 => Arc::get_mut(&mut resource),
             _ => None,
         };
-        match unique {
-            Some(unique) => {
+        match (unique, spec) {
+            (Some(unique), Some(spec)) => {
                 unique.spec = Spec::from_arc(spec);
                 resource
             }
+            (Some(_), None) => resource,
             // Shared: a new resource of the metadata and the spec, without
             // the old spec's copy in between.
-            None => Arc::new(DynamicResource::new(resource.metadata.clone(), Spec::from_arc(spec))),
+            (None, spec) => {
+                let spec = spec.map_or_else(|| resource.spec.clone(), Spec::from_arc);
+                Arc::new(DynamicResource::new(resource.metadata.clone(), spec))
+            }
         }
     }
 
     /// Splits into metadata and spec.
     pub fn into_parts(self) -> (Metadata, Arc<S>) {
+        let spec = self.spec_arc();
         let metadata =
             Arc::try_unwrap(self.resource).map_or_else(|shared| shared.metadata.clone(), |owned| owned.metadata);
-        (metadata, self.spec)
+        (metadata, spec)
     }
 }
 
 impl<S> Clone for Typed<S> {
     fn clone(&self) -> Self {
-        Typed { resource: Arc::clone(&self.resource), spec: Arc::clone(&self.spec) }
+        Typed { resource: Arc::clone(&self.resource), spec: self.spec.clone() }
     }
 }
 
-impl<S: PartialEq> PartialEq for Typed<S> {
+impl<S: Resource> PartialEq for Typed<S> {
     fn eq(&self, other: &Self) -> bool {
-        self.resource.metadata == other.resource.metadata
-            && (Arc::ptr_eq(&self.spec, &other.spec) || self.spec == other.spec)
+        let (a, b) = (self.spec(), other.spec());
+        self.resource.metadata == other.resource.metadata && (std::ptr::eq(a, b) || a == b)
     }
 }
 
-impl<S: fmt::Debug> fmt::Debug for Typed<S> {
+impl<S: Resource> fmt::Debug for Typed<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Typed").field("metadata", &self.resource.metadata).field("spec", &self.spec).finish()
+        f.debug_struct("Typed").field("metadata", &self.resource.metadata).field("spec", self.spec()).finish()
     }
 }
 
-impl<S> Deref for Typed<S> {
+impl<S: Resource> Deref for Typed<S> {
     type Target = S;
 
     fn deref(&self) -> &S {
-        &self.spec
+        self.spec()
     }
 }
 
@@ -163,8 +186,16 @@ impl<S: Resource> TryFrom<Arc<DynamicResource>> for Typed<S> {
 
     /// Shares the resource: no copy at all. Fails when the type differs or the spec is not an `S`.
     fn try_from(resource: Arc<DynamicResource>) -> Result<Self, Error> {
-        let spec = typed_spec::<S>(&resource)?;
-        Ok(Typed { resource, spec })
+        check_type::<S>(&resource)?;
+        // A typed spec is read from the resource; an encoded one is decoded once.
+        if resource.spec.typed_ref::<S>().is_some() {
+            return Ok(Typed { resource, spec: None });
+        }
+        let spec = resource
+            .spec
+            .to_typed::<S>()
+            .map_err(|reason| Error::invalid_argument(format!("resource {}: {reason}", resource.metadata.pointer())))?;
+        Ok(Typed { resource, spec: Some(spec) })
     }
 }
 
@@ -186,7 +217,7 @@ impl<S: Resource> TryFrom<&DynamicResource> for Typed<S> {
     }
 }
 
-fn typed_spec<S: Resource>(resource: &DynamicResource) -> Result<Arc<S>, Error> {
+fn check_type<S: Resource>(resource: &DynamicResource) -> Result<(), Error> {
     let metadata = resource.metadata();
     if metadata.r#type() != S::TYPE {
         return Err(Error::invalid_argument(format!(
@@ -196,11 +227,14 @@ fn typed_spec<S: Resource>(resource: &DynamicResource) -> Result<Arc<S>, Error> 
             S::TYPE
         )));
     }
-    resource
-        .spec
-        .to_typed::<S>()
-        .map_err(|reason| Error::invalid_argument(format!("resource {}: {reason}", metadata.pointer())))
+    Ok(())
 }
+
+/// Why a `Typed<S>` without a spec of its own can read one from its
+/// resource: it is built so only from a resource whose spec is an `S` (see
+/// `TryFrom<Arc<DynamicResource>>`), and its resource's spec never changes
+/// after (editing the metadata copies the resource, spec and all).
+const STORED_SPEC: &str = "a Typed<S> without a spec of its own holds a resource whose spec is an S";
 
 /// Where a resource of type `T` is: an ID (in `T`'s default namespace), a
 /// [`Pointer`], or a resource read before.

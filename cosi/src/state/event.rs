@@ -369,7 +369,7 @@ impl fmt::Debug for Watch {
 /// # }
 /// ```
 #[derive(Clone, Debug)]
-pub enum TypedEvent<T> {
+pub enum TypedEvent<T: Resource> {
     /// The resource appeared (see [`Event::Created`]).
     Created {
         /// The resource as stored.
@@ -447,7 +447,7 @@ impl<T: Resource> TypedEvent<T> {
     }
 }
 
-impl<T> TypedEvent<T> {
+impl<T: Resource> TypedEvent<T> {
     /// The type of the event.
     pub fn event_type(&self) -> EventType {
         match self {

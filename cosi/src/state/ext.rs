@@ -470,9 +470,15 @@ where
             return Err(Error::PhaseConflict { pointer: pointer.clone(), expected }.into());
         }
         let mut typed = Typed::<T>::try_from(Arc::clone(&current))?;
-        let before = Arc::clone(typed.spec_arc());
+        let before = typed.spec_is_own().then(|| typed.spec_arc());
         edit(&mut typed)?;
-        let spec_changed = !Arc::ptr_eq(typed.spec_arc(), &before) && *typed.spec() != *before;
+        // A spec read from the stored resource is its own again only once the edit copied it.
+        let spec_changed = typed.spec_is_own()
+            && match &before {
+                // Decoded before the edit: changed if the edit replaced it with another value.
+                Some(before) => !Arc::ptr_eq(&typed.spec_arc(), before) && *typed.spec() != **before,
+                None => current.spec.typed_ref::<T>() != Some(typed.spec()),
+            };
         let metadata_changed = !typed.shares_resource(&current) && typed.metadata() != &current.metadata;
         if !spec_changed && !metadata_changed {
             return Ok(Typed::try_from(current)?);

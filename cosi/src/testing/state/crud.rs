@@ -477,18 +477,18 @@ pub async fn typed_reads_share_specs(state: Arc<dyn State>) {
     check_event(&events.next().await, EventType::Destroyed, &pointer);
 
     let written = path_typed(&ns, "shared");
-    let spec = Arc::clone(written.spec_arc());
+    let spec = written.spec_arc();
     let created = ok("create_typed", state.create(written, CreateOptions::default())).await;
-    assert!(Arc::ptr_eq(created.spec_arc(), &spec), "create_typed should return the written spec");
+    assert!(Arc::ptr_eq(&created.spec_arc(), &spec), "create_typed should return the written spec");
 
     let first = ok("get_typed_at", state.get::<PathResource>(&pointer)).await;
     let second = ok("get_typed_at again", state.get::<PathResource>(&pointer)).await;
-    assert!(Arc::ptr_eq(first.spec_arc(), &spec), "get_typed_at should return the stored spec, not a copy");
-    assert!(Arc::ptr_eq(first.spec_arc(), second.spec_arc()), "two reads should share one spec");
+    assert!(Arc::ptr_eq(&first.spec_arc(), &spec), "get_typed_at should return the stored spec, not a copy");
+    assert!(Arc::ptr_eq(&first.spec_arc(), &second.spec_arc()), "two reads should share one spec");
 
     let listed = ok("list_typed_in", state.list_in::<PathResource>(&ns, &ListOptions::default())).await;
     assert_eq!(listed.len(), 1);
-    assert!(Arc::ptr_eq(listed[0].spec_arc(), &spec), "list_typed_in should return the stored spec, not a copy");
+    assert!(Arc::ptr_eq(&listed[0].spec_arc(), &spec), "list_typed_in should return the stored spec, not a copy");
 
     let event = events.next().await;
     let shared = check_event(&event, EventType::Created, &pointer).spec.downcast::<PathResource>();
