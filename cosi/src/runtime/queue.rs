@@ -60,7 +60,6 @@ pub(crate) struct Queue {
 
 #[derive(Default)]
 struct Inner {
-    /// (due, sequence, key), in the order items come out.
     /// Items put to run now, in the order they were put: their due times
     /// (the instant of the put) only grow, so this is in due order too.
     now: VecDeque<(Instant, u64, Key)>,
@@ -181,8 +180,6 @@ impl Queue {
 }
 
 impl Inner {
-    /// Schedules `key` at `at`. A key already scheduled keeps the earlier of
-    /// the two times; `overwrite` replaces its value.
     /// Schedules `key`: now (a put, its value replacing a waiting one's), or
     /// at a later instant (a requeue, which keeps the waiting value). An
     /// item already waiting runs at the earlier of its two times.

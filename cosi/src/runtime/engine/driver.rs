@@ -13,9 +13,9 @@
 //! in parallel, as the futures of one task do: a reconcile awaits, never
 //! blocks, and hands CPU-heavy work to a task or the blocking pool of its
 //! own. (A queue controller's workers after the first have tasks of their
-//! own, so that its `concurrency` can use threads; see `worker`.) A loop that has its next turn at once steps aside first
-//! ([`yield_turn`]), and the driver yields to the rest of the program after
-//! [`BUDGET`] polls.
+//! own, so that its `concurrency` can use threads; see `worker`.) A loop
+//! that has its next turn at once steps aside first ([`yield_turn`]), and
+//! the driver yields to the rest of the program after [`BUDGET`] polls.
 
 use std::collections::VecDeque;
 use std::future::Future;
