@@ -102,7 +102,7 @@ impl Resources {
         Ok(())
     }
 
-    /// The slot of the resource with this ID, for [`replace_at`](Resources::replace_at).
+    /// The slot of the resource with this ID, for [`replace`](Resources::replace).
     pub(super) fn slot_of(&self, id: &str) -> Option<u32> {
         let hash = self.hasher.hash_one(id);
         self.index.find(hash, |&slot| self.id_at(slot) == Some(id)).copied()
