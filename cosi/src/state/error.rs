@@ -13,7 +13,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 ///
 /// It is also `cosi::Error`, the error of a whole program: the runtime's
 /// errors convert into it ([`Error::Other`]), so `?` works on both in a
-/// function returning [`cosi::Result`](Result). Matching on the state's
+/// function returning [`cosi::Result`]. Matching on the state's
 /// failures stays as it is (`Error::NotFound(pointer)`, `error.is_conflict()`).
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]

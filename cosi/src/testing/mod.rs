@@ -236,7 +236,7 @@ macro_rules! __state_conformance_module {
 }
 
 /// Instantiates the runtime conformance suite for one backend: every case of
-/// [`testing::runtime`](crate::testing::runtime) becomes a `#[test]` in a
+/// [`testing::runtime`](mod@crate::testing::runtime) becomes a `#[test]` in a
 /// module named `$name`, run against a fresh backend from `$factory` (as for
 /// [`state_conformance_tests!`]).
 ///

@@ -1,7 +1,7 @@
 //! Routes from resource kinds to the controllers that read them, and the one
 //! dispatch of a change to what it asks of each reader: a wake-up for a
 //! reconcile controller, an item for a queue controller. Live changes
-//! ([`Routes::route`], from a kind's observer or its watch task) and
+//! ([`route`], from a kind's observer or its watch task) and
 //! resynchronisations ([`Engine::resync`]) both go through [`action`].
 
 use std::sync::Arc;

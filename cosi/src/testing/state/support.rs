@@ -78,7 +78,7 @@ pub(super) async fn expect_invalid_argument<T: fmt::Debug>(
     assert!(err.is_invalid_argument(), "{what}: expected an invalid argument, got {err:?}");
 }
 
-/// The error of an edit in [`modify`], which must come back untouched.
+/// The error of an edit in [`modify`](super::crud::modify), which must come back untouched.
 #[derive(Debug)]
 pub(super) enum EditError {
     // Only ever printed, in the message of a failed assertion.

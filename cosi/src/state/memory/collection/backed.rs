@@ -1,4 +1,4 @@
-//! Writes of a collection with a [`BackingStore`]: durable first, then in memory,
+//! Writes of a collection with a [`BackingStore`](crate::state::BackingStore): durable first, then in memory,
 //! with the writes that arrive meanwhile batched into the next store call.
 //!
 //! One writer at a time is the leader. It takes every waiting write, checks
