@@ -19,6 +19,17 @@ fn time() -> impl Strategy<Value = SystemTime> {
     (0u64..4_000_000_000, 0u32..1_000_000_000).prop_map(|(secs, nanos)| UNIX_EPOCH + Duration::new(secs, nanos))
 }
 
+/// Any time the platform holds, before the epoch too (Go's zero time is in year 1).
+fn any_time() -> impl Strategy<Value = SystemTime> {
+    (any::<i64>(), 0u32..1_000_000_000).prop_map(|(secs, nanos)| {
+        let whole = match u64::try_from(secs) {
+            Ok(after) => UNIX_EPOCH + Duration::from_secs(after),
+            Err(_) => UNIX_EPOCH - Duration::from_secs(secs.unsigned_abs()),
+        };
+        whole.checked_add(Duration::from_nanos(nanos.into())).unwrap_or(whole)
+    })
+}
+
 fn version() -> impl Strategy<Value = Version> {
     prop_oneof![Just(Version::UNDEFINED), any::<u64>().prop_map(Version::new)]
 }
@@ -154,6 +165,15 @@ proptest! {
     }
 
     #[test]
+    fn timestamps_are_kept_to_the_nanosecond(created in any_time(), updated in any_time()) {
+        let mut metadata = metadata();
+        metadata.set_timestamps(created, updated);
+        prop_assert_eq!(metadata.created(), created);
+        prop_assert_eq!(metadata.updated(), updated);
+        prop_assert_eq!(metadata.clone().updated(), updated);
+    }
+
+    #[test]
     fn identity_and_state_fields_affect_equality(version in version(), phase in phase(), owner in "[a-z]{1,8}") {
         let base = metadata();
         let mut changed = base.clone();
@@ -204,6 +224,18 @@ proptest! {
         prop_assume!(text != "running" && text != "tearingDown");
         let err = text.parse::<Phase>().unwrap_err();
         prop_assert!(err.to_string().starts_with("unknown phase"), "{err}");
+    }
+}
+
+#[test]
+fn timestamps_at_the_ends_of_the_platforms_range_are_kept() {
+    let earliest = UNIX_EPOCH - Duration::from_secs(i64::MAX.unsigned_abs() + 1);
+    let latest = UNIX_EPOCH + Duration::new(i64::MAX.unsigned_abs(), 999_999_999);
+    let just_before = UNIX_EPOCH - Duration::from_nanos(1);
+    for time in [earliest, latest, just_before, UNIX_EPOCH] {
+        let mut metadata = metadata();
+        metadata.set_timestamps(time, time);
+        assert_eq!((metadata.created(), metadata.updated()), (time, time), "{time:?}");
     }
 }
 

@@ -74,14 +74,7 @@ impl DynamicResource {
 /// code, or an encoded value that arrived from elsewhere (another client, a file,
 /// a store) and is kept byte for byte.
 #[derive(Clone)]
-pub struct Spec(Repr);
-
-#[derive(Clone)]
-enum Repr {
-    Empty,
-    Typed(Arc<dyn ErasedSpec>),
-    Encoded(Arc<EncodedSpec>),
-}
+pub struct Spec(Option<Arc<dyn ErasedSpec>>);
 
 /// A spec kept in its encoded form, exactly as it was received.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -95,7 +88,7 @@ pub struct EncodedSpec {
 impl Spec {
     /// No spec: the spec of a tombstone.
     pub fn empty() -> Self {
-        Spec(Repr::Empty)
+        Spec(None)
     }
 
     /// A typed spec.
@@ -105,64 +98,55 @@ impl Spec {
 
     /// A typed spec that is already shared.
     pub fn from_arc<S: Resource>(spec: Arc<S>) -> Self {
-        Spec(Repr::Typed(spec))
+        Spec(Some(spec))
     }
 
     /// A spec in encoded form.
     pub fn encoded(spec: EncodedSpec) -> Self {
-        Spec(Repr::Encoded(Arc::new(spec)))
+        Spec(Some(Arc::new(spec)))
     }
 
     /// Whether this is the empty spec.
     pub fn is_empty(&self) -> bool {
-        matches!(self.0, Repr::Empty)
+        self.0.is_none()
     }
 
     /// The typed value, if this spec holds an `S`; shares it, never copies.
     pub fn downcast<S: Resource>(&self) -> Option<Arc<S>> {
-        match &self.0 {
-            Repr::Typed(spec) => (Arc::clone(spec) as Arc<dyn Any + Send + Sync>).downcast::<S>().ok(),
-            Repr::Empty | Repr::Encoded(_) => None,
-        }
+        self.typed_ref::<S>()?;
+        let spec = Arc::clone(self.0.as_ref()?);
+        (spec as Arc<dyn Any + Send + Sync>).downcast::<S>().ok()
     }
 
     /// The typed value, if this spec holds an `S`, by reference.
     pub(crate) fn typed_ref<S: Resource>(&self) -> Option<&S> {
-        match &self.0 {
-            Repr::Typed(spec) => (&**spec as &dyn Any).downcast_ref::<S>(),
-            Repr::Empty | Repr::Encoded(_) => None,
-        }
+        (&**self.0.as_ref()? as &dyn Any).downcast_ref::<S>()
     }
 
     /// The encoded form, if the spec arrived encoded.
     pub fn as_encoded(&self) -> Option<&EncodedSpec> {
-        match &self.0 {
-            Repr::Encoded(spec) => Some(spec),
-            Repr::Empty | Repr::Typed(_) => None,
-        }
+        (&**self.0.as_ref()? as &dyn Any).downcast_ref::<EncodedSpec>()
     }
 
     /// The typed value as something any serde serializer can write, if the spec is typed.
     pub fn as_serialize(&self) -> Option<&dyn erased_serde::Serialize> {
-        match &self.0 {
-            Repr::Typed(spec) => Some(spec.as_serialize()),
-            Repr::Empty | Repr::Encoded(_) => None,
-        }
+        self.0.as_ref()?.as_serialize()
     }
 
     /// Converts to an `S`: shares a typed spec, decodes an encoded one from its YAML text.
     pub(crate) fn to_typed<S: Resource>(&self) -> Result<Arc<S>, String> {
-        match &self.0 {
-            Repr::Typed(spec) => (Arc::clone(spec) as Arc<dyn Any + Send + Sync>)
-                .downcast::<S>()
-                .map_err(|_| format!("spec is not a {}", std::any::type_name::<S>())),
-            Repr::Encoded(spec) => match &spec.yaml {
-                Some(text) => serde_yaml_ng::from_str(text)
-                    .map(Arc::new)
-                    .map_err(|err| format!("cannot decode the spec as {}: {err}", S::TYPE)),
-                None => Err(format!("the spec of this {} has no text form to decode", S::TYPE)),
-            },
-            Repr::Empty => Err("the resource has no spec".to_owned()),
+        if let Some(typed) = self.downcast::<S>() {
+            return Ok(typed);
+        }
+        match self.as_encoded() {
+            Some(EncodedSpec { yaml: Some(text), .. }) => serde_yaml_ng::from_str(text)
+                .map(Arc::new)
+                .map_err(|err| format!("cannot decode the spec as {}: {err}", S::TYPE)),
+            Some(EncodedSpec { yaml: None, .. }) => {
+                Err(format!("the spec of this {} has no text form to decode", S::TYPE))
+            }
+            None if self.is_empty() => Err("the resource has no spec".to_owned()),
+            None => Err(format!("spec is not a {}", std::any::type_name::<S>())),
         }
     }
 }
@@ -172,9 +156,8 @@ impl PartialEq for Spec {
     /// equals an encoded one, since comparing them would mean choosing an encoding.
     fn eq(&self, other: &Self) -> bool {
         match (&self.0, &other.0) {
-            (Repr::Empty, Repr::Empty) => true,
-            (Repr::Typed(a), Repr::Typed(b)) => Arc::ptr_eq(a, b) || a.eq_dyn(&**b as &dyn Any),
-            (Repr::Encoded(a), Repr::Encoded(b)) => a == b,
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a.eq_dyn(&**b as &dyn Any),
             _ => false,
         }
     }
@@ -183,18 +166,20 @@ impl PartialEq for Spec {
 impl fmt::Debug for Spec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
-            Repr::Empty => f.write_str("Spec::Empty"),
-            Repr::Typed(spec) => spec.fmt_dyn(f),
-            Repr::Encoded(spec) => spec.fmt(f),
+            None => f.write_str("Spec::Empty"),
+            Some(spec) => spec.fmt_dyn(f),
         }
     }
 }
 
-/// What the state needs of a typed spec, with the type erased.
+/// What the state needs of a spec, typed or encoded, with its type erased.
+/// An encoded spec is one more such value (not a variant of its own), so a
+/// spec is one nullable pointer: 16 bytes in every stored resource, not 24.
 trait ErasedSpec: Any + Send + Sync {
     fn eq_dyn(&self, other: &dyn Any) -> bool;
     fn fmt_dyn(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
-    fn as_serialize(&self) -> &dyn erased_serde::Serialize;
+    /// `None` for an encoded spec, which is written as it arrived.
+    fn as_serialize(&self) -> Option<&dyn erased_serde::Serialize>;
 }
 
 impl<S: Resource> ErasedSpec for S {
@@ -206,7 +191,23 @@ impl<S: Resource> ErasedSpec for S {
         fmt::Debug::fmt(self, f)
     }
 
-    fn as_serialize(&self) -> &dyn erased_serde::Serialize {
-        self
+    fn as_serialize(&self) -> Option<&dyn erased_serde::Serialize> {
+        Some(self)
+    }
+}
+
+/// An encoded spec equals only an encoded spec of the same bytes: comparing
+/// it with a typed one would mean choosing an encoding.
+impl ErasedSpec for EncodedSpec {
+    fn eq_dyn(&self, other: &dyn Any) -> bool {
+        other.downcast_ref::<EncodedSpec>() == Some(self)
+    }
+
+    fn fmt_dyn(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+
+    fn as_serialize(&self) -> Option<&dyn erased_serde::Serialize> {
+        None
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use smol_str::SmolStr;
@@ -37,12 +37,68 @@ pub struct Metadata {
     /// copying metadata allocates nothing for them.
     owner: Option<SmolStr>,
     phase: Phase,
-    created: SystemTime,
-    updated: SystemTime,
+    stamps: Stamps,
     /// Labels, annotations and finalizers. Most resources have none, so they
     /// live behind one box that such a resource does without: 8 bytes
     /// instead of 72 in every stored resource.
     extra: Option<Box<Extra>>,
+}
+
+/// `created` and `updated`, packed: both seconds, then both nanoseconds.
+/// Two `SystemTime`s take 32 bytes (each pads its 12 to 16); these 24 keep a
+/// stored resource in the allocator's next smaller size. Exact for every
+/// time the platform's `SystemTime` holds: seconds since the epoch, negative
+/// before it, and the nanoseconds after those seconds.
+#[derive(Clone, Copy)]
+struct Stamps {
+    secs: [i64; 2],
+    nanos: [u32; 2],
+}
+
+impl Stamps {
+    fn new(created: SystemTime, updated: SystemTime) -> Self {
+        let ((created_secs, created_nanos), (updated_secs, updated_nanos)) = (split(created), split(updated));
+        Stamps { secs: [created_secs, updated_secs], nanos: [created_nanos, updated_nanos] }
+    }
+
+    /// Created and updated at `time`.
+    fn at(time: SystemTime) -> Self {
+        let (secs, nanos) = split(time);
+        Stamps { secs: [secs; 2], nanos: [nanos; 2] }
+    }
+
+    fn created(self) -> SystemTime {
+        join(self.secs[0], self.nanos[0])
+    }
+
+    fn updated(self) -> SystemTime {
+        join(self.secs[1], self.nanos[1])
+    }
+}
+
+/// The time `secs` seconds (negative: before) and `nanos` nanoseconds after the epoch.
+fn join(secs: i64, nanos: u32) -> SystemTime {
+    let whole = match u64::try_from(secs) {
+        Ok(after) => UNIX_EPOCH.checked_add(Duration::from_secs(after)),
+        Err(_) => UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs())),
+    };
+    // Both came from a `SystemTime` (`split`), so neither step leaves its range.
+    whole.and_then(|whole| whole.checked_add(Duration::from_nanos(nanos.into()))).unwrap_or(UNIX_EPOCH)
+}
+
+/// Whole seconds since the epoch (rounded down) and the nanoseconds after them.
+fn split(time: SystemTime) -> (i64, u32) {
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => (i64::try_from(after.as_secs()).unwrap_or(i64::MAX), after.subsec_nanos()),
+        Err(before) => {
+            let before = before.duration();
+            let secs = 0i64.saturating_sub_unsigned(before.as_secs());
+            match before.subsec_nanos() {
+                0 => (secs, 0),
+                nanos => (secs.saturating_sub(1), 1_000_000_000 - nanos),
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -76,8 +132,7 @@ impl Metadata {
             version: Version::UNDEFINED,
             owner: None,
             phase: Phase::Running,
-            created: now,
-            updated: now,
+            stamps: Stamps::at(now),
             extra: None,
         }
     }
@@ -147,18 +202,29 @@ impl Metadata {
 
     /// When the resource was first created.
     pub fn created(&self) -> SystemTime {
-        self.created
+        self.stamps.created()
     }
 
     /// When the resource was last written.
     pub fn updated(&self) -> SystemTime {
-        self.updated
+        self.stamps.updated()
     }
 
     /// Sets both timestamps; used by state backends and transports.
     pub fn set_timestamps(&mut self, created: SystemTime, updated: SystemTime) {
-        self.created = created;
-        self.updated = updated;
+        self.stamps = Stamps::new(created, updated);
+    }
+
+    /// Both timestamps `now`: a state's first write.
+    pub(crate) fn stamp_created(&mut self, now: SystemTime) {
+        self.stamps = Stamps::at(now);
+    }
+
+    /// Created when `previous` was, updated `now`: a state's later write.
+    pub(crate) fn stamp_updated(&mut self, previous: &Metadata, now: SystemTime) {
+        let (secs, nanos) = split(now);
+        let created = previous.stamps;
+        self.stamps = Stamps { secs: [created.secs[0], secs], nanos: [created.nanos[0], nanos] };
     }
 
     /// The labels, which label queries select on.
@@ -211,8 +277,8 @@ impl fmt::Debug for Metadata {
             .field("version", &self.version)
             .field("owner", &self.owner)
             .field("phase", &self.phase)
-            .field("created", &self.created)
-            .field("updated", &self.updated)
+            .field("created", &self.created())
+            .field("updated", &self.updated())
             .field("labels", self.labels())
             .field("annotations", self.annotations())
             .field("finalizers", self.finalizers())
@@ -280,8 +346,8 @@ impl Serialize for Metadata {
             version: self.version,
             owner: self.owner.as_deref(),
             phase: self.phase,
-            created: self.created,
-            updated: self.updated,
+            created: self.created(),
+            updated: self.updated(),
             labels: self.labels(),
             annotations: self.annotations(),
             finalizers: self.finalizers(),
@@ -298,8 +364,7 @@ impl<'de> Deserialize<'de> for Metadata {
             version: repr.version,
             owner: repr.owner.filter(|owner| !owner.is_empty()).map(SmolStr::from),
             phase: repr.phase,
-            created: repr.created,
-            updated: repr.updated,
+            stamps: Stamps::new(repr.created, repr.updated),
             extra: Some(Box::new(Extra {
                 labels: repr.labels,
                 annotations: repr.annotations,

@@ -406,9 +406,8 @@ fn prepare_create(resource: &mut DynamicResource, options: &CreateOptions) -> Re
         (_, Some(requested)) => resource.metadata.set_owner(Some(requested)),
         (_, None) => {}
     }
-    let now = SystemTime::now();
     resource.metadata.set_version(crate::resource::Version::new(1));
-    resource.metadata.set_timestamps(now, now);
+    resource.metadata.stamp_created(SystemTime::now());
     Ok(())
 }
 
@@ -447,7 +446,7 @@ fn check_update(
         return Err(Error::PhaseConflict { pointer: pointer.clone(), expected });
     }
     resource.metadata.set_version(old.metadata.version().next());
-    resource.metadata.set_timestamps(old.metadata.created(), SystemTime::now());
+    resource.metadata.stamp_updated(&old.metadata, SystemTime::now());
     // Ownership is not the writer's to change.
     if resource.metadata.owner() != old.metadata.owner() {
         resource.metadata.set_owner(old.metadata.owner());
