@@ -356,7 +356,7 @@ impl DynCtx {
 
     /// The resources of type `T` in `namespace` that match `options`, sorted by ID.
     pub async fn list_in<T: Resource>(&self, namespace: &str, options: &ListOptions) -> Result<Vec<Typed<T>>> {
-        let kind = Kind::typed(namespace, T::TYPE);
+        let kind = Kind::of::<T>(namespace);
         self.list_dynamic(&kind, options).await?.into_iter().map(Typed::try_from).collect()
     }
 

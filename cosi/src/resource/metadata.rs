@@ -163,8 +163,8 @@ impl Metadata {
     }
 
     /// Makes the metadata as small as it gets before a state stores it: the
-    /// namespace and type of `kind` (which must be this resource's) shared,
-    /// empty labels, annotations and finalizers dropped.
+    /// names of `kind` (which must be this resource's) shared, empty labels,
+    /// annotations and finalizers dropped.
     pub(crate) fn prepare_to_store(&mut self, kind: &Kind) {
         self.pointer.share_kind(kind);
         self.compact();

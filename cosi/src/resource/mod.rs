@@ -11,6 +11,8 @@ mod query;
 mod typed;
 
 use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -59,24 +61,18 @@ pub trait Resource: Clone + PartialEq + fmt::Debug + Send + Sync + Serialize + D
 
     /// The kind in the default namespace.
     fn kind() -> Kind {
-        Kind { namespace: Name::new_static(Self::NAMESPACE), r#type: Name::new_static(Self::TYPE) }
+        Kind::of::<Self>(Self::NAMESPACE)
     }
 
     /// A pointer to the resource `id` in the default namespace.
     fn pointer(id: impl AsRef<str>) -> Pointer {
-        Pointer {
-            namespace: Name::new_static(Self::NAMESPACE),
-            r#type: Name::new_static(Self::TYPE),
-            id: Name::new(id),
-        }
+        Pointer { kind: Self::kind(), id: Name::new(id) }
     }
 }
 
-/// A namespace, type or ID as identities hold it: a name known at compile
-/// time is borrowed, a short one (up to 23 bytes, most IDs) is stored inline,
-/// and a longer one is shared behind an `Arc`. So building the pointer of a
-/// typed resource allocates nothing, cloning any identity allocates nothing,
-/// and a stored resource's namespace and type are its collection's.
+/// A name as identities hold it: a short one (up to 23 bytes, most IDs and
+/// namespaces) is stored inline and a longer one is shared behind an `Arc`,
+/// so cloning one allocates nothing.
 type Name = smol_str::SmolStr;
 
 /// A (namespace, type) pair: what a list or a kind watch addresses.
@@ -94,42 +90,111 @@ type Name = smol_str::SmolStr;
 /// assert_eq!(HostnameSpec::kind(), kind);
 /// assert_eq!(Typed::new("default", HostnameSpec::default()).metadata().kind(), kind);
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Kind {
-    namespace: Name,
-    r#type: Name,
+///
+/// A kind is one pointer to its two names, which every resource of the kind
+/// holds: a resource type's own names (known at compile time, borrowed), or
+/// names given at run time, shared by every clone. A state's stored
+/// resources hold their collection's.
+#[derive(Clone)]
+pub struct Kind(Names);
+
+#[derive(Clone)]
+enum Names {
+    /// A resource type's default namespace and its type.
+    Static(&'static (&'static str, &'static str)),
+    /// Names given at run time: (namespace, type).
+    Shared(Arc<(Name, Name)>),
 }
 
 impl Kind {
     /// A kind; it is validated when a state receives it.
     pub fn new(namespace: impl AsRef<str>, r#type: impl AsRef<str>) -> Self {
-        Kind { namespace: Name::new(namespace), r#type: Name::new(r#type) }
+        Kind(Names::Shared(Arc::new((Name::new(namespace), Name::new(r#type)))))
     }
 
-    /// A kind of a type known at compile time.
-    pub(crate) fn typed(namespace: impl AsRef<str>, r#type: &'static str) -> Self {
-        Kind { namespace: Name::new(namespace), r#type: Name::new_static(r#type) }
+    /// The kind of `R` in `namespace`: its names borrowed, with nothing to
+    /// allocate, in `R`'s default namespace.
+    pub(crate) fn of<R: Resource>(namespace: impl AsRef<str>) -> Self {
+        match namespace.as_ref() {
+            namespace if namespace == R::NAMESPACE => Kind(Names::Static(const { &(R::NAMESPACE, R::TYPE) })),
+            namespace => Kind::new(namespace, R::TYPE),
+        }
     }
 
     /// The namespace.
     pub fn namespace(&self) -> &str {
-        &self.namespace
+        match &self.0 {
+            Names::Static((namespace, _)) => namespace,
+            Names::Shared(names) => &names.0,
+        }
     }
 
     /// The type.
     pub fn r#type(&self) -> &str {
-        &self.r#type
+        match &self.0 {
+            Names::Static((_, r#type)) => r#type,
+            Names::Shared(names) => &names.1,
+        }
     }
 
     /// The resource `id` of this kind.
     pub fn pointer(&self, id: impl AsRef<str>) -> Pointer {
-        Pointer { namespace: self.namespace.clone(), r#type: self.r#type.clone(), id: Name::new(id) }
+        Pointer { kind: self.clone(), id: Name::new(id) }
+    }
+
+    /// Whether both hold the same names by the same pointer: a clone of one another,
+    /// or the same resource type's.
+    fn same_names(&self, other: &Kind) -> bool {
+        match (&self.0, &other.0) {
+            (Names::Static(a), Names::Static(b)) => std::ptr::eq(*a, *b),
+            (Names::Shared(a), Names::Shared(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    /// (namespace, type): what equality, order and hashing compare.
+    fn names(&self) -> (&str, &str) {
+        (self.namespace(), self.r#type())
+    }
+}
+
+impl PartialEq for Kind {
+    fn eq(&self, other: &Self) -> bool {
+        self.same_names(other) || self.names() == other.names()
+    }
+}
+
+impl Eq for Kind {}
+
+impl PartialOrd for Kind {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Kind {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.names().cmp(&other.names())
+    }
+}
+
+/// Hashes the namespace and then the type, as `str`s: the same as a pair of the two.
+impl Hash for Kind {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.namespace().hash(state);
+        self.r#type().hash(state);
+    }
+}
+
+impl fmt::Debug for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Kind").field("namespace", &self.namespace()).field("r#type", &self.r#type()).finish()
     }
 }
 
 impl fmt::Display for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}({})", self.r#type, self.namespace)
+        write!(f, "{}({})", self.r#type(), self.namespace())
     }
 }
 
@@ -148,41 +213,40 @@ impl fmt::Display for Kind {
 /// assert_eq!(HostnameSpec::pointer("default"), pointer);
 /// assert_eq!(Typed::new("default", HostnameSpec::default()).metadata().pointer(), &pointer);
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
+///
+/// Its namespace and type are its [`Kind`]: one pointer, so a pointer is 40
+/// bytes, and one of a resource type's default namespace allocates nothing.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Pointer {
-    namespace: Name,
-    #[serde(rename = "type")]
-    r#type: Name,
+    kind: Kind,
     id: Name,
 }
 
 impl Pointer {
     /// A pointer; it is validated when a state receives it.
     pub fn new(namespace: impl AsRef<str>, r#type: impl AsRef<str>, id: impl AsRef<str>) -> Self {
-        Pointer { namespace: Name::new(namespace), r#type: Name::new(r#type), id: Name::new(id) }
+        Pointer { kind: Kind::new(namespace, r#type), id: Name::new(id) }
     }
 
-    /// A pointer of a type known at compile time.
-    pub(crate) fn typed(namespace: impl AsRef<str>, r#type: &'static str, id: impl AsRef<str>) -> Self {
-        Pointer { namespace: Name::new(namespace), r#type: Name::new_static(r#type), id: Name::new(id) }
-    }
-
-    /// Shares the namespace and type of `kind`, which must be this pointer's
-    /// (the state's collections do this, so their resources share one copy).
+    /// Takes `kind`'s names, which must equal this pointer's, in place of
+    /// names allocated for this pointer alone (a state's collection does this,
+    /// so its resources share one copy). A resource type's own names stay:
+    /// they cost nothing to hold or to clone.
     pub(crate) fn share_kind(&mut self, kind: &Kind) {
-        debug_assert!(self.namespace == kind.namespace && self.r#type == kind.r#type);
-        share(&mut self.namespace, &kind.namespace);
-        share(&mut self.r#type, &kind.r#type);
+        debug_assert!(self.kind == *kind);
+        if matches!(self.kind.0, Names::Shared(_)) && !self.kind.same_names(kind) {
+            self.kind = kind.clone();
+        }
     }
 
     /// The namespace.
     pub fn namespace(&self) -> &str {
-        &self.namespace
+        self.kind.namespace()
     }
 
     /// The type.
     pub fn r#type(&self) -> &str {
-        &self.r#type
+        self.kind.r#type()
     }
 
     /// The ID.
@@ -192,22 +256,54 @@ impl Pointer {
 
     /// The (namespace, type) part.
     pub fn kind(&self) -> Kind {
-        Kind { namespace: self.namespace.clone(), r#type: self.r#type.clone() }
+        self.kind.clone()
     }
 }
 
-/// Makes `name` share `shared`'s allocation when it has one of its own; a
-/// name stored inline or known at compile time costs nothing to keep.
-fn share(name: &mut Name, shared: &Name) {
-    if name.is_heap_allocated() && name.as_ptr() != shared.as_ptr() {
-        *name = shared.clone();
+impl fmt::Debug for Pointer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pointer")
+            .field("namespace", &self.namespace())
+            .field("r#type", &self.r#type())
+            .field("id", &self.id())
+            .finish()
+    }
+}
+
+/// The serialized form: `namespace`, `type` and `id`, as the metadata carries them.
+#[derive(Serialize)]
+struct PointerRef<'a> {
+    namespace: &'a str,
+    #[serde(rename = "type")]
+    r#type: &'a str,
+    id: &'a str,
+}
+
+#[derive(serde::Deserialize)]
+struct PointerRepr {
+    namespace: Name,
+    #[serde(rename = "type")]
+    r#type: Name,
+    id: Name,
+}
+
+impl Serialize for Pointer {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        PointerRef { namespace: self.namespace(), r#type: self.r#type(), id: self.id() }.serialize(serializer)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Pointer {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let PointerRepr { namespace, r#type, id } = PointerRepr::deserialize(deserializer)?;
+        Ok(Pointer { kind: Kind(Names::Shared(Arc::new((namespace, r#type)))), id })
     }
 }
 
 impl fmt::Display for Pointer {
     /// `type(namespace/id)`, the form error messages use.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}({}/{})", self.r#type, self.namespace, self.id)
+        write!(f, "{}({}/{})", self.r#type(), self.namespace(), self.id)
     }
 }
 
@@ -216,8 +312,8 @@ impl Kind {
     ///
     /// Every [`State`](crate::State) backend calls this before it touches storage.
     pub fn validate(&self) -> Result<(), String> {
-        validate_name("namespace", &self.namespace)?;
-        validate_name("type", &self.r#type)
+        validate_name("namespace", self.namespace())?;
+        validate_name("type", self.r#type())
     }
 }
 
@@ -226,8 +322,7 @@ impl Pointer {
     ///
     /// Every [`State`](crate::State) backend calls this before it touches storage.
     pub fn validate(&self) -> Result<(), String> {
-        validate_name("namespace", &self.namespace)?;
-        validate_name("type", &self.r#type)?;
+        self.kind.validate()?;
         validate_name("id", &self.id)
     }
 }
@@ -237,4 +332,63 @@ pub(crate) fn matches_queries(labels: &[LabelQuery], id: Option<&IdQuery>, resou
     let metadata = resource.metadata();
     id.is_none_or(|query| query.matches(metadata.id()))
         && (labels.is_empty() || labels.iter().any(|query| query.matches(metadata.labels())))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::hash::BuildHasher;
+
+    use super::*;
+
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+    struct Spec;
+
+    impl Resource for Spec {
+        const TYPE: &'static str = "Specs.test.cosi.dev";
+        const NAMESPACE: &'static str = "test";
+        const SENSITIVE: bool = false;
+
+        fn definition() -> ResourceDefinition {
+            unreachable!("not used by these tests")
+        }
+    }
+
+    #[test]
+    fn a_kind_is_its_names_however_it_holds_them() {
+        let (borrowed, allocated) = (Spec::kind(), Kind::new("test", "Specs.test.cosi.dev"));
+        assert!(matches!(borrowed.0, Names::Static(_)) && matches!(allocated.0, Names::Shared(_)));
+        assert_eq!(borrowed, allocated);
+        assert_eq!(borrowed.cmp(&allocated), std::cmp::Ordering::Equal);
+        assert_eq!(format!("{borrowed:?}"), format!("{allocated:?}"));
+        // The memory state looks collections up by the two names as `str`s.
+        let hasher = std::hash::RandomState::new();
+        let names = hasher.hash_one(("test", "Specs.test.cosi.dev"));
+        assert_eq!((hasher.hash_one(&borrowed), hasher.hash_one(&allocated)), (names, names));
+        assert_ne!(Kind::new("other", Spec::TYPE), borrowed);
+        assert!(Kind::new("a", "B") < Kind::new("a", "C") && Kind::new("a", "C") < Kind::new("b", "A"));
+        assert!(matches!(Kind::of::<Spec>("other").0, Names::Shared(_)));
+    }
+
+    #[test]
+    fn a_stored_pointer_takes_its_collections_names_in_place_of_its_own() {
+        let collection = Kind::new("test", Spec::TYPE);
+        let mut decoded = Pointer::new("test", Spec::TYPE, "a");
+        decoded.share_kind(&collection);
+        assert!(decoded.kind.same_names(&collection));
+        // A resource type's names are kept: they cost nothing.
+        let mut typed = Spec::pointer("a");
+        typed.share_kind(&collection);
+        assert!(matches!(typed.kind.0, Names::Static(_)));
+        assert_eq!(typed, decoded);
+    }
+
+    #[test]
+    fn a_pointer_serializes_as_its_three_names() {
+        let pointer = Spec::pointer("a");
+        let json = serde_json::to_value(&pointer).unwrap();
+        assert_eq!(json, serde_json::json!({ "namespace": "test", "type": Spec::TYPE, "id": "a" }));
+        assert_eq!(serde_json::from_value::<Pointer>(json).unwrap(), pointer);
+        assert_eq!(format!("{pointer:?}"), r#"Pointer { namespace: "test", r#type: "Specs.test.cosi.dev", id: "a" }"#);
+        assert_eq!(pointer.to_string(), "Specs.test.cosi.dev(test/a)");
+    }
 }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use crate::resource::{DynamicResource, Metadata, Pointer, Resource, Spec};
+use crate::resource::{DynamicResource, Kind, Metadata, Pointer, Resource, Spec};
 use crate::state::Error;
 
 /// A resource of spec type `S`: its [`Metadata`] and a shared, immutable `S`.
@@ -50,7 +50,7 @@ impl<S: Resource> Typed<S> {
 
     /// A new resource `id` in `namespace`.
     pub fn new_in(namespace: impl AsRef<str>, id: impl AsRef<str>, spec: S) -> Self {
-        let metadata = Metadata::at(Pointer::typed(namespace, S::TYPE, id));
+        let metadata = Metadata::at(Kind::of::<S>(namespace).pointer(id));
         Typed { resource: Arc::new(DynamicResource::new(metadata, Spec::empty())), spec: Some(Arc::new(spec)) }
     }
 

@@ -64,7 +64,7 @@ pub trait StateExt: State {
         namespace: &str,
         options: &ListOptions,
     ) -> impl Future<Output = Result<Vec<Typed<T>>>> + Send {
-        let kind = Kind::typed(namespace, T::TYPE);
+        let kind = Kind::of::<T>(namespace);
         async move {
             let resources = match self.list_now_dynamic(&kind, options) {
                 Some(listed) => listed?,
@@ -173,7 +173,7 @@ pub trait StateExt: State {
         namespace: &str,
         options: WatchKindOptions,
     ) -> impl Future<Output = Result<TypedWatch<T>>> + Send {
-        let kind = Kind::typed(namespace, T::TYPE);
+        let kind = Kind::of::<T>(namespace);
         async move { Ok(TypedWatch::new(self.watch_kind_dynamic(&kind, options).await?)) }
     }
 
