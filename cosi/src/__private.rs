@@ -33,7 +33,7 @@ pub use crate::controller::{
     Outcome, OutputDecl, OutputKind, QueueController, Reads, ReducedMetadata, Register, Writes, assert_system,
 };
 pub use crate::controller::{Collected, Registration};
-pub use crate::resource::{Pointer, PrintColumn, Resource, ResourceDefinition, Sensitivity};
+pub use crate::resource::{Pointer, PrintColumn, Resource, ResourceDefinition, Sensitivity, TypeNames, TypeSlot};
 pub use crate::runtime::{Runtime, RuntimeError};
 pub use crate::state::State;
 

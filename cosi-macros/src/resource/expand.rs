@@ -31,6 +31,16 @@ pub(crate) fn impl_resource(definition: &Definition<'_>) -> TokenStream {
             const NAMESPACE: &'static str = #namespace;
             const SENSITIVE: bool = #sensitive;
 
+            fn type_names() -> &'static #private::TypeNames {
+                fn index() -> u32 {
+                    static SLOT: #private::TypeSlot = #private::TypeSlot::new();
+                    SLOT.index()
+                }
+                static NAMES: #private::TypeNames =
+                    #private::TypeNames::new(#namespace, #r#type, #private::Option::Some(index));
+                &NAMES
+            }
+
             fn definition() -> #private::ResourceDefinition {
                 #private::ResourceDefinition {
                     r#type: #private::ToOwned::to_owned(#r#type),

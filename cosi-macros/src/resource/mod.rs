@@ -64,6 +64,19 @@ mod tests {
                 const NAMESPACE: &'static str = "network";
                 const SENSITIVE: bool = false;
 
+                fn type_names() -> &'static ::cosi::__private::TypeNames {
+                    fn index() -> u32 {
+                        static SLOT: ::cosi::__private::TypeSlot = ::cosi::__private::TypeSlot::new();
+                        SLOT.index()
+                    }
+                    static NAMES: ::cosi::__private::TypeNames = ::cosi::__private::TypeNames::new(
+                        "network",
+                        "Links.net.example.org",
+                        ::cosi::__private::Option::Some(index)
+                    );
+                    &NAMES
+                }
+
                 fn definition() -> ::cosi::__private::ResourceDefinition {
                     ::cosi::__private::ResourceDefinition {
                         r#type: ::cosi::__private::ToOwned::to_owned("Links.net.example.org"),
@@ -105,6 +118,19 @@ mod tests {
                 const TYPE: &'static str = "Secrets.example.org";
                 const NAMESPACE: &'static str = "secrets";
                 const SENSITIVE: bool = true;
+
+                fn type_names() -> &'static my::cosi::__private::TypeNames {
+                    fn index() -> u32 {
+                        static SLOT: my::cosi::__private::TypeSlot = my::cosi::__private::TypeSlot::new();
+                        SLOT.index()
+                    }
+                    static NAMES: my::cosi::__private::TypeNames = my::cosi::__private::TypeNames::new(
+                        "secrets",
+                        "Secrets.example.org",
+                        my::cosi::__private::Option::Some(index)
+                    );
+                    &NAMES
+                }
 
                 fn definition() -> my::cosi::__private::ResourceDefinition {
                     my::cosi::__private::ResourceDefinition {

@@ -12,7 +12,8 @@ mod typed;
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -59,6 +60,14 @@ pub trait Resource: Clone + PartialEq + fmt::Debug + Send + Sync + Serialize + D
     /// The definition published in the `meta` namespace: display type, aliases, columns.
     fn definition() -> ResourceDefinition;
 
+    /// The type's names, one copy per program. `#[derive(Resource)]` keeps
+    /// them in a `static` with a [`TypeSlot`], which lets the memory state
+    /// find the type's collection without a lock; this default has no slot.
+    #[doc(hidden)]
+    fn type_names() -> &'static TypeNames {
+        const { &TypeNames::new(Self::NAMESPACE, Self::TYPE, None) }
+    }
+
     /// The kind in the default namespace.
     fn kind() -> Kind {
         Kind::of::<Self>(Self::NAMESPACE)
@@ -101,7 +110,7 @@ pub struct Kind(Names);
 #[derive(Clone)]
 enum Names {
     /// A resource type's default namespace and its type.
-    Static(&'static (&'static str, &'static str)),
+    Static(&'static TypeNames),
     /// Names given at run time: (namespace, type).
     Shared(Arc<(Name, Name)>),
 }
@@ -116,7 +125,7 @@ impl Kind {
     /// allocate, in `R`'s default namespace.
     pub(crate) fn of<R: Resource>(namespace: impl AsRef<str>) -> Self {
         match namespace.as_ref() {
-            namespace if namespace == R::NAMESPACE => Kind(Names::Static(const { &(R::NAMESPACE, R::TYPE) })),
+            namespace if namespace == R::NAMESPACE => Kind(Names::Static(R::type_names())),
             namespace => Kind::new(namespace, R::TYPE),
         }
     }
@@ -124,7 +133,7 @@ impl Kind {
     /// The namespace.
     pub fn namespace(&self) -> &str {
         match &self.0 {
-            Names::Static((namespace, _)) => namespace,
+            Names::Static(names) => names.namespace,
             Names::Shared(names) => &names.0,
         }
     }
@@ -132,7 +141,7 @@ impl Kind {
     /// The type.
     pub fn r#type(&self) -> &str {
         match &self.0 {
-            Names::Static((_, r#type)) => r#type,
+            Names::Static(names) => names.r#type,
             Names::Shared(names) => &names.1,
         }
     }
@@ -140,6 +149,15 @@ impl Kind {
     /// The resource `id` of this kind.
     pub fn pointer(&self, id: impl AsRef<str>) -> Pointer {
         Pointer { kind: self.clone(), id: Name::new(id) }
+    }
+
+    /// The number of the resource type whose names this kind borrows, if
+    /// the type has a [`TypeSlot`]; handed out at the first call.
+    pub(crate) fn type_index(&self) -> Option<u32> {
+        match &self.0 {
+            Names::Static(names) => names.index.map(|index| index()),
+            Names::Shared(_) => None,
+        }
     }
 
     /// Whether both hold the same names by the same pointer: a clone of one another,
@@ -195,6 +213,45 @@ impl fmt::Debug for Kind {
 impl fmt::Display for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}({})", self.r#type(), self.namespace())
+    }
+}
+
+/// A resource type's default namespace and type, as [`Resource::type_names`]
+/// returns them: not API (`#[derive(Resource)]` builds it).
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct TypeNames {
+    namespace: &'static str,
+    r#type: &'static str,
+    /// The type's number (from its [`TypeSlot`]), when it has one. A
+    /// function, so that a `Kind` holds nothing mutable, as a key must not.
+    index: Option<fn() -> u32>,
+}
+
+impl TypeNames {
+    /// The names, with the function that numbers the type when it has one.
+    pub const fn new(namespace: &'static str, r#type: &'static str, index: Option<fn() -> u32>) -> Self {
+        TypeNames { namespace, r#type, index }
+    }
+}
+
+/// A resource type's number, handed out at its first use, in the order of
+/// first use: the memory state keeps the collections of resource types in a
+/// table by this number. Not API (`#[derive(Resource)]` builds it).
+#[doc(hidden)]
+#[derive(Debug, Default)]
+pub struct TypeSlot(OnceLock<u32>);
+
+impl TypeSlot {
+    /// A slot without a number yet.
+    pub const fn new() -> Self {
+        TypeSlot(OnceLock::new())
+    }
+
+    /// The type's number.
+    pub fn index(&self) -> u32 {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        *self.0.get_or_init(|| NEXT.fetch_add(1, Ordering::Relaxed))
     }
 }
 
@@ -257,6 +314,11 @@ impl Pointer {
     /// The (namespace, type) part.
     pub fn kind(&self) -> Kind {
         self.kind.clone()
+    }
+
+    /// The (namespace, type) part, borrowed.
+    pub(crate) fn kind_ref(&self) -> &Kind {
+        &self.kind
     }
 }
 

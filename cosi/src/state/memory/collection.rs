@@ -10,7 +10,7 @@
 use std::sync::{Arc, Weak};
 use std::time::SystemTime;
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -52,6 +52,9 @@ pub(super) struct Collection {
     written: Notify,
     /// How many watches are open: writers skip the wake-up when there are none.
     watchers: AtomicUsize,
+    /// Set at the first event. A collection written once is never freed
+    /// (see [`release`](Collection::release)), so it may be found without the state's map.
+    written_once: AtomicBool,
 }
 
 impl std::fmt::Debug for Collection {
@@ -111,7 +114,13 @@ impl Collection {
             }),
             written: Notify::new(),
             watchers: AtomicUsize::new(0),
+            written_once: AtomicBool::new(false),
         }
+    }
+
+    /// Whether it was ever written, and so stays in the state's map for good.
+    pub(super) fn written_once(&self) -> bool {
+        self.written_once.load(Ordering::Relaxed)
     }
 
     /// Puts back a resource loaded from the backing store: no history, no store write.
@@ -321,6 +330,9 @@ impl Collection {
             inner.history.push(event);
         }
         inner.write_pos = pos + 1;
+        if pos == 0 {
+            self.written_once.store(true, Ordering::Relaxed);
+        }
         for (_, observer) in &inner.observers {
             observer.observe(&inner.history[slot]);
         }

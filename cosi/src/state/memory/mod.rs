@@ -6,9 +6,11 @@
 //! collection is in the order the store made its writes durable, and a write
 //! the store refuses changes nothing.
 
+mod by_type;
 mod collection;
 
 use std::hash::{BuildHasher, RandomState};
+use std::ops::Deref;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -21,6 +23,7 @@ use crate::state::{
     Watch, WatchKindOptions, WatchOptions,
 };
 
+use by_type::ByType;
 use collection::{Collection, Submitted};
 
 /// How much history each (namespace, type) keeps for watches.
@@ -90,6 +93,8 @@ pub enum StoreWrite<'a> {
 pub struct MemoryState {
     options: MemoryOptions,
     collections: Arc<Collections>,
+    /// The written collections of resource types again, found by the type's number.
+    by_type: ByType,
     /// Seeds each collection's bookmark cookie together with its (namespace, type).
     seed: RandomState,
     /// Where writes go through to; `None` for a plain in-memory state.
@@ -103,8 +108,28 @@ pub struct MemoryState {
 /// collection hold something (a write, a watcher) is registered with the
 /// collection while this map is locked, and a collection is freed only under
 /// its write lock after checking it holds nothing, so a collection is never
-/// freed under a writer or a watcher that found it.
+/// freed under a writer or a watcher that found it. A collection that was
+/// written is never freed, so the table of resource types ([`ByType`]) hands
+/// such collections out without this map.
 type Collections = RwLock<HashMap<Kind, Arc<Collection>>>;
+
+/// A collection found for one call: in the table of resource types (written,
+/// so never freed), or in the map, which stays read-locked while this lives.
+enum Found<'a> {
+    Typed(&'a Arc<Collection>),
+    Mapped(MappedRwLockReadGuard<'a, Arc<Collection>>),
+}
+
+impl Deref for Found<'_> {
+    type Target = Arc<Collection>;
+
+    fn deref(&self) -> &Arc<Collection> {
+        match self {
+            Found::Typed(collection) => collection,
+            Found::Mapped(guard) => guard,
+        }
+    }
+}
 
 /// A kind by reference: looks a collection up without building a [`Kind`].
 /// Its derived `Hash` hashes the two names in `Kind`'s order, as `Kind`'s does.
@@ -155,7 +180,13 @@ impl MemoryState {
     }
 
     fn with_options(options: MemoryOptions) -> Self {
-        MemoryState { options, collections: Arc::default(), seed: RandomState::new(), store: None }
+        MemoryState {
+            options,
+            collections: Arc::default(),
+            by_type: ByType::default(),
+            seed: RandomState::new(),
+            store: None,
+        }
     }
 
     /// A state that holds what `store` holds and writes every change through to it.
@@ -170,33 +201,46 @@ impl MemoryState {
         for resource in resources {
             let pointer = resource.metadata.pointer();
             pointer.validate().map_err(Error::InvalidArgument)?;
-            state.collection(pointer.namespace(), pointer.r#type())?.restore(resource)?;
+            state.collection(pointer.kind_ref())?.restore(resource)?;
         }
         Ok(state)
     }
 
-    /// The collection of (namespace, type), if it exists, with the map read-locked.
-    fn existing(&self, namespace: &str, r#type: &str) -> Option<MappedRwLockReadGuard<'_, Arc<Collection>>> {
-        RwLockReadGuard::try_map(self.collections.read(), |collections| collections.get(&KindRef { namespace, r#type }))
-            .ok()
+    /// The collection of `kind`, if it exists: a resource type's written one
+    /// from the table, any other from the map, read-locked.
+    fn existing(&self, kind: &Kind) -> Option<Found<'_>> {
+        let index = kind.type_index();
+        if let Some(collection) = index.and_then(|index| self.by_type.get(index)) {
+            return Some(Found::Typed(collection));
+        }
+        let (namespace, r#type) = (kind.namespace(), kind.r#type());
+        let found = RwLockReadGuard::try_map(self.collections.read(), |collections| {
+            collections.get(&KindRef { namespace, r#type })
+        })
+        .ok()?;
+        if let Some(index) = index
+            && found.written_once()
+        {
+            self.by_type.insert(index, &found);
+        }
+        Some(Found::Mapped(found))
     }
 
-    /// The collection of (namespace, type), created if needed, with the map read-locked.
+    /// The collection of `kind`, created if needed (see [`existing`](MemoryState::existing)).
     ///
     /// Checks the namespace and type before it creates anything, so bad input
     /// never leaves a collection behind.
-    fn collection(&self, namespace: &str, r#type: &str) -> Result<MappedRwLockReadGuard<'_, Arc<Collection>>> {
+    fn collection(&self, kind: &Kind) -> Result<Found<'_>> {
         loop {
-            if let Some(collection) = self.existing(namespace, r#type) {
+            if let Some(collection) = self.existing(kind) {
                 return Ok(collection);
             }
-            let kind = Kind::new(namespace, r#type);
             kind.validate().map_err(Error::InvalidArgument)?;
             let mut collections = self.collections.write();
             collections.entry(kind.clone()).or_insert_with(|| {
-                let cookie = self.seed.hash_one((namespace, r#type));
+                let cookie = self.seed.hash_one((kind.namespace(), kind.r#type()));
                 let home = Arc::downgrade(&self.collections);
-                Arc::new(Collection::new(kind, cookie, &self.options, self.store.clone(), home))
+                Arc::new(Collection::new(kind.clone(), cookie, &self.options, self.store.clone(), home))
             });
             // Read it again under the read lock. A new collection holds
             // nothing, so a watcher leaving it meanwhile may have freed it
@@ -206,15 +250,14 @@ impl MemoryState {
 
     /// The resource at `pointer`: a hash lookup of its kind, one of its ID, and a reference count.
     fn get_now(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
-        let found =
-            self.existing(pointer.namespace(), pointer.r#type()).and_then(|collection| collection.get(pointer.id()));
+        let found = self.existing(pointer.kind_ref()).and_then(|collection| collection.get(pointer.id()));
         found.ok_or_else(|| not_found(pointer))
     }
 
     /// Hands a create to its collection: done at once, or queued for the backing store.
     fn list_now(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
         options.validate()?;
-        match self.existing(kind.namespace(), kind.r#type()) {
+        match self.existing(kind) {
             Some(collection) => Ok(collection.list(options)),
             None => {
                 kind.validate().map_err(Error::InvalidArgument)?;
@@ -227,7 +270,7 @@ impl MemoryState {
         let pointer = resource.metadata.pointer();
         // The collection checks the namespace and type when it is created,
         // so only the ID, new to the state, is left to check.
-        let guard = self.collection(pointer.namespace(), pointer.r#type())?;
+        let guard = self.collection(pointer.kind_ref())?;
         let refused = match crate::resource::validate_name("id", pointer.id()) {
             Err(reason) => Error::InvalidArgument(reason),
             Ok(()) => match guard.create(resource, options) {
@@ -247,7 +290,7 @@ impl MemoryState {
     /// Hands an update to its collection: done at once, or queued for the backing store.
     fn submit_update(&self, resource: Arc<DynamicResource>, options: &UpdateOptions) -> Pending {
         let pointer = resource.metadata.pointer();
-        let Some(collection) = self.existing(pointer.namespace(), pointer.r#type()) else {
+        let Some(collection) = self.existing(pointer.kind_ref()) else {
             return Pending::Done(Err(not_found(pointer)));
         };
         match collection.update(resource, options) {
@@ -355,7 +398,7 @@ impl State for MemoryState {
     }
 
     async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
-        let Some(collection) = self.existing(pointer.namespace(), pointer.r#type()) else {
+        let Some(collection) = self.existing(pointer.kind_ref()) else {
             return Err(not_found(pointer));
         };
         let result = match collection.destroy(pointer, options) {
@@ -375,7 +418,7 @@ impl State for MemoryState {
     async fn watch_dynamic(&self, pointer: &Pointer, options: WatchOptions) -> Result<Watch> {
         pointer.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;
-        let guard = self.collection(pointer.namespace(), pointer.r#type())?;
+        let guard = self.collection(pointer.kind_ref())?;
         let collection = Arc::clone(&guard);
         let watch = Arc::clone(&collection).watch(pointer.id(), options);
         drop(guard);
@@ -396,7 +439,7 @@ impl State for MemoryState {
     /// kind, not from the collection).
     fn observe_kind_dynamic(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<Result<Observation>> {
         let observe = || {
-            let guard = self.collection(kind.namespace(), kind.r#type())?;
+            let guard = self.collection(kind)?;
             Ok(Arc::clone(&guard).observe(observer))
         };
         Some(observe())
@@ -405,7 +448,7 @@ impl State for MemoryState {
     async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
         kind.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;
-        let guard = self.collection(kind.namespace(), kind.r#type())?;
+        let guard = self.collection(kind)?;
         let collection = Arc::clone(&guard);
         let watch = Arc::clone(&collection).watch_kind(options);
         drop(guard);
@@ -420,7 +463,7 @@ impl State for MemoryState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::{Metadata, Spec};
+    use crate::resource::{Metadata, Resource, ResourceDefinition, Spec, TypeNames, TypeSlot};
     use crate::state::{Bookmark, Event};
 
     fn resource(namespace: &str, id: &str) -> DynamicResource {
@@ -475,6 +518,70 @@ mod tests {
         }
         assert!(backed.create_dynamic(resource("ns3", "a"), CreateOptions::default()).await.is_err());
         assert_eq!(backed.collection_count(), 0, "a create the store refused leaves nothing");
+    }
+
+    /// A resource type numbered as `#[derive(Resource)]` numbers one.
+    #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Thing;
+
+    impl Resource for Thing {
+        const TYPE: &'static str = "Things.test.cosi.dev";
+        const NAMESPACE: &'static str = "ns";
+        const SENSITIVE: bool = false;
+
+        fn type_names() -> &'static TypeNames {
+            fn index() -> u32 {
+                static SLOT: TypeSlot = TypeSlot::new();
+                SLOT.index()
+            }
+            static NAMES: TypeNames = TypeNames::new("ns", "Things.test.cosi.dev", Some(index));
+            &NAMES
+        }
+
+        fn definition() -> ResourceDefinition {
+            unreachable!("not used by these tests")
+        }
+    }
+
+    /// A resource type's collection is found by the type's number, without
+    /// the map or its lock, once it was written; one only watched is not, and
+    /// still goes with its last watcher.
+    #[tokio::test]
+    async fn written_collections_of_resource_types_need_no_map() {
+        let state = Arc::new(MemoryState::default());
+        let kind = Thing::kind();
+        let index = kind.type_index().expect("a derived resource type has a number");
+        let watch = state.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.unwrap();
+        assert!(matches!(state.get_dynamic(&Thing::pointer("a")).await, Err(Error::NotFound(_))));
+        assert!(state.by_type.get(index).is_none(), "a collection only watched was kept");
+        drop(watch);
+        assert_eq!(state.collection_count(), 0, "a collection only watched stayed");
+
+        state.create_dynamic(resource("ns", "a"), CreateOptions::default()).await.unwrap();
+        let got = state.get_dynamic(&Thing::pointer("a")).await.unwrap();
+        let kept = state.by_type.get(index).expect("the written collection is kept by number");
+        assert!(Arc::ptr_eq(kept, &state.collections.read()[&kind]));
+
+        // With the map write-locked, a typed read still finds the resource.
+        let map = state.collections.write();
+        let (sent, received) = std::sync::mpsc::channel();
+        let reader = Arc::clone(&state);
+        let thread = std::thread::spawn(move || {
+            sent.send(reader.get_now(&Thing::pointer("a")).map(|found| found.id().to_owned()))
+        });
+        let read = received.recv_timeout(std::time::Duration::from_secs(10));
+        drop(map);
+        thread.join().unwrap().unwrap();
+        assert_eq!(read.expect("a typed read waited for the map's lock").unwrap(), "a");
+
+        // Names given at run time find the same collection through the map.
+        let by_name = state.get_dynamic(&Pointer::new("ns", "Things.test.cosi.dev", "a")).await.unwrap();
+        assert!(Arc::ptr_eq(&got, &by_name));
+        assert!(matches!(state.get_dynamic(&Thing::pointer("b")).await, Err(Error::NotFound(_))));
+        // The table is the state's own.
+        let other = MemoryState::default();
+        assert!(matches!(other.get_dynamic(&Thing::pointer("a")).await, Err(Error::NotFound(_))));
+        assert!(other.by_type.get(index).is_none());
     }
 
     /// A written collection keeps its history (and bookmarks) after its watchers leave.
