@@ -248,13 +248,14 @@ impl MemoryState {
         }
     }
 
-    /// The resource at `pointer`: a hash lookup of its kind, one of its ID, and a reference count.
+    /// The resource at `pointer`: a lookup of its kind (by its type's number,
+    /// or a hash of its names), a hash lookup of its ID, and a reference count.
     fn get_now(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
         let found = self.existing(pointer.kind_ref()).and_then(|collection| collection.get(pointer.id()));
         found.ok_or_else(|| not_found(pointer))
     }
 
-    /// Hands a create to its collection: done at once, or queued for the backing store.
+    /// The resources of `kind` that match `options`, sorted by ID.
     fn list_now(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
         options.validate()?;
         match self.existing(kind) {
@@ -266,6 +267,7 @@ impl MemoryState {
         }
     }
 
+    /// Hands a create to its collection: done at once, or queued for the backing store.
     fn submit_create(&self, resource: Arc<DynamicResource>, options: &CreateOptions) -> Result<Pending> {
         let pointer = resource.metadata.pointer();
         // The collection checks the namespace and type when it is created,
