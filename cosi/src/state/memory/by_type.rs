@@ -1,10 +1,11 @@
 //! The collections of resource types, by the type's number: found with two
 //! loads, without the state's map, its lock or a hash of the names.
 //!
-//! A collection goes in once it was written, which is for good: a collection
-//! is freed only while it has never been written (see `Collection::release`),
-//! so one found here stays in the map for as long as the state lives. Until
-//! then, and for kinds given by name at run time, the map finds it.
+//! A collection goes in once it was written or loaded from the store, which
+//! is for good: a collection is freed only while it holds nothing and has
+//! never been written (see `Collection::release`), so one found here stays in
+//! the map for as long as the state lives. Until then, and for kinds given by
+//! name at run time, the map finds it.
 
 use std::sync::{Arc, OnceLock};
 
@@ -44,13 +45,13 @@ fn place(index: u32) -> Option<(usize, usize)> {
 }
 
 impl ByType {
-    /// The collection of the type numbered `index`, once it was written.
+    /// The collection of the type numbered `index`, once it was written or loaded.
     pub(super) fn get(&self, index: u32) -> Option<&Arc<Collection>> {
         let (segment, offset) = place(index)?;
         self.segments[segment].get()?[offset].get()
     }
 
-    /// Keeps `collection`, which was written, as the type's.
+    /// Keeps `collection`, which was written or loaded, as the type's.
     pub(super) fn insert(&self, index: u32, collection: &Arc<Collection>) {
         let Some((segment, offset)) = place(index) else {
             return;

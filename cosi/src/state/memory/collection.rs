@@ -52,9 +52,11 @@ pub(super) struct Collection {
     written: Notify,
     /// How many watches are open: writers skip the wake-up when there are none.
     watchers: AtomicUsize,
-    /// Set at the first event. A collection written once is never freed
-    /// (see [`release`](Collection::release)), so it may be found without the state's map.
-    written_once: AtomicBool,
+    /// Set at the first event or the first resource loaded from the store.
+    /// Such a collection is never freed (see [`release`](Collection::release):
+    /// it has an event, or a resource whose removal would be one), so it may
+    /// be found without the state's map.
+    permanent: AtomicBool,
 }
 
 impl std::fmt::Debug for Collection {
@@ -114,13 +116,13 @@ impl Collection {
             }),
             written: Notify::new(),
             watchers: AtomicUsize::new(0),
-            written_once: AtomicBool::new(false),
+            permanent: AtomicBool::new(false),
         }
     }
 
-    /// Whether it was ever written, and so stays in the state's map for good.
-    pub(super) fn written_once(&self) -> bool {
-        self.written_once.load(Ordering::Relaxed)
+    /// Whether it was ever written or loaded, and so stays in the state's map for good.
+    pub(super) fn is_permanent(&self) -> bool {
+        self.permanent.load(Ordering::Relaxed)
     }
 
     /// Puts back a resource loaded from the backing store: no history, no store write.
@@ -130,7 +132,9 @@ impl Collection {
         if inner.resources.get(resource.id()).is_some() {
             return Err(Error::AlreadyExists(resource.metadata.pointer().clone()));
         }
-        inner.resources.insert(Arc::new(resource))
+        inner.resources.insert(Arc::new(resource))?;
+        self.permanent.store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     pub(super) fn get(&self, id: &str) -> Option<Arc<DynamicResource>> {
@@ -331,7 +335,7 @@ impl Collection {
         }
         inner.write_pos = pos + 1;
         if pos == 0 {
-            self.written_once.store(true, Ordering::Relaxed);
+            self.permanent.store(true, Ordering::Relaxed);
         }
         for (_, observer) in &inner.observers {
             observer.observe(&inner.history[slot]);

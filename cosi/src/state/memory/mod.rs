@@ -93,7 +93,7 @@ pub enum StoreWrite<'a> {
 pub struct MemoryState {
     options: MemoryOptions,
     collections: Arc<Collections>,
-    /// The written collections of resource types again, found by the type's number.
+    /// The written (or loaded) collections of resource types again, found by the type's number.
     by_type: ByType,
     /// Seeds each collection's bookmark cookie together with its (namespace, type).
     seed: RandomState,
@@ -109,8 +109,8 @@ pub struct MemoryState {
 /// collection while this map is locked, and a collection is freed only under
 /// its write lock after checking it holds nothing, so a collection is never
 /// freed under a writer or a watcher that found it. A collection that was
-/// written is never freed, so the table of resource types ([`ByType`]) hands
-/// such collections out without this map.
+/// written (or loaded from the store) is never freed, so the table of
+/// resource types ([`ByType`]) hands such collections out without this map.
 type Collections = RwLock<HashMap<Kind, Arc<Collection>>>;
 
 /// A collection found for one call: in the table of resource types (written,
@@ -219,7 +219,7 @@ impl MemoryState {
         })
         .ok()?;
         if let Some(index) = index
-            && found.written_once()
+            && found.is_permanent()
         {
             self.by_type.insert(index, &found);
         }
@@ -586,6 +586,22 @@ mod tests {
         assert!(other.by_type.get(index).is_none());
     }
 
+    /// A collection loaded from the store holds resources, so it stays: it
+    /// is kept by number before anything is written to it.
+    #[tokio::test]
+    async fn loaded_collections_of_resource_types_need_no_map() {
+        let store = Arc::new(LoadingStore(vec![resource("ns", "a"), resource("ns", "b")]));
+        let state = MemoryState::with_store(MemoryOptions::default(), store).unwrap();
+        let index = Thing::kind().type_index().expect("a derived resource type has a number");
+        assert_eq!(state.get_dynamic(&Thing::pointer("a")).await.unwrap().id(), "a");
+        assert!(state.by_type.get(index).is_some(), "a loaded collection was not kept");
+        for id in ["a", "b"] {
+            state.destroy_dynamic(&Thing::pointer(id), DestroyOptions::default()).await.unwrap();
+        }
+        assert_eq!(state.collection_count(), 1, "an emptied collection that was loaded went");
+        assert!(state.list_dynamic(&Thing::kind(), &ListOptions::default()).await.unwrap().is_empty());
+    }
+
     /// A written collection keeps its history (and bookmarks) after its watchers leave.
     #[tokio::test]
     async fn written_collections_stay() {
@@ -625,6 +641,19 @@ mod tests {
     }
 
     struct NullStore;
+
+    /// Loads the resources it holds; takes every write.
+    struct LoadingStore(Vec<DynamicResource>);
+
+    impl BackingStore for LoadingStore {
+        fn load(&self) -> Result<Vec<DynamicResource>> {
+            Ok(self.0.clone())
+        }
+
+        fn write(&self, _batch: &[StoreWrite<'_>]) -> Result<()> {
+            Ok(())
+        }
+    }
 
     struct RefusingStore;
 
