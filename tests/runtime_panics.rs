@@ -38,24 +38,16 @@ struct PanicsOnce {
 
 #[async_trait]
 impl State for PanicsOnce {
-    async fn get_dynamic(&self, pointer: &Pointer) -> cosi::Result<Arc<DynamicResource>> {
+    async fn get_dynamic(&self, pointer: &Pointer) -> cosi::Result<DynamicResource> {
         self.inner.get_dynamic(pointer).await
     }
-    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<Arc<DynamicResource>>> {
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<DynamicResource>> {
         self.inner.list_dynamic(kind, options).await
     }
-    async fn create_dynamic(
-        &self,
-        resource: DynamicResource,
-        options: CreateOptions,
-    ) -> cosi::Result<Arc<DynamicResource>> {
+    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> cosi::Result<DynamicResource> {
         self.inner.create_dynamic(resource, options).await
     }
-    async fn update_dynamic(
-        &self,
-        resource: DynamicResource,
-        options: UpdateOptions,
-    ) -> cosi::Result<Arc<DynamicResource>> {
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> cosi::Result<DynamicResource> {
         self.inner.update_dynamic(resource, options).await
     }
     async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> cosi::Result<()> {

@@ -70,7 +70,7 @@ impl Model {
             owner: metadata.owner().map(str::to_owned),
             phase: metadata.phase(),
             finalizers: metadata.finalizers().iter().map(str::to_owned).collect(),
-            value: resource.spec.downcast::<ModelSpec>().expect("a ModelSpec").value,
+            value: resource.spec().downcast::<ModelSpec>().expect("a ModelSpec").value,
         }
     }
 }
@@ -180,13 +180,13 @@ async fn run(state: &MemoryState, op: &Op) -> Outcome {
         }
         Op::Update { id, owner, version_offset, expected_phase, value } => {
             // Base the update on what is stored (when anything is), at a version off by `version_offset`.
-            let mut resource: DynamicResource = match state.get_dynamic(&pointer(id)).await {
-                Ok(stored) => (*stored).clone(),
-                Err(_) => Typed::new(IDS[id], ModelSpec::default()).into(),
+            let mut metadata = match state.get_dynamic(&pointer(id)).await {
+                Ok(stored) => stored.metadata().clone(),
+                Err(_) => Typed::new(IDS[id], ModelSpec::default()).metadata().clone(),
             };
-            let version = resource.metadata.version().get().unwrap_or(1);
-            resource.metadata.set_version(Version::new(version.saturating_add_signed(version_offset.into())));
-            resource.spec = cosi::Spec::typed(ModelSpec { value });
+            let version = metadata.version().get().unwrap_or(1);
+            metadata.set_version(Version::new(version.saturating_add_signed(version_offset.into())));
+            let resource = DynamicResource::new(metadata, ModelSpec { value });
             let options = UpdateOptions { owner: owner_of(owner), expected_phase };
             outcome(&state.update_dynamic(resource, options).await)
         }

@@ -1,10 +1,8 @@
 //! Typed and dynamic resources: conversions share specs, mismatches are errors.
 
-use std::sync::Arc;
-
 use cosi::prelude::*;
 use cosi::resource::EncodedSpec;
-use cosi::{Spec, state::MemoryState};
+use cosi::state::MemoryState;
 
 #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
@@ -32,12 +30,12 @@ async fn get_and_list_of_10_000_share_the_stored_specs() {
     let first = state.list::<HostnameSpec>(&ListOptions::default()).await.unwrap();
     let second = state.list::<HostnameSpec>(&ListOptions::default()).await.unwrap();
     assert_eq!(first.len(), 10_000);
-    assert!(first.iter().zip(&second).all(|(a, b)| Arc::ptr_eq(&a.spec_arc(), &b.spec_arc())), "a list copied a spec");
+    assert!(first.iter().zip(&second).all(|(a, b)| std::ptr::eq(a.spec(), b.spec())), "a list copied a spec");
 
     let got = state.get::<HostnameSpec>("h04242").await.unwrap();
-    assert!(Arc::ptr_eq(&got.spec_arc(), &first[4242].spec_arc()), "a get copied a spec");
+    assert!(std::ptr::eq(got.spec(), first[4242].spec()), "a get copied a spec");
     let dynamic = state.get_dynamic(&HostnameSpec::pointer("h04242")).await.unwrap();
-    assert!(Arc::ptr_eq(&dynamic.spec.downcast::<HostnameSpec>().unwrap(), &got.spec_arc()));
+    assert!(dynamic.spec().downcast::<HostnameSpec>().is_some_and(|spec| std::ptr::eq(spec, got.spec())));
 }
 
 #[tokio::test]
@@ -64,7 +62,7 @@ fn converting_to_the_wrong_type_is_an_error_naming_the_resource() {
     // The same type name over a spec of another Rust type (a misconfigured client) is an error too.
     let mut metadata = Metadata::new("network", HostnameSpec::TYPE, "bogus");
     metadata.labels_mut().set("a", "b");
-    let mislabelled = DynamicResource::new(metadata, Spec::typed(Link { mtu: 9000 }));
+    let mislabelled = DynamicResource::new(metadata, Link { mtu: 9000 });
     assert!(Typed::<HostnameSpec>::try_from(&mislabelled).unwrap_err().is_invalid_argument());
 }
 
@@ -72,16 +70,15 @@ fn converting_to_the_wrong_type_is_an_error_naming_the_resource() {
 fn an_encoded_spec_is_kept_byte_for_byte_and_decodes_from_its_yaml() {
     let encoded =
         EncodedSpec { proto: vec![0x0a, 0x05, b't', b'a', b'l', b'o', b's'], yaml: Some("hostname: talos\n".into()) };
-    let resource =
-        DynamicResource::new(Metadata::new("network", HostnameSpec::TYPE, "default"), Spec::encoded(encoded.clone()));
-    assert_eq!(resource.spec.as_encoded(), Some(&encoded));
+    let resource = DynamicResource::encoded(Metadata::new("network", HostnameSpec::TYPE, "default"), encoded.clone());
+    assert_eq!(resource.spec().as_encoded(), Some(&encoded));
 
     let typed = Typed::<HostnameSpec>::try_from(&resource).unwrap();
     assert_eq!(*typed.spec(), hostname("talos"));
 
-    let garbage = DynamicResource::new(
+    let garbage = DynamicResource::encoded(
         Metadata::new("network", HostnameSpec::TYPE, "default"),
-        Spec::encoded(EncodedSpec { proto: vec![], yaml: Some("hostname: [unclosed".into()) }),
+        EncodedSpec { proto: vec![], yaml: Some("hostname: [unclosed".into()) },
     );
     let err = Typed::<HostnameSpec>::try_from(&garbage).unwrap_err();
     assert!(err.is_invalid_argument() && err.to_string().contains("cannot decode"), "{err}");
@@ -89,12 +86,15 @@ fn an_encoded_spec_is_kept_byte_for_byte_and_decodes_from_its_yaml() {
 
 #[test]
 fn specs_compare_by_value_and_tombstones_are_recognised() {
-    assert_eq!(Spec::typed(hostname("a")), Spec::typed(hostname("a")));
-    assert_ne!(Spec::typed(hostname("a")), Spec::typed(hostname("b")));
-    assert_ne!(Spec::typed(Link { mtu: 1 }), Spec::typed(hostname("a")));
-    assert_ne!(Spec::typed(hostname("a")), Spec::empty());
-
+    let of = |spec| DynamicResource::from(Typed::new("a", spec));
+    let link = DynamicResource::from(Typed::new("a", Link { mtu: 1 }));
+    assert_eq!(of(hostname("a")).spec(), of(hostname("a")).spec());
+    assert_ne!(of(hostname("a")).spec(), of(hostname("b")).spec());
+    assert_ne!(link.spec(), of(hostname("a")).spec());
     let tombstone = DynamicResource::tombstone(&HostnameSpec::pointer("gone"));
+    assert_ne!(of(hostname("a")).spec(), tombstone.spec());
+    assert_eq!(tombstone.spec(), DynamicResource::tombstone(&HostnameSpec::pointer("other")).spec());
+
     assert!(tombstone.is_tombstone());
     assert!(!DynamicResource::from(Typed::new("here", hostname("a"))).is_tombstone());
 }
@@ -102,7 +102,7 @@ fn specs_compare_by_value_and_tombstones_are_recognised() {
 #[test]
 fn a_typed_spec_serializes_through_the_dynamic_resource() {
     let resource: DynamicResource = Typed::new("default", hostname("talos")).into();
-    let serialize = resource.spec.as_serialize().expect("a typed spec");
+    let serialize = resource.spec().as_serialize().expect("a typed spec");
     let json = serde_json::to_string(&serialize).unwrap();
     assert_eq!(json, r#"{"hostname":"talos","domain":null}"#);
 }

@@ -13,7 +13,7 @@
 
 use std::time::SystemTime;
 
-use cosi::resource::{DynamicResource, EncodedSpec, Kind, Metadata, Pointer, Spec};
+use cosi::resource::{DynamicResource, EncodedSpec, Kind, Metadata, Pointer};
 use cosi::state::Bookmark;
 
 use crate::client::proto::mvccpb::KeyValue;
@@ -110,9 +110,9 @@ fn escape_into(out: &mut String, name: &str) {
 
 /// The value stored for `resource`.
 pub(crate) fn encode(resource: &DynamicResource) -> Result<Vec<u8>, EncodeError> {
-    let error = |reason: String| EncodeError { pointer: resource.metadata.pointer().clone(), reason };
-    let metadata = serde_json::to_vec(&resource.metadata).map_err(|err| error(err.to_string()))?;
-    let (spec_proto, spec_yaml) = match (resource.spec.as_encoded(), resource.spec.as_serialize()) {
+    let error = |reason: String| EncodeError { pointer: resource.metadata().pointer().clone(), reason };
+    let metadata = serde_json::to_vec(resource.metadata()).map_err(|err| error(err.to_string()))?;
+    let (spec_proto, spec_yaml) = match (resource.spec().as_encoded(), resource.spec().as_serialize()) {
         (Some(encoded), _) => (Some(encoded.proto.clone()), encoded.yaml.clone()),
         (None, Some(typed)) => (None, Some(serde_yaml_ng::to_string(typed).map_err(|err| error(err.to_string()))?)),
         (None, None) => (None, None),
@@ -135,11 +135,10 @@ pub(crate) fn decode(keys: &Keys, key: &[u8], value: &[u8]) -> Result<DynamicRes
     if keys.resource(metadata.pointer()) != key {
         return Err(DecodeError::new(key, format!("the value names another resource, {}", metadata.pointer())));
     }
-    let spec = match (stored.spec_proto, stored.spec_yaml) {
-        (None, None) => Spec::empty(),
-        (proto, yaml) => Spec::encoded(EncodedSpec { proto: proto.unwrap_or_default(), yaml }),
-    };
-    Ok(DynamicResource::new(metadata, spec))
+    Ok(match (stored.spec_proto, stored.spec_yaml) {
+        (None, None) => DynamicResource::without_spec(metadata),
+        (proto, yaml) => DynamicResource::encoded(metadata, EncodedSpec { proto: proto.unwrap_or_default(), yaml }),
+    })
 }
 
 /// The resource stored in `kv`, or `None` when its value is not one (see
@@ -162,8 +161,8 @@ pub(crate) fn decode_or_skip(keys: &Keys, kv: &KeyValue) -> Option<DynamicResour
 
 /// Sets what the state owns in a resource it is about to write.
 pub(crate) fn stamp(resource: &mut DynamicResource, version: cosi::Version, created: SystemTime) {
-    resource.metadata.set_version(version);
-    resource.metadata.set_timestamps(created, SystemTime::now());
+    resource.metadata_mut().set_version(version);
+    resource.metadata_mut().set_timestamps(created, SystemTime::now());
 }
 
 /// Bookmarks: `kind hash (8) | revision (8) | check (8)`, big-endian.
@@ -237,15 +236,13 @@ mod tests {
         let keys = Keys::new("/p");
         let pointer = Pointer::new("ns", "Things.example.org", "x");
         let spec = EncodedSpec { proto: vec![0, 1, 2, 255], yaml: Some("value: x\n".into()) };
-        let mut resource = DynamicResource::new(
-            Metadata::new(pointer.namespace(), pointer.r#type(), pointer.id()),
-            Spec::encoded(spec.clone()),
-        );
-        resource.metadata.labels_mut().set("a", "");
+        let mut resource =
+            DynamicResource::encoded(Metadata::new(pointer.namespace(), pointer.r#type(), pointer.id()), spec.clone());
+        resource.metadata_mut().labels_mut().set("a", "");
         let key = keys.resource(&pointer);
         let decoded = decode(&keys, &key, &encode(&resource).unwrap()).unwrap();
         assert_eq!(decoded, resource);
-        assert_eq!(decoded.spec.as_encoded(), Some(&spec));
+        assert_eq!(decoded.spec().as_encoded(), Some(&spec));
 
         for garbage in [&b""[..], b"hello", &[0xff; 40]] {
             let err = decode(&keys, &key, garbage).unwrap_err().to_string();

@@ -173,7 +173,7 @@ impl EtcdState {
         if let Some(known) = self.known.lock().get(key).cloned() {
             return Ok((Some(known), false));
         }
-        let stored = self.read(key).await?.map(|(resource, revision)| (resource.metadata, revision));
+        let stored = self.read(key).await?.map(|(resource, revision)| (resource.metadata().clone(), revision));
         if let Some((metadata, revision)) = &stored {
             self.remember(key.to_vec(), metadata.clone(), *revision);
         }
@@ -216,10 +216,10 @@ enum Outcome {
 /// COSI's checks of an update, in order: owner, version, phase.
 fn check_update(pointer: &Pointer, old: &Metadata, resource: &DynamicResource, options: &UpdateOptions) -> Result<()> {
     check_owner(pointer, old, options.owner.as_deref())?;
-    if resource.metadata.version() != old.version() {
+    if resource.metadata().version() != old.version() {
         return Err(Error::VersionConflict {
             pointer: pointer.clone(),
-            given: resource.metadata.version(),
+            given: resource.metadata().version(),
             stored: old.version(),
         });
     }
@@ -248,19 +248,19 @@ fn check_owner(pointer: &Pointer, stored: &Metadata, owner: Option<&str>) -> Res
 
 #[async_trait]
 impl State for EtcdState {
-    async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+    async fn get_dynamic(&self, pointer: &Pointer) -> Result<DynamicResource> {
         pointer.validate().map_err(Error::InvalidArgument)?;
         let key = self.keys.resource(pointer);
         match self.read(&key).await? {
             Some((resource, revision)) => {
-                self.remember(key, resource.metadata.clone(), revision);
-                Ok(Arc::new(resource))
+                self.remember(key, resource.metadata().clone(), revision);
+                Ok(resource)
             }
             None => Err(Error::NotFound(pointer.clone())),
         }
     }
 
-    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<DynamicResource>> {
         kind.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;
         let prefix = self.keys.kind_prefix(kind);
@@ -273,45 +273,41 @@ impl State for EtcdState {
             // A foreign value is left out (with a warning), not the list's failure.
             let Some(resource) = codec::decode_or_skip(&self.keys, kv) else { continue };
             if options.matches(&resource) {
-                listed.push(Arc::new(resource));
+                listed.push(resource);
             }
         }
         Ok(listed)
     }
 
-    async fn create_dynamic(
-        &self,
-        mut resource: DynamicResource,
-        options: CreateOptions,
-    ) -> Result<Arc<DynamicResource>> {
-        let pointer = resource.metadata.pointer().clone();
+    async fn create_dynamic(&self, mut resource: DynamicResource, options: CreateOptions) -> Result<DynamicResource> {
+        let pointer = resource.metadata().pointer().clone();
         pointer.validate().map_err(Error::InvalidArgument)?;
-        match (resource.metadata.owner(), options.owner.as_deref()) {
+        match (resource.metadata().owner(), options.owner.as_deref()) {
             (Some(existing), Some(requested)) if existing != requested => {
                 return Err(Error::invalid_argument(format!(
                     "cannot create {pointer} owned by {requested:?}: its metadata names the owner {existing:?}"
                 )));
             }
-            (_, Some(requested)) => resource.metadata.set_owner(Some(requested)),
+            (_, Some(requested)) => resource.metadata_mut().set_owner(Some(requested)),
             (_, None) => {}
         }
         let now = std::time::SystemTime::now();
-        resource.metadata.set_version(Version::new(1));
-        resource.metadata.set_timestamps(now, now);
+        resource.metadata_mut().set_version(Version::new(1));
+        resource.metadata_mut().set_timestamps(now, now);
         let value = codec::encode(&resource).map_err(Error::backend)?;
         let key = self.keys.resource(&pointer);
         let ops = self.put_ops(self.keys.kind_prefix(&pointer.kind()), key.clone(), value);
         match self.write_if(&key, 0, ops).await? {
             Outcome::Written(revision) => {
-                self.remember(key, resource.metadata.clone(), revision);
-                Ok(Arc::new(resource))
+                self.remember(key, resource.metadata().clone(), revision);
+                Ok(resource)
             }
             Outcome::Stored(_) => Err(Error::AlreadyExists(pointer)),
         }
     }
 
-    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
-        let pointer = resource.metadata.pointer().clone();
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<DynamicResource> {
+        let pointer = resource.metadata().pointer().clone();
         pointer.validate().map_err(Error::InvalidArgument)?;
         let key = self.keys.resource(&pointer);
         let kind_key = self.keys.kind_prefix(&pointer.kind());
@@ -335,15 +331,15 @@ impl State for EtcdState {
             let mut next = resource.clone();
             codec::stamp(&mut next, old.version().next(), old.created());
             // Ownership is not the writer's to change.
-            next.metadata.set_owner(old.owner());
+            next.metadata_mut().set_owner(old.owner());
             let value = codec::encode(&next).map_err(Error::backend)?;
             match self.write_if(&key, mod_revision, self.put_ops(kind_key.clone(), key.clone(), value)).await? {
                 Outcome::Written(revision) => {
-                    self.remember(key, next.metadata.clone(), revision);
-                    return Ok(Arc::new(next));
+                    self.remember(key, next.metadata().clone(), revision);
+                    return Ok(next);
                 }
                 Outcome::Stored(now) => {
-                    stored = now.map(|(resource, revision)| (resource.metadata, revision));
+                    stored = now.map(|(resource, revision)| (resource.metadata().clone(), revision));
                     fresh = true;
                 }
             }
@@ -377,7 +373,7 @@ impl State for EtcdState {
                     return Ok(());
                 }
                 Outcome::Stored(now) => {
-                    stored = now.map(|(resource, revision)| (resource.metadata, revision));
+                    stored = now.map(|(resource, revision)| (resource.metadata().clone(), revision));
                     fresh = true;
                 }
             }

@@ -152,11 +152,10 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
                 (Filter::Id(id), Some(key)) => {
                     let response = client.get(key.clone()).await.map_err(backend)?;
                     initial.push(match response.kvs.first() {
-                        Some(kv) => Event::Created { resource: Arc::new(decode(state, kv)?), bookmark: None },
-                        None => Event::Destroyed {
-                            resource: Arc::new(DynamicResource::tombstone(&kind.pointer(id))),
-                            bookmark: None,
-                        },
+                        Some(kv) => Event::Created { resource: decode(state, kv)?, bookmark: None },
+                        None => {
+                            Event::Destroyed { resource: DynamicResource::tombstone(&kind.pointer(id)), bookmark: None }
+                        }
                     });
                     header_revision(response.header.as_ref())?
                 }
@@ -166,7 +165,7 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
                         // A foreign value is left out, as lists leave it out.
                         let Some(resource) = codec::decode_or_skip(&state.keys, kv) else { continue };
                         if options.matches(&resource) {
-                            initial.push(Event::Created { resource: Arc::new(resource), bookmark: None });
+                            initial.push(Event::Created { resource, bookmark: None });
                         }
                     }
                     listing.revision
@@ -544,7 +543,7 @@ impl Pump {
     /// The event as the reader sees it; `None` for a change it cannot see,
     /// between values that are not resources (foreign values count as absent).
     fn convert(&self, event: &mvccpb::Event) -> Result<Option<Event>> {
-        let decode = |kv: &KeyValue| codec::decode_or_skip(&self.state.keys, kv).map(Arc::new);
+        let decode = |kv: &KeyValue| codec::decode_or_skip(&self.state.keys, kv);
         let kv = event.kv.as_ref().ok_or_else(|| Error::backend(MissingKey))?;
         let bookmark = Some(self.bookmarks.encode(kv.mod_revision));
         Ok(match (event_type(event)?, event.prev_kv.as_ref()) {
@@ -559,7 +558,7 @@ impl Pump {
                 // etcd no longer has the old value: all that is known is which resource went.
                 let id = kv.key.strip_prefix(self.kind_key.as_slice()).unwrap_or_default();
                 let pointer = self.kind.pointer(String::from_utf8_lossy(id));
-                Some(Event::Destroyed { resource: Arc::new(DynamicResource::tombstone(&pointer)), bookmark })
+                Some(Event::Destroyed { resource: DynamicResource::tombstone(&pointer), bookmark })
             }
         })
     }

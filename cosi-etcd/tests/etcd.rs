@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cosi::prelude::*;
-use cosi::resource::{Metadata, Spec};
+use cosi::resource::Metadata;
 use cosi::state::{EventType, WatchCondition};
 use cosi_etcd::testing::{EtcdServer, Raw};
 use cosi_etcd::{ElectionOptions, EtcdState, Options};
@@ -114,11 +114,11 @@ async fn ownership_and_versions_hold_across_clients() {
     // `a` remembers version 1; `b` writes version 2 behind its back. Neither a
     // stale memory nor a stale caller gets through, and a current caller does.
     let updated = b.update_dynamic(created.clone().into(), UpdateOptions::owner("a")).await.unwrap();
-    assert_eq!(updated.metadata.version(), Version::new(2));
+    assert_eq!(updated.metadata().version(), Version::new(2));
     let err = a.update_dynamic(created.clone().into(), UpdateOptions::owner("a")).await.unwrap_err();
     assert!(matches!(err, cosi::Error::VersionConflict { .. }), "{err:?}");
     let again = a.update_dynamic(DynamicResource::clone(&updated), UpdateOptions::owner("a")).await.unwrap();
-    assert_eq!(again.metadata.version(), Version::new(3));
+    assert_eq!(again.metadata().version(), Version::new(3));
 
     // `b` destroys and recreates it under another owner: `a` must see the new owner.
     b.destroy_dynamic(&pointer, DestroyOptions::owner("a")).await.unwrap();
@@ -272,11 +272,10 @@ async fn foreign_values_are_left_out_of_lists_and_watches() {
 
     // An encoded spec that is not ours to decode still comes back byte for byte.
     let spec = cosi::resource::EncodedSpec { proto: vec![0, 159, 146, 150], yaml: None };
-    let resource =
-        DynamicResource::new(Metadata::new("default", "Blobs.test.cosi.dev", "b"), Spec::encoded(spec.clone()));
+    let resource = DynamicResource::encoded(Metadata::new("default", "Blobs.test.cosi.dev", "b"), spec.clone());
     state.create_dynamic(resource, CreateOptions::default()).await.unwrap();
     let got = state.get_dynamic(&Pointer::new("default", "Blobs.test.cosi.dev", "b")).await.unwrap();
-    assert_eq!(got.spec.as_encoded(), Some(&spec));
+    assert_eq!(got.spec().as_encoded(), Some(&spec));
 }
 
 /// A watch whose etcd stays away keeps trying for
@@ -311,12 +310,12 @@ async fn a_watch_response_too_large_to_receive_is_reported_not_retried() {
     let kind = Kind::new("default", "Blobs.test.cosi.dev");
     let blob = |byte: u8| {
         let spec = cosi::resource::EncodedSpec { proto: vec![byte; SIZE], yaml: None };
-        DynamicResource::new(Metadata::new("default", kind.r#type(), "big"), Spec::encoded(spec))
+        DynamicResource::encoded(Metadata::new("default", kind.r#type(), "big"), spec)
     };
     let created = state.create_dynamic(blob(1), CreateOptions::default()).await.unwrap();
     let mut watch = state.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.unwrap();
     let mut next = blob(2);
-    next.metadata.set_version(created.metadata.version());
+    next.metadata_mut().set_version(created.metadata().version());
     state.update_dynamic(next, UpdateOptions::default()).await.unwrap();
 
     let event = within("the watch's error", watch.recv()).await.unwrap();
@@ -326,7 +325,7 @@ async fn a_watch_response_too_large_to_receive_is_reported_not_retried() {
     assert!(within("the end of the watch", watch.recv()).await.is_none(), "the watch ends after the error");
     // The value itself is fine: a read of it fits.
     let got = state.get_dynamic(&Pointer::new("default", kind.r#type(), "big")).await.unwrap();
-    assert_eq!(got.spec.as_encoded().map(|spec| spec.proto[0]), Some(2));
+    assert_eq!(got.spec().as_encoded().map(|spec| spec.proto[0]), Some(2));
 }
 
 /// Values of 1 MiB, near etcd's default request limit, more of them than fit
@@ -348,14 +347,14 @@ async fn listings_and_replays_larger_than_a_message_arrive_whole() {
     let ids: Vec<String> = (0..COUNT).map(|index| format!("blob-{index:03}")).collect();
     for (index, id) in ids.iter().enumerate() {
         let spec = cosi::resource::EncodedSpec { proto: vec![index as u8; SIZE], yaml: None };
-        let resource = DynamicResource::new(Metadata::new("default", kind.r#type(), id), Spec::encoded(spec));
+        let resource = DynamicResource::encoded(Metadata::new("default", kind.r#type(), id), spec);
         state.create_dynamic(resource, CreateOptions::default()).await.unwrap();
     }
 
     let listed = state.list_dynamic(&kind, &ListOptions::default()).await.unwrap();
     assert_eq!(listed.iter().map(|resource| resource.id()).collect::<Vec<_>>(), ids);
     for (index, resource) in listed.iter().enumerate() {
-        let proto = &resource.spec.as_encoded().unwrap().proto;
+        let proto = &resource.spec().as_encoded().unwrap().proto;
         assert!(proto.len() == SIZE && proto.iter().all(|byte| *byte == index as u8), "{}", resource.id());
     }
 

@@ -351,7 +351,7 @@ impl Writes {
                 if resource.metadata().phase() == Phase::TearingDown {
                     continue;
                 }
-                let string = Typed::<StrResource>::try_from(&**resource).expect("a string");
+                let string = Typed::<StrResource>::try_from(resource).expect("a string");
                 let writer = string.value.rsplit(" by ").next().unwrap_or_default().to_owned();
                 written.lock().push((string.id().to_owned(), writer));
             }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use cosi::prelude::*;
-use cosi::resource::{DynamicResource, EncodedSpec, Metadata, Spec};
+use cosi::resource::{DynamicResource, EncodedSpec, Metadata};
 use cosi::state::{MemoryState, State};
 use cosi_grpc::{Client, ClientSecurity, Endpoint, Security, Server};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -69,10 +69,7 @@ fn rpc(c: &mut Criterion) {
         });
     });
 
-    let encoded = Spec::encoded(EncodedSpec {
-        proto: vec![0; 300],
-        yaml: Some(serde_yaml_ng::to_string(&spec(0)).expect("yaml")),
-    });
+    let encoded = EncodedSpec { proto: vec![0; 300], yaml: Some(serde_yaml_ng::to_string(&spec(0)).expect("yaml")) };
     group.bench_function("create encoded (bytes as they are)", |b| {
         b.iter_custom(|iters| {
             rt.block_on(async {
@@ -80,7 +77,7 @@ fn rpc(c: &mut Criterion) {
                 for _ in 0..iters {
                     next += 1;
                     let metadata = Metadata::new("bench", BenchSpec::TYPE, format!("e{next}"));
-                    let resource = DynamicResource::new(metadata, encoded.clone());
+                    let resource = DynamicResource::encoded(metadata, encoded.clone());
                     black_box(client.create_dynamic(resource, CreateOptions::default()).await.expect("create"));
                 }
                 start.elapsed()

@@ -196,13 +196,13 @@ fn context(rpc: Rpc, pointer: &Pointer) -> CallContext<'_> {
     CallContext { rpc, pointer, version: Version::UNDEFINED, expected_phase: None }
 }
 
-fn decode(resource: Option<proto::Resource>) -> Result<Arc<DynamicResource>> {
-    convert::resource_from_proto(resource, "resource from the server").map(Arc::new)
+fn decode(resource: Option<proto::Resource>) -> Result<DynamicResource> {
+    convert::resource_from_proto(resource, "resource from the server")
 }
 
 #[async_trait]
 impl State for Client {
-    async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+    async fn get_dynamic(&self, pointer: &Pointer) -> Result<DynamicResource> {
         let request = proto::GetRequest {
             namespace: pointer.namespace().to_owned(),
             r#type: pointer.r#type().to_owned(),
@@ -214,7 +214,7 @@ impl State for Client {
         decode(response.into_inner().resource)
     }
 
-    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<DynamicResource>> {
         let request = proto::ListRequest {
             namespace: kind.namespace().to_owned(),
             r#type: kind.r#type().to_owned(),
@@ -233,8 +233,8 @@ impl State for Client {
         Ok(items)
     }
 
-    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
-        let pointer = resource.metadata.pointer().clone();
+    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<DynamicResource> {
+        let pointer = resource.metadata().pointer().clone();
         let request = proto::CreateRequest {
             resource: Some(convert::resource_to_proto(&resource)?),
             options: Some(proto::CreateOptions { owner: options.owner.unwrap_or_default() }),
@@ -247,9 +247,9 @@ impl State for Client {
         decode(response.into_inner().resource)
     }
 
-    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
-        let pointer = resource.metadata.pointer().clone();
-        let version = resource.metadata.version();
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<DynamicResource> {
+        let pointer = resource.metadata().pointer().clone();
+        let version = resource.metadata().version();
         let request = proto::UpdateRequest {
             new_resource: Some(convert::resource_to_proto(&resource)?),
             options: Some(proto::UpdateOptions {

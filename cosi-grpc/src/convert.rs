@@ -11,7 +11,6 @@
 //!   is an [`Error::InvalidArgument`] naming the part.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cosi::resource::{
@@ -31,8 +30,8 @@ use crate::proto;
 /// The wire form of a resource.
 pub fn resource_to_proto(resource: &DynamicResource) -> Result<proto::Resource> {
     Ok(proto::Resource {
-        metadata: Some(metadata_to_proto(&resource.metadata)),
-        spec: Some(spec_to_proto(&resource.spec)?),
+        metadata: Some(metadata_to_proto(resource.metadata())),
+        spec: Some(spec_to_proto(&resource.spec())?),
     })
 }
 
@@ -42,7 +41,7 @@ pub fn resource_from_proto(resource: Option<proto::Resource>, what: &str) -> Res
     let metadata =
         resource.metadata.ok_or_else(|| Error::invalid_argument(format!("the metadata of the {what} is missing")))?;
     let spec = resource.spec.ok_or_else(|| Error::invalid_argument(format!("the spec of the {what} is missing")))?;
-    Ok(DynamicResource::new(metadata_from_proto(metadata)?, spec_from_proto(spec)))
+    Ok(resource_of(metadata_from_proto(metadata)?, spec))
 }
 
 fn metadata_to_proto(metadata: &Metadata) -> proto::Metadata {
@@ -130,7 +129,7 @@ pub fn spec_to_proto(spec: &Spec) -> Result<proto::Spec> {
 /// The protobuf form of the specs Go clients decode from protobuf: the `meta` namespace's.
 fn meta_spec_proto(spec: &Spec) -> Vec<u8> {
     if let Some(definition) = spec.downcast::<ResourceDefinition>() {
-        return definition_to_proto(&definition).encode_to_vec();
+        return definition_to_proto(definition).encode_to_vec();
     }
     if let Some(namespace) = spec.downcast::<Namespace>() {
         return proto::meta::NamespaceSpec { description: namespace.description.clone() }.encode_to_vec();
@@ -162,9 +161,9 @@ fn definition_to_proto(definition: &ResourceDefinition) -> proto::meta::Resource
 /// A resource definition from its spec, whatever its form: typed, or encoded
 /// by any client, read from the YAML text when it decodes,
 /// else the protobuf bytes (Go writes both; other writers may write one).
-pub fn definition_from_spec(spec: &Spec) -> Option<ResourceDefinition> {
+pub fn definition_from_spec(spec: Spec<'_>) -> Option<ResourceDefinition> {
     if let Some(definition) = spec.downcast::<ResourceDefinition>() {
-        return Some(ResourceDefinition::clone(&definition));
+        return Some(definition.clone());
     }
     let encoded = spec.as_encoded()?;
     if let Some(definition) = encoded.yaml.as_deref().and_then(|text| serde_yaml_ng::from_str(text).ok()) {
@@ -192,13 +191,14 @@ pub fn definition_from_spec(spec: &Spec) -> Option<ResourceDefinition> {
     Some(definition)
 }
 
-fn spec_from_proto(spec: proto::Spec) -> Spec {
+/// A resource of `metadata` and a spec in its wire form, kept encoded.
+fn resource_of(metadata: Metadata, spec: proto::Spec) -> DynamicResource {
     match (spec.proto_spec.is_empty(), spec.yaml_spec.is_empty()) {
-        (true, true) => Spec::empty(),
-        _ => Spec::encoded(EncodedSpec {
-            proto: spec.proto_spec,
-            yaml: (!spec.yaml_spec.is_empty()).then_some(spec.yaml_spec),
-        }),
+        (true, true) => DynamicResource::without_spec(metadata),
+        _ => DynamicResource::encoded(
+            metadata,
+            EncodedSpec { proto: spec.proto_spec, yaml: (!spec.yaml_spec.is_empty()).then_some(spec.yaml_spec) },
+        ),
     }
 }
 
@@ -379,17 +379,13 @@ pub fn event_from_proto(event: proto::Event, kind: &Kind) -> Result<Event> {
     let event_type = Wire::try_from(event.event_type)
         .map_err(|_| Error::invalid_argument(format!("unknown watch event type {}", event.event_type)))?;
     Ok(match event_type {
-        Wire::Created => {
-            Event::Created { resource: Arc::new(resource_from_proto(event.resource, "resource")?), bookmark }
-        }
+        Wire::Created => Event::Created { resource: resource_from_proto(event.resource, "resource")?, bookmark },
         Wire::Updated => Event::Updated {
-            resource: Arc::new(resource_from_proto(event.resource, "resource")?),
-            old: Arc::new(resource_from_proto(event.old, "old resource")?),
+            resource: resource_from_proto(event.resource, "resource")?,
+            old: resource_from_proto(event.old, "old resource")?,
             bookmark,
         },
-        Wire::Destroyed => {
-            Event::Destroyed { resource: Arc::new(resource_from_proto(event.resource, "resource")?), bookmark }
-        }
+        Wire::Destroyed => Event::Destroyed { resource: resource_from_proto(event.resource, "resource")?, bookmark },
         Wire::Bootstrapped => Event::Bootstrapped { kind: kind.clone(), bookmark },
         Wire::Noop => Event::Noop { kind: kind.clone(), bookmark },
         Wire::Errored => {

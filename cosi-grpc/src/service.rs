@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use cosi::resource::{Kind, Pointer, Resource as _, ResourceDefinition, Sensitivity};
+use cosi::resource::{DynamicResource, Kind, Pointer, Resource as _, ResourceDefinition, Sensitivity};
 use cosi::state::{
     Bookmark, CreateOptions, DestroyOptions, Error, ListOptions, META_NAMESPACE, State, TeardownOptions, UpdateOptions,
     WatchKindOptions, WatchOptions,
@@ -52,11 +52,11 @@ pub struct StateService {
     definitions: Arc<Mutex<DefinitionCache>>,
 }
 
-/// Stored definitions by address, with the type and sensitivity each names
-/// (`None`: it does not decode). The cache holds each definition's `Arc`, so
-/// an address is never reused for another while cached: a definition that is
-/// replaced, or destroyed and created again, is a new entry.
-type DefinitionCache = HashMap<usize, (Arc<cosi::resource::DynamicResource>, Option<(String, Sensitivity)>)>;
+/// Stored definitions by ID, each with the type and sensitivity it names
+/// (`None`: it does not decode). An entry holds the stored resource it was
+/// read from and answers only for that one: a definition that is replaced,
+/// or destroyed and created again, is another resource and is read again.
+type DefinitionCache = HashMap<String, (DynamicResource, Option<(String, Sensitivity)>)>;
 
 impl StateService {
     /// Serves `state` with default [`Limits`]; every caller has the admin role.
@@ -133,10 +133,10 @@ impl StateService {
         let mut cache = self.definitions.lock();
         let mut current = HashMap::with_capacity(definitions.len());
         for stored in &definitions {
-            let key = Arc::as_ptr(stored) as usize;
-            let said = match cache.remove(&key) {
-                Some((_, said)) => said,
-                None => convert::definition_from_spec(&stored.spec)
+            // What was read from this very stored resource before, if anything.
+            let said = match cache.remove(stored.id()) {
+                Some((cached, said)) if DynamicResource::ptr_eq(&cached, stored) => said,
+                _ => convert::definition_from_spec(stored.spec())
                     .map(|definition| (definition.r#type, definition.sensitivity)),
             };
             match &said {
@@ -148,7 +148,7 @@ impl StateService {
                 None if stored.id() == conventional_id => unknown = true,
                 None => (),
             }
-            current.insert(key, (Arc::clone(stored), said));
+            current.insert(stored.id().to_owned(), (stored.clone(), said));
         }
         // Only the definitions that exist now stay cached.
         *cache = current;

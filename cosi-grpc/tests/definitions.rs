@@ -58,7 +58,7 @@ async fn a_runtime_on_a_remote_state_publishes_its_types_for_every_client() {
         .await
         .expect("list the definitions")
         .iter()
-        .filter_map(|resource| cosi_grpc::definition_from_spec(&resource.spec))
+        .filter_map(|resource| cosi_grpc::definition_from_spec(resource.spec()))
         .collect();
     assert_eq!(resolve(&definitions, "rd"), [<ResourceDefinition as Resource>::TYPE]);
     assert_eq!(resolve(&definitions, "hostname"), [HostnameStatus::TYPE]);

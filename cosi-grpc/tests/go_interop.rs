@@ -120,7 +120,7 @@ fn our_client_reads_go_resource_definitions() {
         let kind = Kind::new("meta", ResourceDefinition::TYPE);
         let listed = state.list_dynamic(&kind, &ListOptions::default()).await.expect("list Go's definitions");
         let definitions: Vec<ResourceDefinition> =
-            listed.iter().filter_map(|resource| cosi_grpc::definition_from_spec(&resource.spec)).collect();
+            listed.iter().filter_map(|resource| cosi_grpc::definition_from_spec(resource.spec())).collect();
         assert_eq!(definitions.len(), listed.len(), "every Go definition should decode: {listed:?}");
         let namespace = definitions
             .iter()

@@ -5,12 +5,11 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cosi::prelude::*;
-use cosi::resource::{EncodedSpec, Spec};
+use cosi::resource::EncodedSpec;
 use cosi::state::{DestroyOptions, MemoryState, State, Watch, WatchOptions};
 use cosi::testing::resources::PathResource;
 use cosi_grpc::proto::{self, state_client::StateClient};
@@ -180,8 +179,8 @@ async fn huge_queries_get_a_clear_status_and_others_are_served() {
 async fn the_client_refuses_a_response_over_its_limit() {
     // A server that allows large messages stands in for a hostile one.
     let state = MemoryState::default();
-    let spec = Spec::encoded(EncodedSpec { proto: vec![7; 20 << 20], yaml: None });
-    let big = DynamicResource::new(Metadata::new(NS, TYPE, "big"), spec);
+    let spec = EncodedSpec { proto: vec![7; 20 << 20], yaml: None };
+    let big = DynamicResource::encoded(Metadata::new(NS, TYPE, "big"), spec);
     state.create_dynamic(big, CreateOptions::default()).await.expect("create 20 MiB");
     let address = start(Server::new(state).max_message_size(64 << 20)).await;
 
@@ -194,7 +193,7 @@ async fn the_client_refuses_a_response_over_its_limit() {
     assert!(err.to_string().contains("message length too large"), "{err}");
     let raised = client(address).await.max_message_size(32 << 20);
     let read = within(raised.get_dynamic(&Pointer::new(NS, TYPE, "big"))).await.expect("within a raised limit");
-    assert_eq!(read.spec.as_encoded().map(|spec| spec.proto.len()), Some(20 << 20));
+    assert_eq!(read.spec().as_encoded().map(|spec| spec.proto.len()), Some(20 << 20));
 }
 
 /// A state whose writes fail with an error naming a file of the server's machine,
@@ -205,20 +204,16 @@ const SECRET_PATH: &str = "/var/lib/secret-dir/state.redb";
 
 #[async_trait]
 impl State for Failing {
-    async fn get_dynamic(&self, _: &Pointer) -> cosi::Result<Arc<DynamicResource>> {
+    async fn get_dynamic(&self, _: &Pointer) -> cosi::Result<DynamicResource> {
         std::future::pending().await
     }
-    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<Arc<DynamicResource>>> {
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<DynamicResource>> {
         self.0.list_dynamic(kind, options).await
     }
-    async fn create_dynamic(&self, _: DynamicResource, _: CreateOptions) -> cosi::Result<Arc<DynamicResource>> {
+    async fn create_dynamic(&self, _: DynamicResource, _: CreateOptions) -> cosi::Result<DynamicResource> {
         Err(cosi::Error::backend(std::io::Error::other(format!("cannot write {SECRET_PATH}: disk full"))))
     }
-    async fn update_dynamic(
-        &self,
-        resource: DynamicResource,
-        options: UpdateOptions,
-    ) -> cosi::Result<Arc<DynamicResource>> {
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> cosi::Result<DynamicResource> {
         self.0.update_dynamic(resource, options).await
     }
     async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> cosi::Result<()> {

@@ -7,7 +7,7 @@ mod support;
 
 use cosi::resource::{
     DefinitionOptions, DynamicResource, EncodedSpec, Kind, Metadata, Resource as _, ResourceDefinition, Sensitivity,
-    Spec, Typed,
+    Typed,
 };
 use cosi::state::{
     CreateOptions, DestroyOptions, Error, ListOptions, META_NAMESPACE, MemoryState, Registry, State, UpdateOptions,
@@ -67,9 +67,8 @@ impl Fixture {
             let stored = DynamicResource::from(Typed::new_in(META_NAMESPACE, id, definition));
             state.create_dynamic(stored, CreateOptions::default()).await.expect("create a definition");
         }
-        let garbled =
-            Spec::encoded(EncodedSpec { proto: vec![0xff, 0xff, 0xff], yaml: Some("type: [unclosed".into()) });
-        let garbled = DynamicResource::new(
+        let garbled = EncodedSpec { proto: vec![0xff, 0xff, 0xff], yaml: Some("type: [unclosed".into()) };
+        let garbled = DynamicResource::encoded(
             Metadata::new(META_NAMESPACE, ResourceDefinition::TYPE, GARBLED_TYPE.to_lowercase()),
             garbled,
         );
@@ -97,9 +96,9 @@ impl Fixture {
 }
 
 fn resource(r#type: &str, id: &str) -> DynamicResource {
-    DynamicResource::new(
+    DynamicResource::encoded(
         Metadata::new(NAMESPACE, r#type, id),
-        Spec::encoded(cosi::resource::EncodedSpec { proto: vec![], yaml: Some("value: x\n".into()) }),
+        cosi::resource::EncodedSpec { proto: vec![], yaml: Some("value: x\n".into()) },
     )
 }
 
@@ -118,7 +117,7 @@ async fn admin_reads_and_writes_everything() {
         let listed =
             admin.list_dynamic(&Kind::new(NAMESPACE, r#type), &ListOptions::default()).await.expect("admin lists");
         assert_eq!(listed.len(), 2, "{type}: the admin should see both resources");
-        admin.destroy_dynamic(created.metadata.pointer(), DestroyOptions::default()).await.expect("admin destroys");
+        admin.destroy_dynamic(created.metadata().pointer(), DestroyOptions::default()).await.expect("admin destroys");
     }
 }
 
@@ -136,8 +135,8 @@ async fn reader_cannot_write_and_sees_no_sensitive_resource() {
     let writes: [(&str, Result<(), Error>); 4] = [
         ("create", reader.create_dynamic(resource(PUBLIC_TYPE, "new"), CreateOptions::default()).await.map(drop)),
         ("update", reader.update_dynamic(DynamicResource::clone(&existing), UpdateOptions::default()).await.map(drop)),
-        ("destroy", reader.destroy_dynamic(existing.metadata.pointer(), DestroyOptions::default()).await),
-        ("teardown", reader.teardown_dynamic(existing.metadata.pointer(), Default::default()).await.map(drop)),
+        ("destroy", reader.destroy_dynamic(existing.metadata().pointer(), DestroyOptions::default()).await),
+        ("teardown", reader.teardown_dynamic(existing.metadata().pointer(), Default::default()).await.map(drop)),
     ];
     for (what, result) in writes {
         let err = result.expect_err(&format!("a reader's {what} should be refused"));
@@ -311,7 +310,7 @@ async fn a_readers_watch_ends_when_its_type_becomes_sensitive() {
     let pointer = Kind::new(META_NAMESPACE, ResourceDefinition::TYPE).pointer("renamed-public");
     let stored = admin.get_dynamic(&pointer).await.expect("the definition");
     let mut changed = DynamicResource::from(Typed::new_in(META_NAMESPACE, "renamed-public", sensitive));
-    changed.metadata.set_version(stored.metadata.version());
+    changed.metadata_mut().set_version(stored.metadata().version());
     admin.update_dynamic(changed, UpdateOptions::default()).await.expect("the admin updates the definition");
     admin.create_dynamic(resource(RENAMED_TYPE, "secret"), CreateOptions::default()).await.expect("create");
 

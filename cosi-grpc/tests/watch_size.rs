@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use cosi::prelude::*;
-use cosi::resource::{EncodedSpec, Spec};
+use cosi::resource::EncodedSpec;
 use cosi::state::{Event, MemoryState, State};
 use cosi_grpc::proto::{self, state_client::StateClient};
 use cosi_grpc::{DEFAULT_MAX_MESSAGE_SIZE, Endpoint, Security, Server};
@@ -23,8 +23,8 @@ const SPEC_BYTES: usize = 256 << 10;
 async fn big_kind() -> MemoryState {
     let state = MemoryState::default();
     for n in 0..COUNT {
-        let spec = Spec::encoded(EncodedSpec { proto: vec![n as u8; SPEC_BYTES], yaml: None });
-        let resource = DynamicResource::new(Metadata::new(NS, TYPE, format!("r{n:03}")), spec);
+        let spec = EncodedSpec { proto: vec![n as u8; SPEC_BYTES], yaml: None };
+        let resource = DynamicResource::encoded(Metadata::new(NS, TYPE, format!("r{n:03}")), spec);
         state.create_dynamic(resource, CreateOptions::default()).await.expect("create");
     }
     state
@@ -44,7 +44,7 @@ async fn a_ten_mib_kind_bootstraps_through_the_client() {
     loop {
         match within(watch.recv()).await.expect("the watch goes on") {
             Event::Created { resource, bookmark } => {
-                assert_eq!(resource.spec.as_encoded().map(|spec| spec.proto.len()), Some(SPEC_BYTES));
+                assert_eq!(resource.spec().as_encoded().map(|spec| spec.proto.len()), Some(SPEC_BYTES));
                 // As in process: bootstrap events have no position of their own.
                 assert!(bookmark.is_none(), "a bootstrap event gained a bookmark");
                 ids.push(resource.id().to_owned());
@@ -60,9 +60,9 @@ async fn a_ten_mib_kind_bootstraps_through_the_client() {
     assert_eq!(ids, expected, "every resource, in order, before the Bootstrapped marker");
 
     // The watch stays live after its bootstrap.
-    let spec = Spec::encoded(EncodedSpec { proto: vec![1; 8], yaml: None });
+    let spec = EncodedSpec { proto: vec![1; 8], yaml: None };
     client
-        .create_dynamic(DynamicResource::new(Metadata::new(NS, TYPE, "after"), spec), CreateOptions::default())
+        .create_dynamic(DynamicResource::encoded(Metadata::new(NS, TYPE, "after"), spec), CreateOptions::default())
         .await
         .expect("create after bootstrap");
     loop {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cosi::prelude::*;
-use cosi::resource::{EncodedSpec, Spec};
+use cosi::resource::EncodedSpec;
 use cosi::state::{Event, MemoryState, State};
 use cosi::testing::resources::PathResource;
 use cosi_grpc::proto::{self, state_client::StateClient};
@@ -102,7 +102,7 @@ async fn typed_specs_travel_as_yaml_and_round_trip() {
     let read = state.get::<PathResource>(&Kind::new(NS, PathResource::TYPE).pointer("typed")).await.expect("get");
     assert_eq!(*read.spec(), spec, "a typed spec should round-trip");
     let stored = state.get_dynamic(&Kind::new(NS, PathResource::TYPE).pointer("typed")).await.expect("get");
-    let encoded = stored.spec.as_encoded().expect("a remote spec arrives encoded");
+    let encoded = stored.spec().as_encoded().expect("a remote spec arrives encoded");
     assert!(encoded.proto.is_empty(), "typed Rust specs have no protobuf form");
     assert_eq!(encoded.yaml.as_deref(), Some(serde_yaml_ng::to_string(&spec).expect("yaml").as_str()));
 }
@@ -365,8 +365,8 @@ async fn watch_without_bookmark_fails_at_once_when_the_server_goes() {
 async fn encoded_spec_round_trips_through_our_client() {
     let state = support::loopback_memory().await;
     let spec = EncodedSpec { proto: vec![8, 1], yaml: Some("value: 1\n".into()) };
-    let resource = DynamicResource::new(Metadata::new(NS, TYPE, "enc"), Spec::encoded(spec.clone()));
+    let resource = DynamicResource::encoded(Metadata::new(NS, TYPE, "enc"), spec.clone());
     state.create_dynamic(resource, CreateOptions::default()).await.expect("create");
     let got = state.get_dynamic(&Kind::new(NS, TYPE).pointer("enc")).await.expect("get");
-    assert_eq!(got.spec.as_encoded(), Some(&spec));
+    assert_eq!(got.spec().as_encoded(), Some(&spec));
 }

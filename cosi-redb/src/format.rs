@@ -39,7 +39,7 @@
 //! whose metadata names another resource than its key is refused.
 
 use cosi::resource::EncodedSpec;
-use cosi::{DynamicResource, Metadata, Spec};
+use cosi::{DynamicResource, Metadata};
 use redb::TableDefinition;
 
 use crate::Error;
@@ -89,13 +89,13 @@ fn record_aad(namespace: &str, r#type: &str, id: &str, header: &[u8]) -> Vec<u8>
 
 /// The record of `resource`.
 pub(crate) fn encode(resource: &DynamicResource, cipher: Option<&Cipher>) -> Result<Vec<u8>, Error> {
-    let pointer = resource.metadata.pointer();
-    let metadata = serde_json::to_vec(&resource.metadata)
+    let pointer = resource.metadata().pointer();
+    let metadata = serde_json::to_vec(resource.metadata())
         .map_err(|err| Error::Encode { pointer: pointer.to_string(), reason: err.to_string() })?;
     let metadata_len = u32::try_from(metadata.len())
         .map_err(|_| Error::Encode { pointer: pointer.to_string(), reason: "the metadata is over 4 GiB".to_owned() })?;
 
-    let (tag, body) = match (resource.spec.as_encoded(), resource.spec.as_serialize()) {
+    let (tag, body) = match (resource.spec().as_encoded(), resource.spec().as_serialize()) {
         (Some(encoded), _) => {
             let proto_len = u32::try_from(encoded.proto.len()).map_err(|_| Error::Encode {
                 pointer: pointer.to_string(),
@@ -200,7 +200,7 @@ fn decode_with(
     };
     if tag == SPEC_EMPTY {
         return match body.is_empty() {
-            true => Ok(DynamicResource::new(metadata, Spec::empty())),
+            true => Ok(DynamicResource::without_spec(metadata)),
             false => Err(corrupt("bytes follow an empty spec")),
         };
     }
@@ -231,7 +231,7 @@ fn decode_with(
         }
         other => return Err(corrupt(&format!("unknown spec tag {other}"))),
     };
-    Ok(DynamicResource::new(metadata, Spec::encoded(spec)))
+    Ok(DynamicResource::encoded(metadata, spec))
 }
 
 /// A cursor over untrusted bytes: every read is checked.
@@ -275,7 +275,7 @@ fn put_text(out: &mut Vec<u8>, text: &str, pointer: &cosi::Pointer) -> Result<()
 /// an empty spec unsealed.
 #[cfg(test)]
 pub(crate) fn encode_legacy(resource: &DynamicResource, cipher: &Cipher) -> Vec<u8> {
-    let pointer = resource.metadata.pointer();
+    let pointer = resource.metadata().pointer();
     let record = encode(resource, None).expect("encode");
     let mut bytes = Reader(&record[1..]);
     let metadata_len = bytes.u32().expect("length") as usize;
@@ -302,10 +302,7 @@ mod tests {
         let mut metadata = Metadata::new("ns", "Things.test.dev", "a");
         metadata.labels_mut().set("k", "v");
         metadata.finalizers_mut().add("f");
-        DynamicResource::new(
-            metadata,
-            Spec::encoded(EncodedSpec { proto: proto.to_vec(), yaml: yaml.map(str::to_owned) }),
-        )
+        DynamicResource::encoded(metadata, EncodedSpec { proto: proto.to_vec(), yaml: yaml.map(str::to_owned) })
     }
 
     const KEY: (&str, &str, &str) = ("ns", "Things.test.dev", "a");
@@ -359,7 +356,7 @@ mod tests {
         let cipher = Cipher::new(&EncryptionKey::new([1; 32]));
         let older = encoded(b"old secret", Some("a: old\n"));
         let mut newer = encoded(b"new secret", Some("a: new\n"));
-        newer.metadata.set_version(cosi::Version::new(2));
+        newer.metadata_mut().set_version(cosi::Version::new(2));
         let older_record = encode(&older, Some(&cipher)).expect("encode");
         let newer_record = encode(&newer, Some(&cipher)).expect("encode");
         assert_eq!(decode(KEY, &newer_record, Some(&cipher)).expect("decode"), newer);
@@ -410,14 +407,14 @@ mod tests {
 
         // The defect format 2 fixes: format 1 took an older sealed spec under newer metadata.
         let mut newer = encoded(b"new", Some("n"));
-        newer.metadata.set_version(cosi::Version::new(2));
+        newer.metadata_mut().set_version(cosi::Version::new(2));
         let newer_legacy = encode_legacy(&newer, &cipher);
         let header_len =
             |record: &[u8]| 1 + 4 + u32::from_le_bytes(record[1..5].try_into().expect("4 bytes")) as usize + 1;
         let mut spliced = newer_legacy[..header_len(&newer_legacy)].to_vec();
         spliced.extend_from_slice(&legacy[header_len(&legacy)..]);
         let read = decode_legacy(KEY, &spliced, Some(&cipher)).expect("format 1 cannot tell");
-        assert_eq!((read.metadata.version(), &read.spec), (cosi::Version::new(2), &resource.spec));
+        assert_eq!((read.metadata().version(), &read.spec()), (cosi::Version::new(2), &resource.spec()));
         // Without encryption the formats read alike.
         let mut plain = encode(&resource, None).expect("encode");
         plain[0] = LEGACY_RECORD_FORMAT;

@@ -170,36 +170,28 @@ impl std::fmt::Debug for RedbState {
 
 #[async_trait]
 impl State for RedbState {
-    async fn get_dynamic(&self, pointer: &Pointer) -> cosi::Result<Arc<DynamicResource>> {
+    async fn get_dynamic(&self, pointer: &Pointer) -> cosi::Result<DynamicResource> {
         self.memory.get_dynamic(pointer).await
     }
 
-    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<cosi::Result<Arc<DynamicResource>>> {
+    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<cosi::Result<DynamicResource>> {
         // Reads are the memory state's own: they never touch the file.
         self.memory.get_now_dynamic(pointer)
     }
 
-    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<cosi::Result<Vec<Arc<DynamicResource>>>> {
+    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<cosi::Result<Vec<DynamicResource>>> {
         self.memory.list_now_dynamic(kind, options)
     }
 
-    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<Arc<DynamicResource>>> {
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<DynamicResource>> {
         self.memory.list_dynamic(kind, options).await
     }
 
-    async fn create_dynamic(
-        &self,
-        resource: DynamicResource,
-        options: CreateOptions,
-    ) -> cosi::Result<Arc<DynamicResource>> {
+    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> cosi::Result<DynamicResource> {
         self.write(move |memory| async move { memory.create_dynamic(resource, options).await }).await
     }
 
-    async fn update_dynamic(
-        &self,
-        resource: DynamicResource,
-        options: UpdateOptions,
-    ) -> cosi::Result<Arc<DynamicResource>> {
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> cosi::Result<DynamicResource> {
         self.write(move |memory| async move { memory.update_dynamic(resource, options).await }).await
     }
 
@@ -416,7 +408,7 @@ mod tests {
         let err = state.update(first, UpdateOptions::default()).await.expect_err("a write after the failure");
         assert!(err.to_string().contains("reopen"), "{err}");
         let stored = state.get_dynamic(&PathResource::pointer("first")).await.expect("first");
-        assert_eq!(stored.metadata.version(), Version::new(1));
+        assert_eq!(stored.metadata().version(), Version::new(1));
 
         let nothing = tokio::time::timeout(std::time::Duration::from_millis(50), watch.recv()).await;
         assert!(nothing.is_err(), "a failed write published {nothing:?}");
@@ -450,7 +442,7 @@ mod tests {
         let cipher = Cipher::new(&key);
         let backend = Shared(Arc::new(InMemoryBackend::new()));
         let resource = DynamicResource::from(Typed::new("old", PathResource { value: "kept".into() }));
-        let pointer = resource.metadata.pointer().clone();
+        let pointer = resource.metadata().pointer().clone();
         {
             // The file as format 1 left it.
             let db = redb::Builder::new().create_with_backend(backend.clone()).expect("database");
@@ -486,6 +478,6 @@ mod tests {
         assert_eq!(record.value()[0], 2, "the record was rewritten in format 2");
         let decoded =
             format::decode((pointer.namespace(), pointer.r#type(), pointer.id()), record.value(), Some(&cipher));
-        assert_eq!(decoded.expect("decodes").metadata, resource.metadata);
+        assert_eq!(decoded.expect("decodes").metadata(), resource.metadata());
     }
 }

@@ -174,7 +174,7 @@ impl BackingStore for RedbStore {
             .iter()
             .map(|write| match write {
                 StoreWrite::Put(resource) => format::encode(resource, self.cipher.as_deref())
-                    .map(|record| Op::Put { key: resource.metadata.pointer().clone(), record })
+                    .map(|record| Op::Put { key: resource.metadata().pointer().clone(), record })
                     .map_err(cosi::Error::backend),
                 StoreWrite::Destroy(pointer) => Ok(Op::Delete { key: Pointer::clone(pointer) }),
             })
@@ -334,12 +334,12 @@ mod tests {
     }
 
     fn resource(id: &str) -> DynamicResource {
-        DynamicResource::new(Metadata::new("ns", "Things.test.cosi.dev", id), cosi::Spec::empty())
+        DynamicResource::without_spec(Metadata::new("ns", "Things.test.cosi.dev", id))
     }
 
     fn stored_ids(backend: Shared) -> Vec<String> {
         let db = redb::Builder::new().create_with_backend(backend).expect("reopen");
-        read_all(&db, None).expect("read").into_iter().map(|resource| resource.metadata.id().to_owned()).collect()
+        read_all(&db, None).expect("read").into_iter().map(|resource| resource.metadata().id().to_owned()).collect()
     }
 
     #[test]

@@ -208,9 +208,9 @@ fn check(path: &Path, encrypted: bool, run: u32, attempted: &[BTreeSet<String>],
             let mut ids = BTreeSet::new();
             let mine = format!("w{w}-");
             for resource in stored.into_iter().filter(|resource| resource.id().starts_with(&mine)) {
-                let typed = Typed::<PathResource>::try_from(Arc::clone(&resource)).expect("a typed read");
+                let typed = Typed::<PathResource>::try_from(resource.clone()).expect("a typed read");
                 assert_eq!(typed.value, typed.id(), "run {run}: the spec of {} is not its own", typed.id());
-                assert_eq!(resource.metadata.version(), Version::new(1));
+                assert_eq!(resource.metadata().version(), Version::new(1));
                 ids.insert(resource.id().to_owned());
             }
             let lost: Vec<_> = acked[w].difference(&ids).collect();

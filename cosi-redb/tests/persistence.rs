@@ -5,11 +5,11 @@ mod common;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use cosi::Error as StateError;
 use cosi::prelude::*;
 use cosi::resource::EncodedSpec;
 use cosi::state::{EventType, MemoryState, NamespacedState};
 use cosi::testing::resources::PathResource;
-use cosi::{Error as StateError, Spec};
 use cosi_redb::{EncryptionKey, Error, Options, RedbState};
 use futures_util::future::join_all;
 use serde::Serializer;
@@ -23,7 +23,7 @@ fn path(id: &str, value: &str) -> Typed<PathResource> {
 }
 
 fn encoded(id: &str, spec: EncodedSpec) -> DynamicResource {
-    DynamicResource::new(Metadata::new(NS, "Blobs.test.cosi.dev", id), Spec::encoded(spec))
+    DynamicResource::encoded(Metadata::new(NS, "Blobs.test.cosi.dev", id), spec)
 }
 
 fn open(path: &std::path::Path, options: Options) -> RedbState {
@@ -77,11 +77,11 @@ async fn check_everything(state: &RedbState) {
     assert!(gone.is_not_found(), "{gone:?}");
 
     let blob = state.get_dynamic(&Pointer::new(NS, "Blobs.test.cosi.dev", "blob")).await.expect("blob");
-    let spec = blob.spec.as_encoded().expect("an encoded spec");
+    let spec = blob.spec().as_encoded().expect("an encoded spec");
     assert_eq!(spec.proto, [0, 1, 2, 0xff, 0x80]);
     assert_eq!(spec.yaml.as_deref(), Some("a: b\n"));
     let bare = state.get_dynamic(&Pointer::new(NS, "Blobs.test.cosi.dev", "bare")).await.expect("bare");
-    assert_eq!(bare.spec.as_encoded(), Some(&EncodedSpec { proto: vec![9], yaml: None }));
+    assert_eq!(bare.spec().as_encoded(), Some(&EncodedSpec { proto: vec![9], yaml: None }));
 }
 
 trait PointerIn {
@@ -114,7 +114,7 @@ async fn everything_survives_a_reopen() {
 
         let state = open(&file(dir.path()), options);
         let first = state.get_dynamic(&PathResource::pointer_in(NS, "first")).await.expect("first");
-        assert_eq!(first.metadata.version(), Version::new(5));
+        assert_eq!(first.metadata().version(), Version::new(5));
     }
 }
 

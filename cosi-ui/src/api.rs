@@ -165,8 +165,8 @@ async fn list(
             let spec = model::spec_value(resource);
             Row {
                 id: resource.id().to_owned(),
-                version: resource.metadata.version().to_string(),
-                phase: resource.metadata.phase().to_string(),
+                version: resource.metadata().version().to_string(),
+                phase: resource.metadata().phase().to_string(),
                 cells: definition
                     .print_columns
                     .iter()

@@ -18,7 +18,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -212,7 +211,7 @@ impl Hub {
         if !live {
             return true;
         }
-        let version = resource.metadata.version().to_string();
+        let version = resource.metadata().version().to_string();
         let change = Change {
             namespace: kind.namespace().to_owned(),
             r#type: kind.r#type().to_owned(),
@@ -253,12 +252,12 @@ impl Hub {
     }
 
     /// A controller status changed: its rate, and whether its edges changed.
-    async fn controller(&mut self, resource: &Arc<DynamicResource>, destroyed: bool, live: bool) -> bool {
+    async fn controller(&mut self, resource: &DynamicResource, destroyed: bool, live: bool) -> bool {
         if destroyed {
             self.controllers.remove(resource.id());
             return !live || self.send("graph", &serde_json::json!({})).await;
         }
-        let Some((name, status)) = crate::model::status(Arc::clone(resource)) else { return true };
+        let Some((name, status)) = crate::model::status(resource.clone()) else { return true };
         let now = Instant::now();
         let edges = |status: &ControllerStatus| -> (Vec<GraphInput>, Vec<GraphOutput>) {
             (status.inputs.clone(), status.outputs.clone())

@@ -2,7 +2,6 @@
 //! controller statuses, and resources rendered for a person.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use cosi::resource::{DynamicResource, Kind, Resource as _, ResourceDefinition, Typed};
 use cosi::runtime::ControllerStatus;
@@ -16,7 +15,7 @@ pub(crate) async fn definitions(state: &dyn State) -> cosi::Result<BTreeMap<Stri
     let resources = state.list_dynamic(&kind, &ListOptions::default()).await?;
     Ok(resources
         .iter()
-        .filter_map(|resource| cosi_grpc::definition_from_spec(&resource.spec))
+        .filter_map(|resource| cosi_grpc::definition_from_spec(resource.spec()))
         .map(|definition| (definition.r#type.clone(), definition))
         .collect())
 }
@@ -29,7 +28,7 @@ pub(crate) async fn statuses(state: &dyn State, namespace: &str) -> cosi::Result
 }
 
 /// A controller status resource as its name and status; `None` for what does not decode.
-pub(crate) fn status(resource: Arc<DynamicResource>) -> Option<(String, ControllerStatus)> {
+pub(crate) fn status(resource: DynamicResource) -> Option<(String, ControllerStatus)> {
     let typed = Typed::<ControllerStatus>::try_from(resource).ok()?;
     Some((typed.id().to_owned(), ControllerStatus::clone(&typed)))
 }
@@ -114,17 +113,17 @@ pub(crate) struct Change {
 /// The spec as a JSON value: typed specs through serde, encoded ones from
 /// their YAML text; `null` without either.
 pub(crate) fn spec_value(resource: &DynamicResource) -> Value {
-    if let Some(spec) = resource.spec.as_serialize() {
+    if let Some(spec) = resource.spec().as_serialize() {
         return serde_json::to_value(spec).unwrap_or(Value::Null);
     }
-    let text = resource.spec.as_encoded().and_then(|encoded| encoded.yaml.as_deref());
+    let text = resource.spec().as_encoded().and_then(|encoded| encoded.yaml.as_deref());
     text.and_then(|text| serde_yaml_ng::from_str::<Value>(text).ok()).unwrap_or(Value::Null)
 }
 
 /// The resource as YAML: its metadata and its spec, as `cosictl get -o yaml` prints it.
 pub(crate) fn yaml(resource: &DynamicResource) -> String {
     let mut document = serde_json::Map::new();
-    document.insert("metadata".into(), serde_json::to_value(&resource.metadata).unwrap_or(Value::Null));
+    document.insert("metadata".into(), serde_json::to_value(resource.metadata()).unwrap_or(Value::Null));
     document.insert("spec".into(), spec_value(resource));
     serde_yaml_ng::to_string(&Value::Object(document)).unwrap_or_default()
 }

@@ -89,7 +89,7 @@ pub async fn resolve(client: &Client, name: &str) -> Result<ResourceDefinition, 
         .list_dynamic(&kind, &ListOptions::default())
         .await?
         .iter()
-        .filter_map(|resource| cosi_grpc::definition_from_spec(&resource.spec))
+        .filter_map(|resource| cosi_grpc::definition_from_spec(resource.spec()))
         .collect();
     if let Some(definition) = definitions.iter().find(|definition| definition.r#type == name) {
         return Ok(definition.clone());

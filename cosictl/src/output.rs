@@ -43,7 +43,7 @@ impl Printer {
         let io = |err: std::io::Error| CliError::Output(err.to_string());
         match self.format {
             Format::Table => {
-                let metadata = &row.resource.metadata;
+                let metadata = row.resource.metadata();
                 let spec = spec_value(row.resource);
                 let mut cells = Vec::new();
                 if self.watch {
@@ -112,7 +112,7 @@ impl Printer {
 
 /// The spec as a JSON value, from its YAML text; `null` without one.
 fn spec_value(resource: &DynamicResource) -> Value {
-    let text = resource.spec.as_encoded().and_then(|encoded| encoded.yaml.as_deref());
+    let text = resource.spec().as_encoded().and_then(|encoded| encoded.yaml.as_deref());
     text.and_then(|text| serde_yaml_ng::from_str::<Value>(text).ok()).unwrap_or(Value::Null)
 }
 
@@ -121,7 +121,7 @@ fn document(row: Row<'_>) -> Value {
     if let Some(event) = row.event {
         document.insert("event".into(), Value::String(event.into()));
     }
-    document.insert("metadata".into(), serde_json::to_value(&row.resource.metadata).unwrap_or(Value::Null));
+    document.insert("metadata".into(), serde_json::to_value(row.resource.metadata()).unwrap_or(Value::Null));
     document.insert("spec".into(), spec_value(row.resource));
     Value::Object(document)
 }

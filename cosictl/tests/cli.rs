@@ -2,9 +2,7 @@
 
 use std::process::{Command, Output, Stdio};
 
-use cosi::resource::{
-    DefinitionOptions, DynamicResource, EncodedSpec, Metadata, PrintColumn, ResourceDefinition, Spec,
-};
+use cosi::resource::{DefinitionOptions, DynamicResource, EncodedSpec, Metadata, PrintColumn, ResourceDefinition};
 use cosi::state::{CreateOptions, Registry, State};
 use cosi_grpc::{Client, ClientSecurity, Endpoint};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
@@ -57,7 +55,7 @@ fn definition(r#type: &str, aliases: &[&str], columns: &[(&str, &str)]) -> Resou
 
 fn resource(r#type: &str, id: &str, yaml: &str) -> DynamicResource {
     let spec = EncodedSpec { proto: Vec::new(), yaml: Some(yaml.to_owned()) };
-    DynamicResource::new(Metadata::new("network", r#type, id), Spec::encoded(spec))
+    DynamicResource::encoded(Metadata::new("network", r#type, id), spec)
 }
 
 async fn populate(endpoint: &str) -> Client {

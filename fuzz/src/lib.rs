@@ -30,7 +30,7 @@
 use std::sync::{Arc, OnceLock};
 
 use cosi::resource::{
-    DefinitionOptions, DynamicResource, EncodedSpec, Metadata, Resource, ResourceDefinition, Sensitivity, Spec, Typed,
+    DefinitionOptions, DynamicResource, EncodedSpec, Metadata, Resource, ResourceDefinition, Sensitivity, Typed,
 };
 use cosi::state::{CreateOptions, MemoryState, Namespace, Registry, State, StateExt as _};
 use cosi::testing::resources::{IntResource, PathResource, StrResource};
@@ -89,7 +89,7 @@ async fn populated() -> Arc<MemoryState> {
     for (n, labels) in labels.iter().enumerate() {
         let mut resource = DynamicResource::from(Typed::new_in(NAMESPACE, format!("r{n}"), PathResource::default()));
         for (key, value) in *labels {
-            resource.metadata.labels_mut().set(*key, *value);
+            resource.metadata_mut().labels_mut().set(*key, *value);
         }
         let _ = state.create_dynamic(resource, CreateOptions::default()).await;
     }
@@ -241,7 +241,7 @@ pub fn redb_record(data: &[u8]) {
         _ => return record_round_trip(record),
     };
     let Ok((resource, key)) = decoded else { return };
-    assert_eq!(resource.metadata.pointer().id(), "a", "a record decoded as another resource");
+    assert_eq!(resource.metadata().pointer().id(), "a", "a record decoded as another resource");
     let again = cosi_redb::fuzzing::encode_record(&resource, key).expect("a decoded resource encodes");
     let back = cosi_redb::fuzzing::decode_record(record_key, &again, key).expect("a record just encoded decodes");
     assert_eq!(back, resource, "a record changed through a round trip");
@@ -261,11 +261,13 @@ fn record_round_trip(data: &[u8]) {
         }
     }
     let rest: String = parts.collect::<Vec<_>>().join("\u{0}");
-    let spec = match rest.is_empty() {
-        true => Spec::empty(),
-        false => Spec::encoded(EncodedSpec { proto: rest.as_bytes().to_vec(), yaml: Some(rest.clone()) }),
+    let resource = match rest.is_empty() {
+        true => DynamicResource::without_spec(metadata),
+        false => DynamicResource::encoded(
+            metadata,
+            EncodedSpec { proto: rest.as_bytes().to_vec(), yaml: Some(rest.clone()) },
+        ),
     };
-    let resource = DynamicResource::new(metadata, spec);
     let key = key();
     for key in [None, Some(&key)] {
         let record = cosi_redb::fuzzing::encode_record(&resource, key).expect("a resource encodes");
@@ -287,15 +289,17 @@ pub fn spec_yaml(data: &[u8]) {
     spec_yaml_as::<ResourceDefinition>(text);
     let _ = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text);
     for (proto, yaml) in [(Vec::new(), Some(text.to_owned())), (data.to_vec(), None)] {
-        let _ = cosi_grpc::definition_from_spec(&Spec::encoded(EncodedSpec { proto, yaml }));
+        let resource =
+            DynamicResource::encoded(Metadata::new(NAMESPACE, "Fuzz.cosi.dev", "fuzz"), EncodedSpec { proto, yaml });
+        let _ = cosi_grpc::definition_from_spec(resource.spec());
     }
 }
 
 /// `text` decoded as the spec of a `T`, as `Typed::<T>::try_from` decodes a
 /// spec that arrived encoded. The seam for `machine.yaml` and any other spec type.
 pub fn spec_yaml_as<T: Resource>(text: &str) {
-    let spec = Spec::encoded(EncodedSpec { proto: Vec::new(), yaml: Some(text.to_owned()) });
-    let resource = DynamicResource::new(Metadata::new(NAMESPACE, T::TYPE, "fuzz"), spec);
+    let spec = EncodedSpec { proto: Vec::new(), yaml: Some(text.to_owned()) };
+    let resource = DynamicResource::encoded(Metadata::new(NAMESPACE, T::TYPE, "fuzz"), spec);
     let _ = Typed::<T>::try_from(resource);
 }
 
@@ -341,7 +345,7 @@ pub fn etcd_value(data: &[u8]) {
         }
     };
     let Ok(resource) = cosi_etcd::fuzzing::decode_value(ETCD_PREFIX, key, value) else { return };
-    let own_key = cosi_etcd::fuzzing::resource_key(ETCD_PREFIX, resource.metadata.pointer());
+    let own_key = cosi_etcd::fuzzing::resource_key(ETCD_PREFIX, resource.metadata().pointer());
     assert_eq!(own_key, key, "a value decoded under a key that is not its resource's");
     let again = cosi_etcd::fuzzing::encode_value(&resource).expect("a decoded resource encodes");
     let back = cosi_etcd::fuzzing::decode_value(ETCD_PREFIX, key, &again).expect("a value just encoded decodes");

@@ -240,7 +240,7 @@ impl FaultyState {
         self.faults.roll(self.faults.profile.write_ambiguous, || format!("{what} {pointer} is written but fails"))
     }
 
-    fn wrote(&self, what: &str, owner: Option<&str>, result: &Result<Arc<DynamicResource>, Error>, pointer: &Pointer) {
+    fn wrote(&self, what: &str, owner: Option<&str>, result: &Result<DynamicResource, Error>, pointer: &Pointer) {
         self.faults.count_write();
         let by = owner.unwrap_or("-");
         match result {
@@ -254,8 +254,8 @@ impl FaultyState {
         what: &str,
         owner: Option<&str>,
         pointer: &Pointer,
-        result: Result<Arc<DynamicResource>, Error>,
-    ) -> Result<Arc<DynamicResource>, Error> {
+        result: Result<DynamicResource, Error>,
+    ) -> Result<DynamicResource, Error> {
         self.wrote(what, owner, &result, pointer);
         match result {
             Ok(_) if self.ambiguous(what, pointer) => Err(injected(what)),
@@ -280,24 +280,24 @@ pub fn error_name(error: &Error) -> String {
 
 #[async_trait]
 impl State for FaultyState {
-    async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>, Error> {
+    async fn get_dynamic(&self, pointer: &Pointer) -> Result<DynamicResource, Error> {
         self.read_fault("get", pointer)?;
         self.inner.get_dynamic(pointer).await
     }
 
-    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<Arc<DynamicResource>, Error>> {
+    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<DynamicResource, Error>> {
         if let Err(error) = self.read_fault("get", pointer) {
             return Some(Err(error));
         }
         self.inner.get_now_dynamic(pointer)
     }
 
-    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>, Error> {
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<DynamicResource>, Error> {
         self.read_fault("list", kind)?;
         self.inner.list_dynamic(kind, options).await
     }
 
-    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<Arc<DynamicResource>>, Error>> {
+    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<DynamicResource>, Error>> {
         if let Err(error) = self.read_fault("list", kind) {
             return Some(Err(error));
         }
@@ -315,7 +315,7 @@ impl State for FaultyState {
         &self,
         resource: DynamicResource,
         options: CreateOptions,
-    ) -> Result<Arc<DynamicResource>, Error> {
+    ) -> Result<DynamicResource, Error> {
         self.write_fault("create", &resource)?;
         let pointer = resource.metadata().pointer().clone();
         let owner = options.owner.clone();
@@ -323,11 +323,7 @@ impl State for FaultyState {
         self.finish("create", owner.as_deref(), &pointer, result)
     }
 
-    fn create_now_dynamic(
-        &self,
-        resource: Arc<DynamicResource>,
-        options: &CreateOptions,
-    ) -> Immediate<Arc<DynamicResource>> {
+    fn create_now_dynamic(&self, resource: DynamicResource, options: &CreateOptions) -> Immediate<DynamicResource> {
         if let Err(error) = self.write_fault("create", &resource) {
             return Immediate::Done(Err(error));
         }
@@ -344,7 +340,7 @@ impl State for FaultyState {
         &self,
         resource: DynamicResource,
         options: UpdateOptions,
-    ) -> Result<Arc<DynamicResource>, Error> {
+    ) -> Result<DynamicResource, Error> {
         self.write_fault("update", &resource)?;
         let pointer = resource.metadata().pointer().clone();
         let owner = options.owner.clone();
@@ -352,11 +348,7 @@ impl State for FaultyState {
         self.finish("update", owner.as_deref(), &pointer, result)
     }
 
-    fn update_now_dynamic(
-        &self,
-        resource: Arc<DynamicResource>,
-        options: &UpdateOptions,
-    ) -> Immediate<Arc<DynamicResource>> {
+    fn update_now_dynamic(&self, resource: DynamicResource, options: &UpdateOptions) -> Immediate<DynamicResource> {
         if let Err(error) = self.write_fault("update", &resource) {
             return Immediate::Done(Err(error));
         }

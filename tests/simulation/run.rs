@@ -555,7 +555,7 @@ async fn differences(
     differences
 }
 
-async fn list(state: &Arc<dyn State>, kind: &Kind, differences: &mut Vec<String>) -> Vec<Arc<DynamicResource>> {
+async fn list(state: &Arc<dyn State>, kind: &Kind, differences: &mut Vec<String>) -> Vec<DynamicResource> {
     match state.list_dynamic(kind, &ListOptions::default()).await {
         Ok(list) => list,
         Err(error) => {

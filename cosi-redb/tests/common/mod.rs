@@ -48,27 +48,19 @@ impl TempState {
 
 #[async_trait]
 impl State for TempState {
-    async fn get_dynamic(&self, pointer: &Pointer) -> cosi::Result<Arc<DynamicResource>> {
+    async fn get_dynamic(&self, pointer: &Pointer) -> cosi::Result<DynamicResource> {
         self.state.get_dynamic(pointer).await
     }
 
-    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<Arc<DynamicResource>>> {
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<DynamicResource>> {
         self.state.list_dynamic(kind, options).await
     }
 
-    async fn create_dynamic(
-        &self,
-        resource: DynamicResource,
-        options: CreateOptions,
-    ) -> cosi::Result<Arc<DynamicResource>> {
+    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> cosi::Result<DynamicResource> {
         self.state.create_dynamic(resource, options).await
     }
 
-    async fn update_dynamic(
-        &self,
-        resource: DynamicResource,
-        options: UpdateOptions,
-    ) -> cosi::Result<Arc<DynamicResource>> {
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> cosi::Result<DynamicResource> {
         self.state.update_dynamic(resource, options).await
     }
 

@@ -74,7 +74,7 @@ impl Chain {
         while let Some(event) = self.tail.recv().await {
             match event {
                 Event::Created { resource, .. } | Event::Updated { resource, .. }
-                    if Typed::<Num>::try_from(&*resource).expect("a Num").value == value =>
+                    if Typed::<Num>::try_from(&resource).expect("a Num").value == value =>
                 {
                     return;
                 }

@@ -345,7 +345,7 @@ impl DynCtx {
     }
 
     /// The resource at `pointer`, whatever its type.
-    pub async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+    pub async fn get_dynamic(&self, pointer: &Pointer) -> Result<DynamicResource> {
         self.check_read(pointer)?;
         self.host.count_read();
         match self.state().get_now_dynamic(pointer) {
@@ -361,7 +361,7 @@ impl DynCtx {
     }
 
     /// The resources of `kind`, whatever their type.
-    pub async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+    pub async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<DynamicResource>> {
         self.check_list(kind)?;
         self.host.count_read();
         match self.state().list_now_dynamic(kind, options) {
@@ -393,8 +393,8 @@ impl DynCtx {
     }
 
     /// Creates a resource of any type.
-    pub async fn create_dynamic(&self, resource: DynamicResource) -> Result<Arc<DynamicResource>> {
-        self.write(Arc::new(resource), Write::Create).await
+    pub async fn create_dynamic(&self, resource: DynamicResource) -> Result<DynamicResource> {
+        self.write(resource, Write::Create).await
     }
 
     /// As [`Ctx::update`].
@@ -403,13 +403,13 @@ impl DynCtx {
     }
 
     /// Updates a resource of any type.
-    pub async fn update_dynamic(&self, resource: DynamicResource) -> Result<Arc<DynamicResource>> {
-        self.write(Arc::new(resource), Write::Update).await
+    pub async fn update_dynamic(&self, resource: DynamicResource) -> Result<DynamicResource> {
+        self.write(resource, Write::Update).await
     }
 
     /// A create or an update as the controller, through the state's
     /// immediate path when it has one.
-    async fn write(&self, resource: Arc<DynamicResource>, write: Write) -> Result<Arc<DynamicResource>> {
+    async fn write(&self, resource: DynamicResource, write: Write) -> Result<DynamicResource> {
         let pointer = resource.metadata().pointer();
         let operation = match write {
             Write::Create => "create",
@@ -425,7 +425,7 @@ impl DynCtx {
         };
         let resource = match immediate {
             Immediate::Done(result) => return result,
-            Immediate::Deferred(resource) => Arc::unwrap_or_clone(resource),
+            Immediate::Deferred(resource) => resource,
         };
         match write {
             Write::Create => state.create_dynamic(resource, self.creates.clone()).await,

@@ -9,7 +9,6 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 use crate::controller::{
     BoxError, Controller, Ctx, Declaration, Declared, Input, InputDecl, InputKind, IntoOutcome, Outcome, OutputDecl,
@@ -343,19 +342,19 @@ impl<T: Resource + Default> Merge<T> {
 
     async fn run(&self, ctx: &Ctx<Self>) -> Result<(), BoxError> {
         let ctx = ctx.dynamic();
-        let mut layers: BTreeMap<String, Vec<(i64, Arc<T>)>> = BTreeMap::new();
+        let mut layers: BTreeMap<String, Vec<(i64, Typed<T>)>> = BTreeMap::new();
         for resource in ctx.list_in::<T>(&self.source, &ListOptions::default()).await? {
             if resource.metadata().phase() == Phase::TearingDown {
                 continue;
             }
             let (id, layer) = (self.layer)(&resource);
-            layers.entry(id).or_default().push((layer, resource.spec_arc()));
+            layers.entry(id).or_default().push((layer, resource));
         }
         for (id, mut specs) in layers {
             specs.sort_by_key(|(layer, _)| *layer);
             let mut merged = T::default();
-            for (_, spec) in &specs {
-                (self.merge)(&mut merged, spec);
+            for (_, layer) in &specs {
+                (self.merge)(&mut merged, layer.spec());
             }
             let output = Pointer::new(&self.target, T::TYPE, &id);
             let written = ctx

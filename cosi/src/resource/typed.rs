@@ -1,19 +1,20 @@
 //! Typed resources: metadata plus a spec of a known type.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
-use std::sync::Arc;
 
-use crate::resource::{DynamicResource, Kind, Metadata, Pointer, Resource, Spec};
+use crate::resource::{DynamicResource, Kind, Metadata, Pointer, Resource};
 use crate::state::Error;
 
-/// A resource of spec type `S`: its [`Metadata`] and a shared, immutable `S`.
+/// A resource of spec type `S`: its [`Metadata`] and an `S`, in one shared allocation.
 ///
 /// It dereferences to the spec, so `status.hostname` reads a field and
-/// `status.id()` the ID; `status.hostname = ...` edits a copy of the spec.
-/// Cloning it, reading it from a state and converting it to and from
-/// [`DynamicResource`] share the stored resource and its spec behind `Arc`s;
-/// only editing copies, and only what is edited.
+/// `status.id()` the ID; `status.hostname = ...` edits the spec. It is a
+/// [`DynamicResource`] whose spec is known to be an `S`: cloning it, reading
+/// it from a state and converting it to and from `DynamicResource` share the
+/// one allocation of metadata and spec; editing copies it first when it is
+/// shared.
 ///
 /// # Example
 ///
@@ -33,13 +34,10 @@ use crate::state::Error;
 /// assert_eq!(layer.metadata().namespace(), "network-config");
 /// ```
 pub struct Typed<S> {
-    /// The resource as read. Its metadata is this resource's; so is its spec
-    /// while `spec` is `None`.
-    resource: Arc<DynamicResource>,
-    /// The spec when it is not the resource's own (a new resource's, an
-    /// edited copy, or one decoded from an encoded spec). `None` reads the
-    /// resource's, so a read from a state takes no second count.
-    spec: Option<Arc<S>>,
+    /// The resource; its spec is an `S` (see `TryFrom<DynamicResource>`),
+    /// and stays one: editing goes through `spec_mut`.
+    resource: DynamicResource,
+    spec: PhantomData<fn() -> S>,
 }
 
 impl<S: Resource> Typed<S> {
@@ -51,110 +49,77 @@ impl<S: Resource> Typed<S> {
     /// A new resource `id` in `namespace`.
     pub fn new_in(namespace: impl AsRef<str>, id: impl AsRef<str>, spec: S) -> Self {
         let metadata = Metadata::at(Kind::of::<S>(namespace).pointer(id));
-        Typed { resource: Arc::new(DynamicResource::new(metadata, Spec::empty())), spec: Some(Arc::new(spec)) }
+        Typed::of(DynamicResource::new(metadata, spec))
+    }
+
+    /// A resource whose spec is an `S`.
+    fn of(resource: DynamicResource) -> Self {
+        Typed { resource, spec: PhantomData }
     }
 
     /// The metadata.
     pub fn metadata(&self) -> &Metadata {
-        &self.resource.metadata
+        self.resource.metadata()
     }
 
-    /// The metadata, for editing labels, annotations, finalizers or phase.
+    /// The metadata, for editing labels, annotations, finalizers or phase;
+    /// copies the resource first if it is shared.
     pub fn metadata_mut(&mut self) -> &mut Metadata {
-        &mut Arc::make_mut(&mut self.resource).metadata
+        self.resource.metadata_mut()
     }
 
     /// The ID.
     pub fn id(&self) -> &str {
-        self.resource.metadata.id()
+        self.resource.id()
     }
 
     /// The spec.
     pub fn spec(&self) -> &S {
-        match &self.spec {
-            Some(spec) => spec,
-            None => self.resource.spec.typed_ref().expect(STORED_SPEC),
-        }
+        self.resource.spec().downcast().expect(TYPED_SPEC)
     }
 
-    /// The spec, shared: the stored resource's own, until it is edited.
-    pub fn spec_arc(&self) -> Arc<S> {
-        match &self.spec {
-            Some(spec) => Arc::clone(spec),
-            None => self.resource.spec.downcast().expect(STORED_SPEC),
-        }
-    }
-
-    /// The spec, for editing; copies it first if it is shared.
+    /// The spec, for editing; copies the resource first if it is shared.
     pub fn spec_mut(&mut self) -> &mut S {
-        let spec = match self.spec.take() {
-            Some(spec) => spec,
-            // Read from the resource, as `spec` is `None`.
-            None => Arc::new(self.spec().clone()),
-        };
-        Arc::make_mut(self.spec.insert(spec))
+        self.resource.spec_mut().expect(TYPED_SPEC)
     }
 
-    /// Whether the spec was set apart from the resource's (new, edited or decoded).
-    pub(crate) fn spec_is_own(&self) -> bool {
-        self.spec.is_some()
+    /// Whether this is `resource` itself: neither edited nor decoded since it was read.
+    pub(crate) fn shares_resource(&self, resource: &DynamicResource) -> bool {
+        DynamicResource::ptr_eq(&self.resource, resource)
     }
 
-    /// Whether this is `resource` itself, its metadata not edited since it was read.
-    pub(crate) fn shares_resource(&self, resource: &Arc<DynamicResource>) -> bool {
-        Arc::ptr_eq(&self.resource, resource)
+    /// The resource, as a dynamic one.
+    pub(crate) fn as_dynamic(&self) -> &DynamicResource {
+        &self.resource
     }
 
-    /// The resource as a state stores it: in the allocation this one holds
-    /// when nobody else holds it, else in a copy.
-    pub(crate) fn into_stored(self) -> Arc<DynamicResource> {
-        let Typed { mut resource, spec } = self;
-        // A count above one (a resource read from a state, which holds it
-        // too) is read without the atomic write `get_mut` makes.
-        let unique = match Arc::strong_count(&resource) {
-            1 => Arc::get_mut(&mut resource),
-            _ => None,
-        };
-        match (unique, spec) {
-            (Some(unique), Some(spec)) => {
-                unique.spec = Spec::from_arc(spec);
-                resource
-            }
-            (Some(_), None) => resource,
-            // Shared: a new resource of the metadata and the spec, without
-            // the old spec's copy in between.
-            (None, spec) => {
-                let spec = spec.map_or_else(|| resource.spec.clone(), Spec::from_arc);
-                Arc::new(DynamicResource::new(resource.metadata.clone(), spec))
-            }
-        }
+    /// The resource as a state stores it.
+    pub(crate) fn into_stored(self) -> DynamicResource {
+        self.resource
     }
 
-    /// Splits into metadata and spec.
-    pub fn into_parts(self) -> (Metadata, Arc<S>) {
-        let spec = self.spec_arc();
-        let metadata =
-            Arc::try_unwrap(self.resource).map_or_else(|shared| shared.metadata.clone(), |owned| owned.metadata);
-        (metadata, spec)
+    /// Splits into metadata and spec (copies of them when the resource is shared).
+    pub fn into_parts(self) -> (Metadata, S) {
+        (self.metadata().clone(), self.spec().clone())
     }
 }
 
 impl<S> Clone for Typed<S> {
+    /// Shares the resource: a reference count, no copy.
     fn clone(&self) -> Self {
-        Typed { resource: Arc::clone(&self.resource), spec: self.spec.clone() }
+        Typed { resource: self.resource.clone(), spec: PhantomData }
     }
 }
 
 impl<S: Resource> PartialEq for Typed<S> {
     fn eq(&self, other: &Self) -> bool {
-        let (a, b) = (self.spec(), other.spec());
-        self.resource.metadata == other.resource.metadata && (std::ptr::eq(a, b) || a == b)
+        self.resource == other.resource
     }
 }
 
 impl<S: Resource> fmt::Debug for Typed<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Typed").field("metadata", &self.resource.metadata).field("spec", self.spec()).finish()
+        f.debug_struct("Typed").field("metadata", self.metadata()).field("spec", self.spec()).finish()
     }
 }
 
@@ -166,8 +131,8 @@ impl<S: Resource> Deref for Typed<S> {
     }
 }
 
-/// Editing through `DerefMut` copies the spec first when it is shared, so a
-/// stored resource never changes under its readers.
+/// Editing through `DerefMut` copies the resource first when it is shared, so
+/// a stored resource never changes under its readers.
 impl<S: Resource> DerefMut for Typed<S> {
     fn deref_mut(&mut self) -> &mut S {
         self.spec_mut()
@@ -176,44 +141,34 @@ impl<S: Resource> DerefMut for Typed<S> {
 
 impl<S: Resource> From<Typed<S>> for DynamicResource {
     fn from(typed: Typed<S>) -> Self {
-        let (metadata, spec) = typed.into_parts();
-        DynamicResource::new(metadata, Spec::from_arc(spec))
-    }
-}
-
-impl<S: Resource> TryFrom<Arc<DynamicResource>> for Typed<S> {
-    type Error = Error;
-
-    /// Shares the resource: no copy at all. Fails when the type differs or the spec is not an `S`.
-    fn try_from(resource: Arc<DynamicResource>) -> Result<Self, Error> {
-        check_type::<S>(&resource)?;
-        // A typed spec is read from the resource; an encoded one is decoded once.
-        if resource.spec.typed_ref::<S>().is_some() {
-            return Ok(Typed { resource, spec: None });
-        }
-        let spec = resource
-            .spec
-            .to_typed::<S>()
-            .map_err(|reason| Error::invalid_argument(format!("resource {}: {reason}", resource.metadata.pointer())))?;
-        Ok(Typed { resource, spec: Some(spec) })
+        typed.resource
     }
 }
 
 impl<S: Resource> TryFrom<DynamicResource> for Typed<S> {
     type Error = Error;
 
-    /// Fails when the type differs or the spec is not an `S`.
+    /// Shares the resource when its spec is an `S`: no copy at all. Decodes
+    /// an encoded spec into a resource of its own. Fails when the type
+    /// differs or the spec is neither.
     fn try_from(resource: DynamicResource) -> Result<Self, Error> {
-        Typed::try_from(Arc::new(resource))
+        check_type::<S>(&resource)?;
+        if resource.spec().downcast::<S>().is_some() {
+            return Ok(Typed::of(resource));
+        }
+        let spec = resource.spec().decode::<S>().map_err(|reason| {
+            Error::invalid_argument(format!("resource {}: {reason}", resource.metadata().pointer()))
+        })?;
+        Ok(Typed::of(DynamicResource::new(resource.metadata().clone(), spec)))
     }
 }
 
 impl<S: Resource> TryFrom<&DynamicResource> for Typed<S> {
     type Error = Error;
 
-    /// Shares the spec and copies the metadata.
+    /// Shares the resource, as `TryFrom<DynamicResource>` does.
     fn try_from(resource: &DynamicResource) -> Result<Self, Error> {
-        Typed::try_from(Arc::new(resource.clone()))
+        Typed::try_from(resource.clone())
     }
 }
 
@@ -230,11 +185,10 @@ fn check_type<S: Resource>(resource: &DynamicResource) -> Result<(), Error> {
     Ok(())
 }
 
-/// Why a `Typed<S>` without a spec of its own can read one from its
-/// resource: it is built so only from a resource whose spec is an `S` (see
-/// `TryFrom<Arc<DynamicResource>>`), and its resource's spec never changes
-/// after (editing the metadata copies the resource, spec and all).
-const STORED_SPEC: &str = "a Typed<S> without a spec of its own holds a resource whose spec is an S";
+/// Why a `Typed<S>` can read its resource's spec as an `S`: it is built only
+/// from a resource whose spec is an `S` (see `TryFrom<DynamicResource>`), and
+/// only `spec_mut` edits the spec, in place.
+const TYPED_SPEC: &str = "a Typed<S> holds a resource whose spec is an S";
 
 /// Where a resource of type `T` is: an ID (in `T`'s default namespace), a
 /// [`Pointer`], or a resource read before.

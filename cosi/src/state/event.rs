@@ -44,16 +44,16 @@ pub enum Event {
     /// or it is part of the bootstrap contents.
     Created {
         /// The resource as stored.
-        resource: Arc<DynamicResource>,
+        resource: DynamicResource,
         /// Where to resume after this event; `None` for bootstrap and initial events.
         bookmark: Option<Bookmark>,
     },
     /// The resource changed.
     Updated {
         /// The resource as stored now.
-        resource: Arc<DynamicResource>,
+        resource: DynamicResource,
         /// The resource as it was.
-        old: Arc<DynamicResource>,
+        old: DynamicResource,
         /// Where to resume after this event.
         bookmark: Option<Bookmark>,
     },
@@ -61,7 +61,7 @@ pub enum Event {
     /// For a resource that was absent when a single-resource watch started, `resource` is a tombstone.
     Destroyed {
         /// The last stored state of the resource, or a tombstone.
-        resource: Arc<DynamicResource>,
+        resource: DynamicResource,
         /// Where to resume after this event.
         bookmark: Option<Bookmark>,
     },
@@ -117,7 +117,7 @@ impl Event {
     }
 
     /// The resource of a `Created`, `Updated` or `Destroyed` event.
-    pub fn resource(&self) -> Option<&Arc<DynamicResource>> {
+    pub fn resource(&self) -> Option<&DynamicResource> {
         match self {
             Event::Created { resource, .. } | Event::Updated { resource, .. } | Event::Destroyed { resource, .. } => {
                 Some(resource)
@@ -127,7 +127,7 @@ impl Event {
     }
 
     /// The previous state, on `Updated` events.
-    pub fn old(&self) -> Option<&Arc<DynamicResource>> {
+    pub fn old(&self) -> Option<&DynamicResource> {
         match self {
             Event::Updated { old, .. } => Some(old),
             _ => None,
@@ -433,7 +433,7 @@ impl<T: Resource> TypedEvent<T> {
                 TypedEvent::Updated { resource: Typed::try_from(resource)?, old: Typed::try_from(old)?, bookmark }
             }
             Event::Destroyed { resource, bookmark } => TypedEvent::Destroyed {
-                pointer: resource.metadata.pointer().clone(),
+                pointer: resource.metadata().pointer().clone(),
                 resource: match resource.is_tombstone() {
                     true => None,
                     false => Some(Typed::try_from(resource)?),
@@ -502,14 +502,14 @@ impl<T: Resource> TypedEvent<T> {
 impl<T: Resource> From<TypedEvent<T>> for Event {
     /// The erased event; a `Destroyed` event without a resource carries a tombstone.
     fn from(event: TypedEvent<T>) -> Self {
-        let erased = |resource: Typed<T>| Arc::new(DynamicResource::from(resource));
+        let erased = DynamicResource::from;
         match event {
             TypedEvent::Created { resource, bookmark } => Event::Created { resource: erased(resource), bookmark },
             TypedEvent::Updated { resource, old, bookmark } => {
                 Event::Updated { resource: erased(resource), old: erased(old), bookmark }
             }
             TypedEvent::Destroyed { pointer, resource, bookmark } => Event::Destroyed {
-                resource: resource.map_or_else(|| Arc::new(DynamicResource::tombstone(&pointer)), erased),
+                resource: resource.map_or_else(|| DynamicResource::tombstone(&pointer), erased),
                 bookmark,
             },
             TypedEvent::Bootstrapped { kind, bookmark } => Event::Bootstrapped { kind, bookmark },

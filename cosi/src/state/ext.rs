@@ -2,9 +2,8 @@
 //! compound operations (teardown, finalizers), written against the primitive ones.
 
 use std::future::Future;
-use std::sync::Arc;
 
-use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Spec, Typed};
+use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
 use crate::state::{
     CreateOptions, DestroyOptions, Error, Event, EventType, Immediate, ListOptions, Result, State, TeardownOptions,
     TypedEvent, TypedWatch, UpdateOptions, WatchKindOptions, WatchOptions, phase_matches,
@@ -84,7 +83,7 @@ pub trait StateExt: State {
             // In-memory states write at once, without a boxed future.
             let stored = match self.create_now_dynamic(resource.into_stored(), &options) {
                 Immediate::Done(result) => result?,
-                Immediate::Deferred(resource) => self.create_dynamic(Arc::unwrap_or_clone(resource), options).await?,
+                Immediate::Deferred(resource) => self.create_dynamic(resource, options).await?,
             };
             Typed::try_from(stored)
         }
@@ -99,7 +98,7 @@ pub trait StateExt: State {
         async move {
             let stored = match self.update_now_dynamic(resource.into_stored(), &options) {
                 Immediate::Done(result) => result?,
-                Immediate::Deferred(resource) => self.update_dynamic(Arc::unwrap_or_clone(resource), options).await?,
+                Immediate::Deferred(resource) => self.update_dynamic(resource, options).await?,
             };
             Typed::try_from(stored)
         }
@@ -447,7 +446,7 @@ async fn update_typed_with<S, T, E, F>(
     state: &S,
     pointer: &Pointer,
     options: &UpdateOptions,
-    mut first: Option<Arc<DynamicResource>>,
+    mut first: Option<DynamicResource>,
     mut edit: F,
 ) -> Result<Typed<T>, E>
 where
@@ -464,38 +463,34 @@ where
                 None => state.get_dynamic(pointer).await?,
             },
         };
-        let phase = current.metadata.phase();
+        let phase = current.metadata().phase();
         if !phase_matches(options.expected_phase, phase) {
             let expected = options.expected_phase.unwrap_or(phase);
             return Err(Error::PhaseConflict { pointer: pointer.clone(), expected }.into());
         }
-        let mut typed = Typed::<T>::try_from(Arc::clone(&current))?;
-        let before = typed.spec_is_own().then(|| typed.spec_arc());
+        // Shares the stored resource (or its decoded reading): an edit that
+        // changes anything copies it first, so `before` keeps what was read.
+        let before = Typed::<T>::try_from(current.clone())?;
+        let mut typed = before.clone();
         edit(&mut typed)?;
-        // A spec read from the stored resource is its own again only once the edit copied it.
-        let spec_changed = typed.spec_is_own()
-            && match &before {
-                // Decoded before the edit: changed if the edit replaced it with another value.
-                Some(before) => !Arc::ptr_eq(&typed.spec_arc(), before) && *typed.spec() != **before,
-                None => current.spec.typed_ref::<T>() != Some(typed.spec()),
-            };
-        let metadata_changed = !typed.shares_resource(&current) && typed.metadata() != &current.metadata;
-        if !spec_changed && !metadata_changed {
-            return Ok(Typed::try_from(current)?);
+        if typed.shares_resource(before.as_dynamic()) {
+            return Ok(before);
         }
-        let (mut metadata, spec) = typed.into_parts();
-        // The version is the state's to manage; an edit cannot move it.
-        metadata.set_version(current.metadata.version());
+        let spec_changed = !std::ptr::eq(typed.spec(), before.spec()) && typed.spec() != before.spec();
+        if !spec_changed && typed.metadata() == current.metadata() {
+            return Ok(before);
+        }
         // An unchanged spec stays as stored: a spec that arrived encoded (from
         // a remote or durable state) never equals its typed reading.
-        let spec = match spec_changed {
-            true => Spec::from_arc(spec),
-            false => current.spec.clone(),
+        let mut next = match spec_changed || current.spec().downcast::<T>().is_some() {
+            true => typed.into_stored(),
+            false => current.with_metadata(typed.metadata().clone()),
         };
-        let next = Arc::new(DynamicResource::new(metadata, spec));
+        // The version is the state's to manage; an edit cannot move it.
+        next.metadata_mut().set_version(current.metadata().version());
         let written = match state.update_now_dynamic(next, options) {
             Immediate::Done(result) => result,
-            Immediate::Deferred(next) => state.update_dynamic(Arc::unwrap_or_clone(next), options.clone()).await,
+            Immediate::Deferred(next) => state.update_dynamic(next, options.clone()).await,
         };
         match written {
             Err(Error::VersionConflict { .. }) => continue,
@@ -512,7 +507,7 @@ pub(crate) async fn update_with<S, E, F>(
     pointer: &Pointer,
     options: UpdateOptions,
     mut edit: F,
-) -> Result<Arc<DynamicResource>, E>
+) -> Result<DynamicResource, E>
 where
     S: State + ?Sized,
     E: From<Error>,
@@ -520,7 +515,7 @@ where
 {
     loop {
         let current = state.get_dynamic(pointer).await?;
-        let phase = current.metadata.phase();
+        let phase = current.metadata().phase();
         if !phase_matches(options.expected_phase, phase) {
             let expected = options.expected_phase.unwrap_or(phase);
             return Err(Error::PhaseConflict { pointer: pointer.clone(), expected }.into());
@@ -528,8 +523,8 @@ where
         let mut next = DynamicResource::clone(&current);
         edit(&mut next)?;
         // The version is the state's to manage; an edit cannot move it.
-        next.metadata.set_version(current.metadata.version());
-        if next.metadata == current.metadata && next.spec == current.spec {
+        next.metadata_mut().set_version(current.metadata().version());
+        if next.metadata() == current.metadata() && next.spec() == current.spec() {
             return Ok(current);
         }
         match state.update_dynamic(next, options.clone()).await {
@@ -545,15 +540,18 @@ pub(crate) async fn teardown<S: State + ?Sized>(
     options: TeardownOptions,
 ) -> Result<bool> {
     let current = state.get_dynamic(pointer).await?;
-    if current.metadata.owner() != options.owner.as_deref() {
-        return Err(Error::OwnerConflict { pointer: pointer.clone(), owner: current.metadata.owner().map(Into::into) });
+    if current.metadata().owner() != options.owner.as_deref() {
+        return Err(Error::OwnerConflict {
+            pointer: pointer.clone(),
+            owner: current.metadata().owner().map(Into::into),
+        });
     }
-    if current.metadata.phase() == Phase::TearingDown {
-        return Ok(current.metadata.finalizers().is_empty());
+    if current.metadata().phase() == Phase::TearingDown {
+        return Ok(current.metadata().finalizers().is_empty());
     }
     let update = UpdateOptions { owner: options.owner, expected_phase: Some(Phase::Running) };
     let stored = match update_with(state, pointer, update, |resource| {
-        resource.metadata.set_phase(Phase::TearingDown);
+        resource.metadata_mut().set_phase(Phase::TearingDown);
         Ok::<_, Error>(())
     })
     .await
@@ -563,7 +561,7 @@ pub(crate) async fn teardown<S: State + ?Sized>(
         Err(Error::PhaseConflict { .. }) => state.get_dynamic(pointer).await?,
         Err(err) => return Err(err),
     };
-    Ok(stored.metadata.finalizers().is_empty())
+    Ok(stored.metadata().finalizers().is_empty())
 }
 
 pub(crate) async fn teardown_and_destroy<S: State + ?Sized>(
@@ -585,7 +583,7 @@ pub(crate) async fn teardown_and_destroy<S: State + ?Sized>(
         match event {
             Event::Destroyed { .. } => return Ok(()),
             Event::Created { resource, .. } | Event::Updated { resource, .. }
-                if resource.metadata.finalizers().is_empty() =>
+                if resource.metadata().finalizers().is_empty() =>
             {
                 match state.destroy_dynamic(pointer, destroy.clone()).await {
                     Ok(()) | Err(Error::NotFound(_)) => return Ok(()),
@@ -605,13 +603,13 @@ pub(crate) async fn edit_finalizers<S: State + ?Sized>(
     pointer: &Pointer,
     finalizers: &[&str],
     add: bool,
-) -> Result<Arc<DynamicResource>> {
+) -> Result<DynamicResource> {
     loop {
         // Finalizers may be edited whoever owns the resource: write as its owner.
-        let owner = state.get_dynamic(pointer).await?.metadata.owner().map(str::to_owned);
+        let owner = state.get_dynamic(pointer).await?.metadata().owner().map(str::to_owned);
         let options = UpdateOptions { owner, expected_phase: None };
         let result = update_with(state, pointer, options, |resource| {
-            let current = resource.metadata.finalizers_mut();
+            let current = resource.metadata_mut().finalizers_mut();
             for finalizer in finalizers {
                 if add {
                     current.add(*finalizer);

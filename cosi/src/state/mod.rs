@@ -61,7 +61,7 @@ pub fn memory() -> Arc<dyn State> {
 /// - Watches deliver events in order; a watcher that falls behind the history
 ///   gets one [`Event::Errored`] and the watch ends.
 ///
-/// Reads return `Arc`s to the stored resources: nothing is copied.
+/// Reads return the stored resources themselves, shared: nothing is copied.
 ///
 /// # Example
 ///
@@ -88,7 +88,7 @@ pub fn memory() -> Arc<dyn State> {
 #[async_trait]
 pub trait State: Send + Sync + 'static {
     /// The resource at `pointer`.
-    async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>>;
+    async fn get_dynamic(&self, pointer: &Pointer) -> Result<DynamicResource>;
 
     /// The resource at `pointer` when the backend can answer at once, without
     /// waiting for anything; `None` when it cannot (the caller then calls
@@ -97,7 +97,7 @@ pub trait State: Send + Sync + 'static {
     /// In-process states answer here, so a typed [`get`](StateExt::get)
     /// costs a lookup and no boxed future; remote states keep the default.
     /// When it answers, the answer is the one `get_dynamic` would give.
-    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<Arc<DynamicResource>>> {
+    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<DynamicResource>> {
         let _ = pointer;
         None
     }
@@ -105,33 +105,29 @@ pub trait State: Send + Sync + 'static {
     /// The answer of [`list_dynamic`](State::list_dynamic) when the backend
     /// can give it at once, as [`get_now_dynamic`](State::get_now_dynamic)
     /// does for a get; `None` when it cannot.
-    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<Arc<DynamicResource>>>> {
+    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<DynamicResource>>> {
         let _ = (kind, options);
         None
     }
 
     /// The resources of `kind` that match `options`, sorted by ID.
-    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>>;
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<DynamicResource>>;
 
     /// Stores a new resource at version 1.
-    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>>;
+    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<DynamicResource>;
 
     /// Replaces a resource; `resource` must carry the stored version.
-    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>>;
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<DynamicResource>;
 
     /// [`create_dynamic`](State::create_dynamic) done at once when the backend
     /// can write without waiting (an in-memory state without a backing
     /// store), else the resource handed back ([`Immediate::Deferred`]).
     ///
     /// The typed [`create`](StateExt::create) tries this first, so a create
-    /// in memory costs no boxed future; and it takes the resource in its
-    /// `Arc`, which an in-memory state stores as it is when nobody else
-    /// holds it (no copy, no second allocation).
-    fn create_now_dynamic(
-        &self,
-        resource: Arc<DynamicResource>,
-        options: &CreateOptions,
-    ) -> Immediate<Arc<DynamicResource>> {
+    /// in memory costs no boxed future; and an in-memory state stores the
+    /// resource's allocation as it is when nobody else holds it (no copy, no
+    /// second allocation).
+    fn create_now_dynamic(&self, resource: DynamicResource, options: &CreateOptions) -> Immediate<DynamicResource> {
         let _ = options;
         Immediate::Deferred(resource)
     }
@@ -139,11 +135,7 @@ pub trait State: Send + Sync + 'static {
     /// [`update_dynamic`](State::update_dynamic) done at once when the backend
     /// can write without waiting, else the resource handed back; the typed
     /// [`update`](StateExt::update) tries this first.
-    fn update_now_dynamic(
-        &self,
-        resource: Arc<DynamicResource>,
-        options: &UpdateOptions,
-    ) -> Immediate<Arc<DynamicResource>> {
+    fn update_now_dynamic(&self, resource: DynamicResource, options: &UpdateOptions) -> Immediate<DynamicResource> {
         let _ = options;
         Immediate::Deferred(resource)
     }
@@ -190,14 +182,14 @@ pub trait State: Send + Sync + 'static {
     /// Adds finalizers, whoever owns the resource and whatever its phase.
     ///
     /// Writes nothing when all are present already.
-    async fn add_finalizers_dynamic(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<Arc<DynamicResource>> {
+    async fn add_finalizers_dynamic(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<DynamicResource> {
         ext::edit_finalizers(self, pointer, finalizers, true).await
     }
 
     /// Removes finalizers, whoever owns the resource and whatever its phase.
     ///
     /// Writes nothing when none is present.
-    async fn remove_finalizers_dynamic(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<Arc<DynamicResource>> {
+    async fn remove_finalizers_dynamic(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<DynamicResource> {
         ext::edit_finalizers(self, pointer, finalizers, false).await
     }
 }
@@ -209,9 +201,8 @@ pub enum Immediate<T> {
     /// Done: what the `_dynamic` method would have returned.
     Done(Result<T>),
     /// Not done, because the backend cannot write without waiting: the
-    /// resource, to pass to the `_dynamic` method (`Arc::unwrap_or_clone`
-    /// takes it out of its `Arc`, copying it only when it is shared).
-    Deferred(Arc<DynamicResource>),
+    /// resource, to pass to the `_dynamic` method.
+    Deferred(DynamicResource),
 }
 
 /// The boxed future `#[async_trait]` makes of a trait method.
@@ -224,7 +215,7 @@ type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// `async` as they are.)
 #[async_trait]
 impl<S: State + ?Sized> State for Arc<S> {
-    fn get_dynamic<'a, 'b, 'f>(&'a self, pointer: &'b Pointer) -> Boxed<'f, Result<Arc<DynamicResource>>>
+    fn get_dynamic<'a, 'b, 'f>(&'a self, pointer: &'b Pointer) -> Boxed<'f, Result<DynamicResource>>
     where
         'a: 'f,
         'b: 'f,
@@ -233,27 +224,19 @@ impl<S: State + ?Sized> State for Arc<S> {
         (**self).get_dynamic(pointer)
     }
 
-    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<Arc<DynamicResource>>> {
+    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<DynamicResource>> {
         (**self).get_now_dynamic(pointer)
     }
 
-    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<Arc<DynamicResource>>>> {
+    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<DynamicResource>>> {
         (**self).list_now_dynamic(kind, options)
     }
 
-    fn create_now_dynamic(
-        &self,
-        resource: Arc<DynamicResource>,
-        options: &CreateOptions,
-    ) -> Immediate<Arc<DynamicResource>> {
+    fn create_now_dynamic(&self, resource: DynamicResource, options: &CreateOptions) -> Immediate<DynamicResource> {
         (**self).create_now_dynamic(resource, options)
     }
 
-    fn update_now_dynamic(
-        &self,
-        resource: Arc<DynamicResource>,
-        options: &UpdateOptions,
-    ) -> Immediate<Arc<DynamicResource>> {
+    fn update_now_dynamic(&self, resource: DynamicResource, options: &UpdateOptions) -> Immediate<DynamicResource> {
         (**self).update_now_dynamic(resource, options)
     }
 
@@ -265,7 +248,7 @@ impl<S: State + ?Sized> State for Arc<S> {
         &'a self,
         kind: &'b Kind,
         options: &'c ListOptions,
-    ) -> Boxed<'f, Result<Vec<Arc<DynamicResource>>>>
+    ) -> Boxed<'f, Result<Vec<DynamicResource>>>
     where
         'a: 'f,
         'b: 'f,
@@ -279,7 +262,7 @@ impl<S: State + ?Sized> State for Arc<S> {
         &'a self,
         resource: DynamicResource,
         options: CreateOptions,
-    ) -> Boxed<'f, Result<Arc<DynamicResource>>>
+    ) -> Boxed<'f, Result<DynamicResource>>
     where
         'a: 'f,
         Self: 'f,
@@ -291,7 +274,7 @@ impl<S: State + ?Sized> State for Arc<S> {
         &'a self,
         resource: DynamicResource,
         options: UpdateOptions,
-    ) -> Boxed<'f, Result<Arc<DynamicResource>>>
+    ) -> Boxed<'f, Result<DynamicResource>>
     where
         'a: 'f,
         Self: 'f,
@@ -352,7 +335,7 @@ impl<S: State + ?Sized> State for Arc<S> {
         &'a self,
         pointer: &'b Pointer,
         finalizers: &'c [&'d str],
-    ) -> Boxed<'f, Result<Arc<DynamicResource>>>
+    ) -> Boxed<'f, Result<DynamicResource>>
     where
         'a: 'f,
         'b: 'f,
@@ -367,7 +350,7 @@ impl<S: State + ?Sized> State for Arc<S> {
         &'a self,
         pointer: &'b Pointer,
         finalizers: &'c [&'d str],
-    ) -> Boxed<'f, Result<Arc<DynamicResource>>>
+    ) -> Boxed<'f, Result<DynamicResource>>
     where
         'a: 'f,
         'b: 'f,

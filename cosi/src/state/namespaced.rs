@@ -69,56 +69,48 @@ impl std::fmt::Debug for NamespacedState {
 
 #[async_trait]
 impl State for NamespacedState {
-    async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+    async fn get_dynamic(&self, pointer: &Pointer) -> Result<DynamicResource> {
         self.route(pointer.namespace())?.get_dynamic(pointer).await
     }
 
-    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<Arc<DynamicResource>>> {
+    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<DynamicResource>> {
         match self.route(pointer.namespace()) {
             Ok(state) => state.get_now_dynamic(pointer),
             Err(err) => Some(Err(err)),
         }
     }
 
-    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<Arc<DynamicResource>>>> {
+    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<DynamicResource>>> {
         match self.route(kind.namespace()) {
             Ok(state) => state.list_now_dynamic(kind, options),
             Err(error) => Some(Err(error)),
         }
     }
 
-    fn create_now_dynamic(
-        &self,
-        resource: Arc<DynamicResource>,
-        options: &CreateOptions,
-    ) -> Immediate<Arc<DynamicResource>> {
-        match self.route(resource.metadata.namespace()) {
+    fn create_now_dynamic(&self, resource: DynamicResource, options: &CreateOptions) -> Immediate<DynamicResource> {
+        match self.route(resource.metadata().namespace()) {
             Ok(state) => state.create_now_dynamic(resource, options),
             Err(err) => Immediate::Done(Err(err)),
         }
     }
 
-    fn update_now_dynamic(
-        &self,
-        resource: Arc<DynamicResource>,
-        options: &UpdateOptions,
-    ) -> Immediate<Arc<DynamicResource>> {
-        match self.route(resource.metadata.namespace()) {
+    fn update_now_dynamic(&self, resource: DynamicResource, options: &UpdateOptions) -> Immediate<DynamicResource> {
+        match self.route(resource.metadata().namespace()) {
             Ok(state) => state.update_now_dynamic(resource, options),
             Err(err) => Immediate::Done(Err(err)),
         }
     }
 
-    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<DynamicResource>> {
         self.route(kind.namespace())?.list_dynamic(kind, options).await
     }
 
-    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
-        self.route(resource.metadata.namespace())?.create_dynamic(resource, options).await
+    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<DynamicResource> {
+        self.route(resource.metadata().namespace())?.create_dynamic(resource, options).await
     }
 
-    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
-        self.route(resource.metadata.namespace())?.update_dynamic(resource, options).await
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<DynamicResource> {
+        self.route(resource.metadata().namespace())?.update_dynamic(resource, options).await
     }
 
     async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
@@ -148,11 +140,11 @@ impl State for NamespacedState {
         self.route(pointer.namespace())?.teardown_and_destroy_dynamic(pointer, options).await
     }
 
-    async fn add_finalizers_dynamic(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<Arc<DynamicResource>> {
+    async fn add_finalizers_dynamic(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<DynamicResource> {
         self.route(pointer.namespace())?.add_finalizers_dynamic(pointer, finalizers).await
     }
 
-    async fn remove_finalizers_dynamic(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<Arc<DynamicResource>> {
+    async fn remove_finalizers_dynamic(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<DynamicResource> {
         self.route(pointer.namespace())?.remove_finalizers_dynamic(pointer, finalizers).await
     }
 }

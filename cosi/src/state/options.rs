@@ -1,8 +1,6 @@
 //! Options of state operations. Each is a plain struct with a `Default` and
 //! builder methods, so `ListOptions::default().label(query)` reads as it does.
 
-use std::sync::Arc;
-
 use crate::resource::{IdQuery, LabelQuery, Phase};
 use crate::state::{Bookmark, Error, Event, Result};
 
@@ -375,8 +373,8 @@ impl WatchKindOptions {
         match event {
             Event::Updated { resource, old, bookmark } => match (self.matches(old), self.matches(resource)) {
                 (true, true) => Some(event.clone()),
-                (true, false) => Some(Event::Destroyed { resource: Arc::clone(resource), bookmark: bookmark.clone() }),
-                (false, true) => Some(Event::Created { resource: Arc::clone(resource), bookmark: bookmark.clone() }),
+                (true, false) => Some(Event::Destroyed { resource: resource.clone(), bookmark: bookmark.clone() }),
+                (false, true) => Some(Event::Created { resource: resource.clone(), bookmark: bookmark.clone() }),
                 (false, false) => None,
             },
             _ => event.resource().is_some_and(|resource| self.matches(resource)).then(|| event.clone()),

@@ -1,7 +1,5 @@
 //! A state reduced to its primitive operations.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 
 use crate::resource::{DynamicResource, Kind, Pointer};
@@ -40,19 +38,19 @@ pub struct Primitives<S>(pub S);
 
 #[async_trait]
 impl<S: State> State for Primitives<S> {
-    async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+    async fn get_dynamic(&self, pointer: &Pointer) -> Result<DynamicResource> {
         self.0.get_dynamic(pointer).await
     }
 
-    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<DynamicResource>> {
         self.0.list_dynamic(kind, options).await
     }
 
-    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
+    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<DynamicResource> {
         self.0.create_dynamic(resource, options).await
     }
 
-    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<DynamicResource> {
         self.0.update_dynamic(resource, options).await
     }
 

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::resource::{DynamicResource, Resource, ResourceDefinition, Spec, Typed};
+use crate::resource::{DynamicResource, Resource, ResourceDefinition, Typed};
 use crate::state::{CreateOptions, Error, Result, State, UpdateOptions};
 
 /// The namespace that holds [`Namespace`] and [`ResourceDefinition`] resources.
@@ -64,12 +64,10 @@ impl<'a, S: State + ?Sized> Registry<'a, S> {
     }
 
     async fn put(&self, resource: DynamicResource) -> Result<()> {
-        let pointer = resource.metadata.pointer().clone();
-        let spec = resource.spec.clone();
-        match self.state.create_dynamic(resource, CreateOptions::owner(META_OWNER)).await {
+        match self.state.create_dynamic(resource.clone(), CreateOptions::owner(META_OWNER)).await {
             Ok(_) => Ok(()),
             Err(Error::AlreadyExists(_)) => {
-                update_spec(self.state, &pointer, spec).await?;
+                update_spec(self.state, &resource).await?;
                 Ok(())
             }
             Err(err) => Err(err),
@@ -77,9 +75,11 @@ impl<'a, S: State + ?Sized> Registry<'a, S> {
     }
 }
 
-async fn update_spec<S: State + ?Sized>(state: &S, pointer: &crate::resource::Pointer, spec: Spec) -> Result<()> {
-    crate::state::ext::update_with(state, pointer, UpdateOptions::owner(META_OWNER), |resource| {
-        resource.spec = spec.clone();
+/// Gives the stored resource at `resource`'s pointer `resource`'s spec.
+async fn update_spec<S: State + ?Sized>(state: &S, resource: &DynamicResource) -> Result<()> {
+    let pointer = resource.metadata().pointer();
+    crate::state::ext::update_with(state, pointer, UpdateOptions::owner(META_OWNER), |stored| {
+        *stored = resource.with_metadata(stored.metadata().clone());
         Ok::<_, Error>(())
     })
     .await?;

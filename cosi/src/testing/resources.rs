@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::resource::{DynamicResource, EncodedSpec, Metadata, Spec};
+use crate::resource::{DynamicResource, EncodedSpec, Metadata};
 
 /// The typed spec of the conformance cases, after Go's `PathResource`.
 #[derive(crate::Resource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,7 +25,7 @@ pub const ENCODED_TYPE: &str = "EncodedResources.os.cosi.dev";
 
 /// A resource of [`ENCODED_TYPE`] carrying `spec` as it is.
 pub fn encoded_resource(namespace: &str, id: &str, spec: EncodedSpec) -> DynamicResource {
-    DynamicResource::new(Metadata::new(namespace, ENCODED_TYPE, id), Spec::encoded(spec))
+    DynamicResource::encoded(Metadata::new(namespace, ENCODED_TYPE, id), spec)
 }
 
 /// An integer, the input of most runtime conformance controllers (Go's `IntResource`).

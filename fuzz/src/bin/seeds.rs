@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use cosi::resource::{DynamicResource, EncodedSpec, Metadata, Resource, Spec};
+use cosi::resource::{DynamicResource, EncodedSpec, Metadata, Resource};
 use cosi::testing::resources::PathResource;
 use cosi_grpc::proto;
 use prost::Message;
@@ -142,10 +142,8 @@ fn main() -> std::io::Result<()> {
     metadata.labels_mut().set("k", "v");
     metadata.finalizers_mut().add("f");
     metadata.set_owner(Some("owner"));
-    let stored = DynamicResource::new(
-        metadata.clone(),
-        Spec::encoded(EncodedSpec { proto: vec![1, 2, 3], yaml: Some("a: 1\n".into()) }),
-    );
+    let stored =
+        DynamicResource::encoded(metadata.clone(), EncodedSpec { proto: vec![1, 2, 3], yaml: Some("a: 1\n".into()) });
     let key = cosi_redb::EncryptionKey::new([0x5a; 32]);
     let plain = cosi_redb::fuzzing::encode_record(&stored, None).map_err(std::io::Error::other)?;
     let sealed = cosi_redb::fuzzing::encode_record(&stored, Some(&key)).map_err(std::io::Error::other)?;
@@ -162,9 +160,9 @@ fn main() -> std::io::Result<()> {
 
     let value = cosi_etcd::fuzzing::encode_value(&stored).map_err(std::io::Error::other)?;
     write("etcd_value", "value", &[&[0][..], &value].concat())?;
-    let key = cosi_etcd::fuzzing::resource_key("/cosi", stored.metadata.pointer());
+    let key = cosi_etcd::fuzzing::resource_key("/cosi", stored.metadata().pointer());
     write("etcd_value", "key-and-value", &[&[1][..], &key, &[0], &value].concat())?;
-    let bookmark = cosi_etcd::fuzzing::encode_bookmark("/cosi", &stored.metadata.pointer().kind(), 42);
+    let bookmark = cosi_etcd::fuzzing::encode_bookmark("/cosi", &stored.metadata().pointer().kind(), 42);
     write("etcd_value", "bookmark", &[&[2][..], &bookmark].concat())?;
     Ok(())
 }

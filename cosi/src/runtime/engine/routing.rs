@@ -59,7 +59,7 @@ fn action(input: &Input, resource: &DynamicResource) -> Option<Action> {
 }
 
 /// Carries out `action` on `core` for `resource`.
-fn deliver(core: &Core, action: Action, resource: &Arc<DynamicResource>, trigger: impl FnOnce() -> Trigger) {
+fn deliver(core: &Core, action: Action, resource: &DynamicResource, trigger: impl FnOnce() -> Trigger) {
     match (action, &core.queue) {
         (Action::Wake, _) => {
             core.wake(trigger);
@@ -88,7 +88,7 @@ pub(crate) fn reads(inputs: &[Input], key: &Key) -> bool {
 /// Delivers one change to the controllers that read its kind; returns
 /// whether it queued an item (a wake-up bumps the epoch of pending work
 /// itself, a queue item does not).
-pub(super) fn route(routes: &Routes, kind: &Kind, resource: &Arc<DynamicResource>) -> bool {
+pub(super) fn route(routes: &Routes, kind: &Kind, resource: &DynamicResource) -> bool {
     let routes = routes.read();
     let Some(routes) = routes.get(kind) else { return false };
     let mut queued = false;

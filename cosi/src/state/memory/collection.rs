@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::resource::{DynamicResource, Kind, Phase, Pointer};
+use crate::resource::{DynamicResource, Kind, Metadata, Phase, Pointer};
 use crate::state::memory::{BackingStore, Collections, MemoryOptions};
 
 mod backed;
@@ -127,21 +127,21 @@ impl Collection {
 
     /// Puts back a resource loaded from the backing store: no history, no store write.
     pub(super) fn restore(&self, mut resource: DynamicResource) -> Result<()> {
-        resource.metadata.prepare_to_store(&self.kind);
+        resource.metadata_mut().prepare_to_store(&self.kind);
         let mut inner = self.inner.lock();
         if inner.resources.get(resource.id()).is_some() {
-            return Err(Error::AlreadyExists(resource.metadata.pointer().clone()));
+            return Err(Error::AlreadyExists(resource.metadata().pointer().clone()));
         }
-        inner.resources.insert(Arc::new(resource))?;
+        inner.resources.insert(resource)?;
         self.permanent.store(true, Ordering::Relaxed);
         Ok(())
     }
 
-    pub(super) fn get(&self, id: &str) -> Option<Arc<DynamicResource>> {
+    pub(super) fn get(&self, id: &str) -> Option<DynamicResource> {
         self.inner.lock().resources.get(id).cloned()
     }
 
-    pub(super) fn list(&self, options: &ListOptions) -> Vec<Arc<DynamicResource>> {
+    pub(super) fn list(&self, options: &ListOptions) -> Vec<DynamicResource> {
         let mut inner = self.inner.lock();
         if options.labels.is_empty() && options.id.is_none() {
             // An exact size hint: one allocation for the whole list.
@@ -151,18 +151,15 @@ impl Collection {
     }
 
     /// Stores `resource` (its allocation itself when nobody else holds it).
-    pub(super) fn create(
-        &self,
-        mut resource: Arc<DynamicResource>,
-        options: &CreateOptions,
-    ) -> Submitted<Arc<DynamicResource>> {
-        let writable = Arc::make_mut(&mut resource);
-        writable.metadata.prepare_to_store(&self.kind);
-        if let Err(err) = prepare_create(writable, options) {
+    pub(super) fn create(&self, mut resource: DynamicResource, options: &CreateOptions) -> Submitted<DynamicResource> {
+        // Made unique once: the preparation below edits it in place.
+        let metadata = resource.metadata_mut();
+        metadata.prepare_to_store(&self.kind);
+        if let Err(err) = prepare_create(metadata, options) {
             return Submitted::Done(Err(err));
         }
         if self.store.is_some() {
-            return Submitted::Queued(self.enqueue(Write::Create(Arc::unwrap_or_clone(resource))));
+            return Submitted::Queued(self.enqueue(Write::Create(resource)));
         }
         let mut inner = self.inner.lock();
         Submitted::Done(
@@ -173,22 +170,17 @@ impl Collection {
 
     /// Replaces the stored resource with `resource` (its allocation itself
     /// when nobody else holds it).
-    pub(super) fn update(
-        &self,
-        mut resource: Arc<DynamicResource>,
-        options: &UpdateOptions,
-    ) -> Submitted<Arc<DynamicResource>> {
+    pub(super) fn update(&self, mut resource: DynamicResource, options: &UpdateOptions) -> Submitted<DynamicResource> {
         // Made unique once: the checks below edit it in place.
-        let unique = Arc::make_mut(&mut resource);
-        unique.metadata.prepare_to_store(&self.kind);
+        resource.metadata_mut().prepare_to_store(&self.kind);
         if self.store.is_some() {
-            return Submitted::Queued(self.enqueue(Write::Update(Arc::unwrap_or_clone(resource), options.clone())));
+            return Submitted::Queued(self.enqueue(Write::Update(resource, options.clone())));
         }
         let mut inner = self.inner.lock();
         // One lookup for the check and the replacement.
-        let slot = inner.resources.slot_of(unique.id());
+        let slot = inner.resources.slot_of(resource.id());
         let current = slot.and_then(|slot| inner.resources.at(slot));
-        let checked = check_update(current, unique, options);
+        let checked = check_update(current, resource.metadata_mut(), options);
         Submitted::Done(checked.map(|()| self.apply_update(&mut inner, resource, slot)))
     }
 
@@ -206,16 +198,16 @@ impl Collection {
     /// Stores a checked create and publishes its event.
     ///
     /// Fails only when the collection already holds the most resources it can.
-    fn apply_create(&self, inner: &mut Inner, stored: Arc<DynamicResource>) -> Result<Arc<DynamicResource>> {
-        inner.resources.insert(Arc::clone(&stored))?;
-        self.publish(inner, |bookmark| Event::Created { resource: Arc::clone(&stored), bookmark });
+    fn apply_create(&self, inner: &mut Inner, stored: DynamicResource) -> Result<DynamicResource> {
+        inner.resources.insert(stored.clone())?;
+        self.publish(inner, |bookmark| Event::Created { resource: stored.clone(), bookmark });
         Ok(stored)
     }
 
     /// Stores a checked update and publishes its event.
-    fn apply_update(&self, inner: &mut Inner, stored: Arc<DynamicResource>, slot: Option<u32>) -> Arc<DynamicResource> {
-        if let Some(old) = inner.resources.replace(Arc::clone(&stored), slot) {
-            self.publish(inner, |bookmark| Event::Updated { resource: Arc::clone(&stored), old, bookmark });
+    fn apply_update(&self, inner: &mut Inner, stored: DynamicResource, slot: Option<u32>) -> DynamicResource {
+        if let Some(old) = inner.resources.replace(stored.clone(), slot) {
+            self.publish(inner, |bookmark| Event::Updated { resource: stored.clone(), old, bookmark });
         }
         stored
     }
@@ -275,11 +267,10 @@ impl Collection {
             start
         } else {
             initial.push(match inner.resources.get(id) {
-                Some(resource) => Event::Created { resource: Arc::clone(resource), bookmark: None },
-                None => Event::Destroyed {
-                    resource: Arc::new(DynamicResource::tombstone(&self.kind.pointer(id))),
-                    bookmark: None,
-                },
+                Some(resource) => Event::Created { resource: resource.clone(), bookmark: None },
+                None => {
+                    Event::Destroyed { resource: DynamicResource::tombstone(&self.kind.pointer(id)), bookmark: None }
+                }
             });
             inner.write_pos
         };
@@ -306,7 +297,7 @@ impl Collection {
                     .resources
                     .sorted()
                     .filter(|resource| options.matches(resource))
-                    .map(|resource| Event::Created { resource: Arc::clone(resource), bookmark: None }),
+                    .map(|resource| Event::Created { resource: resource.clone(), bookmark: None }),
             );
             initial.push(Event::Bootstrapped { kind: self.kind.clone(), bookmark: Some(before_start.clone()) });
         }
@@ -404,82 +395,80 @@ impl Inner {
 }
 
 fn check_owner(pointer: &Pointer, stored: &DynamicResource, owner: Option<&str>) -> Result<()> {
-    if stored.metadata.owner() == owner {
+    if stored.metadata().owner() == owner {
         return Ok(());
     }
-    Err(Error::OwnerConflict { pointer: pointer.clone(), owner: stored.metadata.owner().map(Into::into) })
+    Err(Error::OwnerConflict { pointer: pointer.clone(), owner: stored.metadata().owner().map(Into::into) })
 }
 
 /// Sets the owner, version and timestamps of a new resource; checks nothing stored.
-fn prepare_create(resource: &mut DynamicResource, options: &CreateOptions) -> Result<()> {
-    match (resource.metadata.owner(), options.owner.as_deref()) {
+fn prepare_create(metadata: &mut Metadata, options: &CreateOptions) -> Result<()> {
+    match (metadata.owner(), options.owner.as_deref()) {
         (Some(existing), Some(requested)) if existing != requested => {
             return Err(Error::invalid_argument(format!(
                 "cannot create {} owned by {requested:?}: its metadata names the owner {existing:?}",
-                resource.metadata.pointer()
+                metadata.pointer()
             )));
         }
-        (_, Some(requested)) => resource.metadata.set_owner(Some(requested)),
+        (_, Some(requested)) => metadata.set_owner(Some(requested)),
         (_, None) => {}
     }
-    resource.metadata.set_version(crate::resource::Version::new(1));
-    resource.metadata.stamp_created(SystemTime::now());
+    metadata.set_version(crate::resource::Version::new(1));
+    metadata.stamp_created(SystemTime::now());
     Ok(())
 }
 
 /// A create against what is stored under its ID now, with `room` for that many more resources.
-fn check_create(current: Option<&Arc<DynamicResource>>, resource: &DynamicResource, room: usize) -> Result<()> {
+fn check_create(current: Option<&DynamicResource>, resource: &DynamicResource, room: usize) -> Result<()> {
     match current {
-        Some(_) => Err(Error::AlreadyExists(resource.metadata.pointer().clone())),
+        Some(_) => Err(Error::AlreadyExists(resource.metadata().pointer().clone())),
         None if room == 0 => Err(Error::backend(std::io::Error::other(format!(
             "cannot create {}: its collection holds as many resources as it can",
-            resource.metadata.pointer()
+            resource.metadata().pointer()
         )))),
         None => Ok(()),
     }
 }
 
-/// An update against what is stored under its ID now; returns the resource to store.
-fn check_update(
-    current: Option<&Arc<DynamicResource>>,
-    resource: &mut DynamicResource,
-    options: &UpdateOptions,
-) -> Result<()> {
-    let pointer = resource.metadata.pointer();
+/// An update against what is stored under its ID now; sets the version,
+/// the timestamps and the owner of the resource to store.
+fn check_update(current: Option<&DynamicResource>, metadata: &mut Metadata, options: &UpdateOptions) -> Result<()> {
+    let pointer = metadata.pointer();
     let Some(old) = current else {
         return Err(Error::NotFound(pointer.clone()));
     };
+    let stored = old.metadata();
     check_owner(pointer, old, options.owner.as_deref())?;
-    if resource.metadata.version() != old.metadata.version() {
+    if metadata.version() != stored.version() {
         return Err(Error::VersionConflict {
             pointer: pointer.clone(),
-            given: resource.metadata.version(),
-            stored: old.metadata.version(),
+            given: metadata.version(),
+            stored: stored.version(),
         });
     }
-    if !phase_matches(options.expected_phase, old.metadata.phase()) {
+    if !phase_matches(options.expected_phase, stored.phase()) {
         let expected = options.expected_phase.unwrap_or(Phase::Running);
         return Err(Error::PhaseConflict { pointer: pointer.clone(), expected });
     }
-    resource.metadata.set_version(old.metadata.version().next());
-    resource.metadata.stamp_updated(&old.metadata, SystemTime::now());
+    metadata.set_version(stored.version().next());
+    metadata.stamp_updated(stored, SystemTime::now());
     // Ownership is not the writer's to change.
-    if resource.metadata.owner() != old.metadata.owner() {
-        resource.metadata.set_owner(old.metadata.owner());
+    if metadata.owner() != stored.owner() {
+        metadata.set_owner(stored.owner());
     }
     Ok(())
 }
 
 /// A destroy against what is stored under its ID now.
-fn check_destroy(current: Option<&Arc<DynamicResource>>, pointer: &Pointer, options: &DestroyOptions) -> Result<()> {
+fn check_destroy(current: Option<&DynamicResource>, pointer: &Pointer, options: &DestroyOptions) -> Result<()> {
     let Some(old) = current else {
         return Err(Error::NotFound(pointer.clone()));
     };
     check_owner(pointer, old, options.owner.as_deref())?;
-    if !old.metadata.finalizers().is_empty() {
+    if !old.metadata().finalizers().is_empty() {
         return Err(Error::PendingFinalizers {
             pointer: pointer.clone(),
-            finalizers: old.metadata.finalizers().clone(),
+            finalizers: old.metadata().finalizers().clone(),
         });
     }
     Ok(())

@@ -199,7 +199,7 @@ impl MemoryState {
         let resources = store.load()?;
         let state = MemoryState { store: Some(store), ..MemoryState::new(options)? };
         for resource in resources {
-            let pointer = resource.metadata.pointer();
+            let pointer = resource.metadata().pointer();
             pointer.validate().map_err(Error::InvalidArgument)?;
             state.collection(pointer.kind_ref())?.restore(resource)?;
         }
@@ -250,13 +250,13 @@ impl MemoryState {
 
     /// The resource at `pointer`: a lookup of its kind (by its type's number,
     /// or a hash of its names), a hash lookup of its ID, and a reference count.
-    fn get_now(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+    fn get_now(&self, pointer: &Pointer) -> Result<DynamicResource> {
         let found = self.existing(pointer.kind_ref()).and_then(|collection| collection.get(pointer.id()));
         found.ok_or_else(|| not_found(pointer))
     }
 
     /// The resources of `kind` that match `options`, sorted by ID.
-    fn list_now(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+    fn list_now(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<DynamicResource>> {
         options.validate()?;
         match self.existing(kind) {
             Some(collection) => Ok(collection.list(options)),
@@ -268,8 +268,8 @@ impl MemoryState {
     }
 
     /// Hands a create to its collection: done at once, or queued for the backing store.
-    fn submit_create(&self, resource: Arc<DynamicResource>, options: &CreateOptions) -> Result<Pending> {
-        let pointer = resource.metadata.pointer();
+    fn submit_create(&self, resource: DynamicResource, options: &CreateOptions) -> Result<Pending> {
+        let pointer = resource.metadata().pointer();
         // The collection checks the namespace and type when it is created,
         // so only the ID, new to the state, is left to check.
         let guard = self.collection(pointer.kind_ref())?;
@@ -290,8 +290,8 @@ impl MemoryState {
     }
 
     /// Hands an update to its collection: done at once, or queued for the backing store.
-    fn submit_update(&self, resource: Arc<DynamicResource>, options: &UpdateOptions) -> Pending {
-        let pointer = resource.metadata.pointer();
+    fn submit_update(&self, resource: DynamicResource, options: &UpdateOptions) -> Pending {
+        let pointer = resource.metadata().pointer();
         let Some(collection) = self.existing(pointer.kind_ref()) else {
             return Pending::Done(Err(not_found(pointer)));
         };
@@ -320,14 +320,14 @@ fn not_found(pointer: &Pointer) -> Error {
 
 /// A put handed to a collection, with the state's map no longer locked.
 enum Pending {
-    Done(Result<Arc<DynamicResource>>),
+    Done(Result<DynamicResource>),
     /// Queued for the backing store: [`finish`](Pending::finish) waits for its batch.
     Queued(Arc<Collection>, u64),
 }
 
 impl Pending {
     /// The stored resource; a pointer that found nothing is checked, so a bad name is an `InvalidArgument`.
-    fn finish(self) -> Result<Arc<DynamicResource>> {
+    fn finish(self) -> Result<DynamicResource> {
         let result = match self {
             Pending::Done(result) => result,
             Pending::Queued(collection, ticket) => {
@@ -353,46 +353,38 @@ impl Pending {
 
 #[async_trait]
 impl State for MemoryState {
-    async fn get_dynamic(&self, pointer: &Pointer) -> Result<Arc<DynamicResource>> {
+    async fn get_dynamic(&self, pointer: &Pointer) -> Result<DynamicResource> {
         self.get_now(pointer)
     }
 
-    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<Arc<DynamicResource>>> {
+    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<DynamicResource>> {
         Some(self.get_now(pointer))
     }
 
-    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<Arc<DynamicResource>>> {
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<DynamicResource>> {
         self.list_now(kind, options)
     }
 
-    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<Arc<DynamicResource>>>> {
+    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<DynamicResource>>> {
         Some(self.list_now(kind, options))
     }
 
-    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<Arc<DynamicResource>> {
-        self.submit_create(Arc::new(resource), &options)?.finish()
+    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<DynamicResource> {
+        self.submit_create(resource, &options)?.finish()
     }
 
-    fn create_now_dynamic(
-        &self,
-        resource: Arc<DynamicResource>,
-        options: &CreateOptions,
-    ) -> Immediate<Arc<DynamicResource>> {
+    fn create_now_dynamic(&self, resource: DynamicResource, options: &CreateOptions) -> Immediate<DynamicResource> {
         if self.store.is_some() {
             return Immediate::Deferred(resource);
         }
         Immediate::Done(self.submit_create(resource, options).and_then(Pending::finish))
     }
 
-    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<Arc<DynamicResource>> {
-        self.submit_update(Arc::new(resource), &options).finish()
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<DynamicResource> {
+        self.submit_update(resource, &options).finish()
     }
 
-    fn update_now_dynamic(
-        &self,
-        resource: Arc<DynamicResource>,
-        options: &UpdateOptions,
-    ) -> Immediate<Arc<DynamicResource>> {
+    fn update_now_dynamic(&self, resource: DynamicResource, options: &UpdateOptions) -> Immediate<DynamicResource> {
         if self.store.is_some() {
             return Immediate::Deferred(resource);
         }
@@ -465,11 +457,11 @@ impl State for MemoryState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::{Metadata, Resource, ResourceDefinition, Spec, TypeNames, TypeSlot};
+    use crate::resource::{Metadata, Resource, ResourceDefinition, TypeNames, TypeSlot};
     use crate::state::{Bookmark, Event};
 
     fn resource(namespace: &str, id: &str) -> DynamicResource {
-        DynamicResource::new(Metadata::new(namespace, "Things.test.cosi.dev", id), Spec::empty())
+        DynamicResource::without_spec(Metadata::new(namespace, "Things.test.cosi.dev", id))
     }
 
     /// A read-only client must not grow the state: reads of kinds nobody
@@ -513,7 +505,7 @@ mod tests {
             let refused = state.create_dynamic(bad_id, CreateOptions::default()).await;
             assert!(matches!(refused, Err(Error::InvalidArgument(_))), "{refused:?}");
             let mut owned = resource("ns2", "a");
-            owned.metadata.set_owner(Some("someone"));
+            owned.metadata_mut().set_owner(Some("someone"));
             let other_owner = CreateOptions { owner: Some("someone-else".into()) };
             assert!(matches!(state.create_dynamic(owned, other_owner).await, Err(Error::InvalidArgument(_))));
             assert_eq!(state.collection_count(), 0);
@@ -578,7 +570,7 @@ mod tests {
 
         // Names given at run time find the same collection through the map.
         let by_name = state.get_dynamic(&Pointer::new("ns", "Things.test.cosi.dev", "a")).await.unwrap();
-        assert!(Arc::ptr_eq(&got, &by_name));
+        assert!(DynamicResource::ptr_eq(&got, &by_name));
         assert!(matches!(state.get_dynamic(&Thing::pointer("b")).await, Err(Error::NotFound(_))));
         // The table is the state's own.
         let other = MemoryState::default();
@@ -683,43 +675,42 @@ mod tests {
     #[test]
     fn writes_are_immediate_without_a_backing_store() {
         let plain = MemoryState::default();
-        let written = Arc::new(resource("ns", "a"));
-        let allocation = Arc::as_ptr(&written);
+        let written = resource("ns", "a");
+        let allocation: *const Metadata = written.metadata();
         match plain.create_now_dynamic(written, &CreateOptions::default()) {
             Immediate::Done(Ok(stored)) => {
-                assert_eq!(stored.metadata.version().get(), Some(1));
-                assert!(std::ptr::eq(Arc::as_ptr(&stored), allocation), "the create copied its resource");
+                assert_eq!(stored.metadata().version().get(), Some(1));
+                assert!(std::ptr::eq(stored.metadata(), allocation), "the create copied its resource");
             }
             other => panic!("expected a create done at once, got {other:?}"),
         }
         let mut update = resource("ns", "a");
-        update.metadata.set_version(crate::resource::Version::new(1));
-        let update = Arc::new(update);
-        let allocation = Arc::as_ptr(&update);
+        update.metadata_mut().set_version(crate::resource::Version::new(1));
+        let allocation: *const Metadata = update.metadata();
         match plain.update_now_dynamic(update, &UpdateOptions::default()) {
             Immediate::Done(Ok(stored)) => {
-                assert_eq!(stored.metadata.version().get(), Some(2));
-                assert!(std::ptr::eq(Arc::as_ptr(&stored), allocation), "the update copied its resource");
+                assert_eq!(stored.metadata().version().get(), Some(2));
+                assert!(std::ptr::eq(stored.metadata(), allocation), "the update copied its resource");
             }
             other => panic!("expected an update done at once, got {other:?}"),
         }
         // A resource someone else still holds is copied, never changed under them.
         let stored = plain.get_now(&Kind::new("ns", "Things.test.cosi.dev").pointer("a")).expect("stored");
-        let again = plain.update_now_dynamic(Arc::clone(&stored), &UpdateOptions::default());
-        assert!(matches!(again, Immediate::Done(Ok(ref next)) if next.metadata.version().get() == Some(3)));
-        assert_eq!(stored.metadata.version().get(), Some(2), "the update changed a resource a reader holds");
+        let again = plain.update_now_dynamic(stored.clone(), &UpdateOptions::default());
+        assert!(matches!(again, Immediate::Done(Ok(ref next)) if next.metadata().version().get() == Some(3)));
+        assert_eq!(stored.metadata().version().get(), Some(2), "the update changed a resource a reader holds");
         assert!(matches!(
-            plain.update_now_dynamic(Arc::new(resource("ns", "absent")), &UpdateOptions::default()),
+            plain.update_now_dynamic(resource("ns", "absent"), &UpdateOptions::default()),
             Immediate::Done(Err(Error::NotFound(_)))
         ));
 
         let backed = MemoryState::with_store(MemoryOptions::default(), Arc::new(NullStore)).unwrap();
-        match backed.create_now_dynamic(Arc::new(resource("ns", "a")), &CreateOptions::default()) {
+        match backed.create_now_dynamic(resource("ns", "a"), &CreateOptions::default()) {
             Immediate::Deferred(handed_back) => assert_eq!(handed_back.id(), "a"),
             other => panic!("expected the create handed back, got {other:?}"),
         }
         assert!(matches!(
-            backed.update_now_dynamic(Arc::new(resource("ns", "a")), &UpdateOptions::default()),
+            backed.update_now_dynamic(resource("ns", "a"), &UpdateOptions::default()),
             Immediate::Deferred(_)
         ));
     }

@@ -222,7 +222,7 @@ async fn check_watch_kind_with_bookmarks(state: &Arc<dyn State>, aggregated: boo
     let mut events = Vec::new();
     if bootstrap_contents {
         let event = live.next().await;
-        assert_eq!(check_event(&event, EventType::Created, &pointer).metadata, created.metadata, "{variant}");
+        assert_eq!(check_event(&event, EventType::Created, &pointer).metadata(), created.metadata(), "{variant}");
         events.push(event);
         let event = live.next().await;
         check_bootstrapped(&event, &kind);

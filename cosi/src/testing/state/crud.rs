@@ -23,9 +23,9 @@ pub async fn crd(state: Arc<dyn State>) {
     assert_fresh(&created_lib, &lib);
 
     for created in [&created_run, &created_lib] {
-        let pointer = created.metadata.pointer();
+        let pointer = created.metadata().pointer();
         let got = ok(format!("get {pointer}"), state.get_dynamic(pointer)).await;
-        assert_eq!(got.metadata, created.metadata, "get should return what create stored");
+        assert_eq!(got.metadata(), created.metadata(), "get should return what create stored");
         assert_path_spec(&got);
     }
     let listed = ok("list", state.list_dynamic(&kind, &ListOptions::default())).await;
@@ -83,20 +83,19 @@ pub async fn crd(state: Arc<dyn State>) {
     )
     .await;
     assert_fresh(&created, &encoded);
-    assert_eq!(created.spec.as_encoded(), Some(&spec), "create should store an encoded spec as it is");
+    assert_eq!(created.spec().as_encoded(), Some(&spec), "create should store an encoded spec as it is");
     let got = ok("get the encoded resource", state.get_dynamic(&encoded)).await;
-    assert_eq!(got.spec.as_encoded(), Some(&spec), "get should return an encoded spec as it was written");
+    assert_eq!(got.spec().as_encoded(), Some(&spec), "get should return an encoded spec as it was written");
     let listed = ok("list the encoded kind", state.list_dynamic(&encoded_kind, &ListOptions::default())).await;
     assert_eq!(ids(&listed), ["encoded"], "each type should list only its own resources");
-    assert_eq!(listed[0].spec.as_encoded(), Some(&spec));
+    assert_eq!(listed[0].spec().as_encoded(), Some(&spec));
 
-    let mut next = DynamicResource::clone(&got);
     let next_spec = encoded_spec("second");
-    next.spec = Spec::encoded(next_spec.clone());
+    let next = DynamicResource::encoded(got.metadata().clone(), next_spec.clone());
     let updated = ok("update the encoded resource", state.update_dynamic(next, UpdateOptions::default())).await;
-    assert_eq!(updated.metadata.version(), Version::new(2));
+    assert_eq!(updated.metadata().version(), Version::new(2));
     let got = ok("get the updated encoded resource", state.get_dynamic(&encoded)).await;
-    assert_eq!(got.spec.as_encoded(), Some(&next_spec), "update should replace an encoded spec");
+    assert_eq!(got.spec().as_encoded(), Some(&next_spec), "update should replace an encoded spec");
     ok("destroy the encoded resource", state.destroy_dynamic(&encoded, DestroyOptions::default())).await;
 
     let listed = ok("list", state.list_dynamic(&kind, &ListOptions::default())).await;
@@ -124,7 +123,7 @@ pub async fn update_with_conflicts(state: Arc<dyn State>) {
     assert!(original.metadata().labels().is_empty(), "the caller's resource should be untouched");
 
     let stored = ok("get", state.get_dynamic(&pointer)).await;
-    assert_eq!(stored.metadata, *updated.metadata(), "the stored resource should be the returned one");
+    assert_eq!(stored.metadata(), updated.metadata(), "the stored resource should be the returned one");
 
     // An edit that changes nothing writes nothing.
     let same = ok(
@@ -149,11 +148,11 @@ pub async fn crd_with_owners(state: Arc<dyn State>) {
     ok("create owned by owner2", state.create_dynamic(path(&ns, "owner2/var/lib"), CreateOptions::owner(owner2))).await;
 
     let got = ok("get path1", state.get_dynamic(&path1)).await;
-    assert_eq!(*got.metadata.pointer(), path1);
-    assert_eq!(got.metadata.owner(), Some(owner1), "create should record the owner");
+    assert_eq!(*got.metadata().pointer(), path1);
+    assert_eq!(got.metadata().owner(), Some(owner1), "create should record the owner");
     let got = ok("get path2", state.get_dynamic(&path2)).await;
-    assert_eq!(*got.metadata.pointer(), path2);
-    assert_eq!(got.metadata.owner(), Some(owner2), "create should record the owner");
+    assert_eq!(*got.metadata().pointer(), path2);
+    assert_eq!(got.metadata().owner(), Some(owner2), "create should record the owner");
 
     let err =
         fails("update without owner", state.update_dynamic(DynamicResource::clone(&got), UpdateOptions::default()))
@@ -171,7 +170,7 @@ pub async fn crd_with_owners(state: Arc<dyn State>) {
     let updated =
         ok("update as the owner", state.update_dynamic(DynamicResource::clone(&got), UpdateOptions::owner(owner2)))
             .await;
-    assert_eq!(updated.metadata.owner(), Some(owner2), "an update should keep the owner");
+    assert_eq!(updated.metadata().owner(), Some(owner2), "an update should keep the owner");
 
     let err = fails("teardown without owner", state.teardown_dynamic(&path1, TeardownOptions::default())).await;
     assert!(
@@ -189,12 +188,12 @@ pub async fn crd_with_owners(state: Arc<dyn State>) {
     ok("destroy as the owner", state.destroy_dynamic(&path1, DestroyOptions::owner(owner1))).await;
 
     let added = ok("add a finalizer to an owned resource", state.add_finalizers_dynamic(&path2, &["fin1"])).await;
-    assert!(added.metadata.finalizers().has("fin1"));
-    assert_eq!(added.metadata.owner(), Some(owner2), "editing finalizers should keep the owner");
+    assert!(added.metadata().finalizers().has("fin1"));
+    assert_eq!(added.metadata().owner(), Some(owner2), "editing finalizers should keep the owner");
     let removed =
         ok("remove a finalizer from an owned resource", state.remove_finalizers_dynamic(&path2, &["fin1"])).await;
-    assert!(removed.metadata.finalizers().is_empty());
-    assert_eq!(removed.metadata.owner(), Some(owner2), "editing finalizers should keep the owner");
+    assert!(removed.metadata().finalizers().is_empty());
+    assert_eq!(removed.metadata().owner(), Some(owner2), "editing finalizers should keep the owner");
 }
 
 /// Concurrent finalizer edits all land: conflicts are retried.
@@ -229,7 +228,7 @@ pub async fn concurrent_finalizers(state: Arc<dyn State>) {
     }
 
     let stored = ok("get", state.get_dynamic(&pointer)).await;
-    let mut finalizers: Vec<&str> = stored.metadata.finalizers().iter().collect();
+    let mut finalizers: Vec<&str> = stored.metadata().finalizers().iter().collect();
     finalizers.sort_unstable();
     assert_eq!(finalizers, ["D", "E", "F", "G", "H"], "every concurrent finalizer edit should land");
 }
@@ -270,13 +269,13 @@ pub async fn update(state: Arc<dyn State>) {
     assert!(err.is_not_found(), "update of a missing resource: expected not found, got {err:?}");
 
     let created = ok("create", state.create_dynamic(path(&ns, "tmp/path1"), CreateOptions::default())).await;
-    assert_ne!(created.metadata.version(), Version::UNDEFINED, "create should set the version");
+    assert_ne!(created.metadata().version(), Version::UNDEFINED, "create should set the version");
 
     for (what, version) in
-        [("a stale version", Version::UNDEFINED), ("a future version", created.metadata.version().next())]
+        [("a stale version", Version::UNDEFINED), ("a future version", created.metadata().version().next())]
     {
         let mut stale = DynamicResource::clone(&created);
-        stale.metadata.set_version(version);
+        stale.metadata_mut().set_version(version);
         let err = fails(format!("update with {what}"), state.update_dynamic(stale, UpdateOptions::default())).await;
         assert!(
             matches!(err, Error::VersionConflict { .. }) && err.is_conflict(),
@@ -284,12 +283,11 @@ pub async fn update(state: Arc<dyn State>) {
         );
     }
 
-    let mut edited = DynamicResource::clone(&created);
-    edited.spec = Spec::typed(PathResource { value: "edited".to_owned() });
+    let edited = DynamicResource::new(created.metadata().clone(), PathResource { value: "edited".to_owned() });
     let updated = ok("update with the stored version", state.update_dynamic(edited, UpdateOptions::default())).await;
-    assert_eq!(updated.metadata.version(), created.metadata.version().next());
+    assert_eq!(updated.metadata().version(), created.metadata().version().next());
     let got = ok("get", state.get_dynamic(&pointer)).await;
-    assert_eq!(got.metadata, updated.metadata);
+    assert_eq!(got.metadata(), updated.metadata());
     assert_eq!(typed_spec(&got).value, "edited", "update should store the new spec");
 
     ok("teardown", state.teardown_dynamic(&pointer, TeardownOptions::default())).await;
@@ -304,7 +302,7 @@ pub async fn update(state: Arc<dyn State>) {
     let options = UpdateOptions::default().expected_phase(Some(Phase::TearingDown));
     let updated =
         ok("update expecting tearing down", state.update_dynamic(DynamicResource::clone(&torn_down), options)).await;
-    assert_eq!(updated.metadata.phase(), Phase::TearingDown);
+    assert_eq!(updated.metadata().phase(), Phase::TearingDown);
     let options = UpdateOptions::default().expected_phase(None);
     ok("update expecting any phase", state.update_dynamic(DynamicResource::clone(&updated), options)).await;
 }
@@ -428,28 +426,28 @@ pub async fn finalizer_edits_are_idempotent(state: Arc<dyn State>) {
 
     let added = ok("add finalizers", state.add_finalizers_dynamic(&pointer, &["A", "B"])).await;
     assert_eq!(finalizers(&added), ["A", "B"]);
-    assert_eq!(added.metadata.version(), Version::new(2));
+    assert_eq!(added.metadata().version(), Version::new(2));
     assert_eq!(finalizers(check_event(&events.next().await, EventType::Updated, &pointer)), ["A", "B"]);
 
     let same = ok("add a present finalizer", state.add_finalizers_dynamic(&pointer, &["A"])).await;
-    assert_eq!(same.metadata.version(), Version::new(2), "adding a present finalizer should write nothing");
+    assert_eq!(same.metadata().version(), Version::new(2), "adding a present finalizer should write nothing");
     let same = ok("remove an absent finalizer", state.remove_finalizers_dynamic(&pointer, &["C"])).await;
-    assert_eq!(same.metadata.version(), Version::new(2), "removing an absent finalizer should write nothing");
+    assert_eq!(same.metadata().version(), Version::new(2), "removing an absent finalizer should write nothing");
 
     let ready = ok("teardown", state.teardown_dynamic(&pointer, TeardownOptions::owner("owner"))).await;
     assert!(!ready, "teardown with finalizers should not be ready");
     let event = events.next().await;
-    assert_eq!(check_event(&event, EventType::Updated, &pointer).metadata.phase(), Phase::TearingDown);
+    assert_eq!(check_event(&event, EventType::Updated, &pointer).metadata().phase(), Phase::TearingDown);
 
     let added = ok("add a finalizer while tearing down", state.add_finalizers_dynamic(&pointer, &["C"])).await;
     assert_eq!(finalizers(&added), ["A", "B", "C"]);
-    assert_eq!(added.metadata.owner(), Some("owner"));
-    assert_eq!(added.metadata.phase(), Phase::TearingDown);
+    assert_eq!(added.metadata().owner(), Some("owner"));
+    assert_eq!(added.metadata().phase(), Phase::TearingDown);
     assert_eq!(finalizers(check_event(&events.next().await, EventType::Updated, &pointer)), ["A", "B", "C"]);
 
     let removed = ok("remove all finalizers", state.remove_finalizers_dynamic(&pointer, &["A", "B", "C"])).await;
-    assert!(removed.metadata.finalizers().is_empty());
-    assert!(check_event(&events.next().await, EventType::Updated, &pointer).metadata.finalizers().is_empty());
+    assert!(removed.metadata().finalizers().is_empty());
+    assert!(check_event(&events.next().await, EventType::Updated, &pointer).metadata().finalizers().is_empty());
 
     // Had a no-op edit written, its event would come before this one.
     ok("create a barrier", state.create_dynamic(path(&ns, "barrier"), CreateOptions::default())).await;
@@ -477,20 +475,20 @@ pub async fn typed_reads_share_specs(state: Arc<dyn State>) {
     check_event(&events.next().await, EventType::Destroyed, &pointer);
 
     let written = path_typed(&ns, "shared");
-    let spec = written.spec_arc();
+    let spec: *const PathResource = written.spec();
     let created = ok("create_typed", state.create(written, CreateOptions::default())).await;
-    assert!(Arc::ptr_eq(&created.spec_arc(), &spec), "create_typed should return the written spec");
+    assert!(std::ptr::eq(created.spec(), spec), "create_typed should return the written spec");
 
     let first = ok("get_typed_at", state.get::<PathResource>(&pointer)).await;
     let second = ok("get_typed_at again", state.get::<PathResource>(&pointer)).await;
-    assert!(Arc::ptr_eq(&first.spec_arc(), &spec), "get_typed_at should return the stored spec, not a copy");
-    assert!(Arc::ptr_eq(&first.spec_arc(), &second.spec_arc()), "two reads should share one spec");
+    assert!(std::ptr::eq(first.spec(), spec), "get_typed_at should return the stored spec, not a copy");
+    assert!(std::ptr::eq(first.spec(), second.spec()), "two reads should share one spec");
 
     let listed = ok("list_typed_in", state.list_in::<PathResource>(&ns, &ListOptions::default())).await;
     assert_eq!(listed.len(), 1);
-    assert!(Arc::ptr_eq(&listed[0].spec_arc(), &spec), "list_typed_in should return the stored spec, not a copy");
+    assert!(std::ptr::eq(listed[0].spec(), spec), "list_typed_in should return the stored spec, not a copy");
 
     let event = events.next().await;
-    let shared = check_event(&event, EventType::Created, &pointer).spec.downcast::<PathResource>();
-    assert!(shared.is_some_and(|shared| Arc::ptr_eq(&shared, &spec)), "watch events should carry the stored spec");
+    let shared = check_event(&event, EventType::Created, &pointer).spec().downcast::<PathResource>();
+    assert!(shared.is_some_and(|shared| std::ptr::eq(shared, spec)), "watch events should carry the stored spec");
 }

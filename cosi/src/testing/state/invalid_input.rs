@@ -23,19 +23,13 @@ pub async fn invalid_input(state: Arc<dyn State>) {
     ];
     for (what, bad, bad_kind) in &bad_pointers {
         let resource = || {
-            let mut resource = DynamicResource::new(
-                Metadata::new(bad.namespace(), bad.r#type(), bad.id()),
-                Spec::typed(PathResource::default()),
-            );
-            resource.metadata.set_version(Version::new(1));
+            let mut resource =
+                DynamicResource::new(Metadata::new(bad.namespace(), bad.r#type(), bad.id()), PathResource::default());
+            resource.metadata_mut().set_version(Version::new(1));
             resource
         };
-        let fresh = || {
-            DynamicResource::new(
-                Metadata::new(bad.namespace(), bad.r#type(), bad.id()),
-                Spec::typed(PathResource::default()),
-            )
-        };
+        let fresh =
+            || DynamicResource::new(Metadata::new(bad.namespace(), bad.r#type(), bad.id()), PathResource::default());
         expect_invalid_argument(format!("get with {what}"), state.get_dynamic(bad)).await;
         expect_invalid_argument(format!("create with {what}"), state.create_dynamic(fresh(), CreateOptions::default()))
             .await;
@@ -131,7 +125,7 @@ pub async fn invalid_input(state: Arc<dyn State>) {
     }
 
     let mut owned = path(&ns, "owned");
-    owned.metadata.set_owner(Some("one"));
+    owned.metadata_mut().set_owner(Some("one"));
     expect_invalid_argument(
         "create owned by one with the option owner two",
         state.create_dynamic(owned, CreateOptions::owner("two")),

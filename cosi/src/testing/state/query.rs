@@ -13,14 +13,14 @@ pub async fn labels(state: Arc<dyn State>) {
     for (id, labels) in fixtures {
         let mut resource = path(&ns, id);
         for (key, value) in labels {
-            resource.metadata.labels_mut().set(*key, *value);
+            resource.metadata_mut().labels_mut().set(*key, *value);
         }
         ok(format!("create {id}"), state.create_dynamic(resource, CreateOptions::default())).await;
     }
 
     let got = ok("get", state.get_dynamic(&path_pointer(&ns, "labeled/app1"))).await;
-    assert_eq!(got.metadata.labels().get("app"), Some("app1"));
-    assert_eq!(got.metadata.labels().get("frozen"), Some(""), "an empty label value is still a value");
+    assert_eq!(got.metadata().labels().get("app"), Some("app1"));
+    assert_eq!(got.metadata().labels().get("frozen"), Some(""), "an empty label value is still a value");
 
     let cases: Vec<(&str, ListOptions, &[&str])> = vec![
         ("exists(frozen)", ListOptions::default().label(LabelQuery::new().exists("frozen")), &["app1", "app2"]),

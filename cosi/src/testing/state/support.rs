@@ -12,7 +12,7 @@ pub(super) use tokio::task::JoinHandle;
 
 pub(super) use crate::resource::{
     DynamicResource, EncodedSpec, IdQuery, Kind, LabelOp, LabelQuery, LabelTerm, Labels, Metadata, Phase, Pointer,
-    Resource, Spec, Typed, Version,
+    Resource, Typed, Version,
 };
 pub(super) use crate::state::{
     Bookmark, CreateOptions, DestroyOptions, Error, Event, EventType, ListOptions, Observer, Result, State, StateExt,
@@ -120,7 +120,7 @@ pub(super) fn path(ns: &str, id: &str) -> DynamicResource {
 
 pub(super) fn path_with_version(ns: &str, id: &str, version: u64) -> DynamicResource {
     let mut resource = path(ns, id);
-    resource.metadata.set_version(Version::new(version));
+    resource.metadata_mut().set_version(Version::new(version));
     resource
 }
 
@@ -130,23 +130,22 @@ pub(super) fn encoded_spec(text: &str) -> EncodedSpec {
     EncodedSpec { proto, yaml: Some(format!("value: {text}\n")) }
 }
 
-pub(super) fn ids(resources: &[Arc<DynamicResource>]) -> Vec<&str> {
+pub(super) fn ids(resources: &[DynamicResource]) -> Vec<&str> {
     resources.iter().map(|resource| resource.id()).collect()
 }
 
 pub(super) fn finalizers(resource: &DynamicResource) -> Vec<&str> {
-    resource.metadata.finalizers().iter().collect()
+    resource.metadata().finalizers().iter().collect()
 }
 
-pub(super) fn typed_spec(resource: &Arc<DynamicResource>) -> Typed<PathResource> {
-    Typed::try_from(Arc::clone(resource))
-        .unwrap_or_else(|err| panic!("{} should hold a PathResource: {err}", resource.metadata))
+pub(super) fn typed_spec(resource: &DynamicResource) -> Typed<PathResource> {
+    Typed::try_from(resource).unwrap_or_else(|err| panic!("{} should hold a PathResource: {err}", resource.metadata()))
 }
 
 /// A freshly created resource: version 1, running, unowned, no finalizers.
 #[track_caller]
 pub(super) fn assert_fresh(resource: &DynamicResource, pointer: &Pointer) {
-    let metadata = &resource.metadata;
+    let metadata = resource.metadata();
     assert_eq!(*metadata.pointer(), *pointer);
     assert_eq!(metadata.version(), Version::new(1), "create should store version 1");
     assert_eq!(metadata.phase(), Phase::Running, "create should store a running resource");
@@ -156,21 +155,21 @@ pub(super) fn assert_fresh(resource: &DynamicResource, pointer: &Pointer) {
 
 /// The spec the fixtures write: the resource's own ID.
 #[track_caller]
-pub(super) fn assert_path_spec(resource: &Arc<DynamicResource>) {
+pub(super) fn assert_path_spec(resource: &DynamicResource) {
     assert_eq!(
         typed_spec(resource).value,
         resource.id(),
         "{}: the spec should come back as written",
-        resource.metadata
+        resource.metadata()
     );
 }
 
 /// Checks an event's type and resource; returns the resource.
 #[track_caller]
-pub(super) fn check_event<'a>(event: &'a Event, expected: EventType, pointer: &Pointer) -> &'a Arc<DynamicResource> {
+pub(super) fn check_event<'a>(event: &'a Event, expected: EventType, pointer: &Pointer) -> &'a DynamicResource {
     assert_eq!(event.event_type(), expected, "expected a {expected:?} event of {pointer}, got {event:?}");
     let resource = resource_of(event);
-    assert_eq!(*resource.metadata.pointer(), *pointer, "expected a {expected:?} event of {pointer}, got {event:?}");
+    assert_eq!(*resource.metadata().pointer(), *pointer, "expected a {expected:?} event of {pointer}, got {event:?}");
     resource
 }
 
@@ -183,7 +182,7 @@ pub(super) fn check_bootstrapped(event: &Event, kind: &Kind) {
 }
 
 #[track_caller]
-pub(super) fn resource_of(event: &Event) -> &Arc<DynamicResource> {
+pub(super) fn resource_of(event: &Event) -> &DynamicResource {
     event.resource().unwrap_or_else(|| panic!("expected an event with a resource, got {event:?}"))
 }
 

@@ -47,7 +47,7 @@ pub async fn teardown_notifies_watchers(state: Arc<dyn State>) {
 
     // An absent resource counts as destroyed at once.
     let event = ok("watch_for an absent resource", watch_for_path(&state, &r1, destroyed())).await;
-    assert!(check_event(&event, EventType::Destroyed, &r1).metadata.version().is_undefined(), "expected a tombstone");
+    assert!(check_event(&event, EventType::Destroyed, &r1).metadata().version().is_undefined(), "expected a tombstone");
 
     ok("create r1", state.create_dynamic(path(&ns, "ctx/r1"), CreateOptions::default())).await;
     ok("create r2", state.create_dynamic(path(&ns, "ctx/r2"), CreateOptions::default())).await;
@@ -74,7 +74,7 @@ pub async fn teardown_notifies_watchers(state: Arc<dyn State>) {
     .await;
     let event = r2_events.next().await;
     assert_eq!(
-        check_event(&event, EventType::Updated, &r2).metadata.phase(),
+        check_event(&event, EventType::Updated, &r2).metadata().phase(),
         Phase::Running,
         "r2 should still be running"
     );
@@ -88,10 +88,10 @@ pub async fn teardown_notifies_watchers(state: Arc<dyn State>) {
     let event = ok("watch_for r2 tearing down", join("watch_for r2 tearing down", r2_tearing_down)).await;
     // A watcher that subscribed only after the teardown matches its initial (created) event.
     let resource = resource_of(&event);
-    assert_eq!(*resource.metadata.pointer(), r2);
-    assert_eq!(resource.metadata.phase(), Phase::TearingDown, "watch_for should return the torn down resource");
+    assert_eq!(*resource.metadata().pointer(), r2);
+    assert_eq!(resource.metadata().phase(), Phase::TearingDown, "watch_for should return the torn down resource");
     let event = r2_events.next().await;
-    assert_eq!(check_event(&event, EventType::Updated, &r2).metadata.phase(), Phase::TearingDown);
+    assert_eq!(check_event(&event, EventType::Updated, &r2).metadata().phase(), Phase::TearingDown);
     assert!(!r2_destroyed.is_finished(), "a teardown should not look like a destroy");
 
     ok("destroy r2", state.destroy_dynamic(&r2, DestroyOptions::default())).await;
@@ -116,12 +116,12 @@ pub async fn teardown_and_destroy(state: Arc<dyn State>) {
                 let event = events.next().await;
                 match &event {
                     Event::Created { resource, .. } | Event::Updated { resource, .. }
-                        if resource.metadata.phase() == Phase::TearingDown
-                            && resource.metadata.finalizers().has(FINALIZER) =>
+                        if resource.metadata().phase() == Phase::TearingDown
+                            && resource.metadata().finalizers().has(FINALIZER) =>
                     {
-                        state.remove_finalizers_dynamic(resource.metadata.pointer(), &[FINALIZER]).await?;
+                        state.remove_finalizers_dynamic(resource.metadata().pointer(), &[FINALIZER]).await?;
                     }
-                    Event::Destroyed { resource, .. } if *resource.metadata.pointer() == pointer => return Ok(()),
+                    Event::Destroyed { resource, .. } if *resource.metadata().pointer() == pointer => return Ok(()),
                     Event::Errored { error } => return Err(error.clone()),
                     _ => {}
                 }
@@ -155,12 +155,12 @@ pub async fn teardown_is_idempotent(state: Arc<dyn State>) {
     assert!(ready);
     let event = events.next().await;
     let torn_down = check_event(&event, EventType::Updated, &pointer).clone();
-    assert_eq!(torn_down.metadata.phase(), Phase::TearingDown);
+    assert_eq!(torn_down.metadata().phase(), Phase::TearingDown);
 
     let ready = ok("second teardown", state.teardown_dynamic(&pointer, TeardownOptions::owner("owner"))).await;
     assert!(ready, "a second teardown should report the same readiness");
     let got = ok("get", state.get_dynamic(&pointer)).await;
-    assert_eq!(got.metadata.version(), torn_down.metadata.version(), "a second teardown should write nothing");
+    assert_eq!(got.metadata().version(), torn_down.metadata().version(), "a second teardown should write nothing");
 
     // Had the second teardown written, its event would come before this one.
     ok("create a barrier", state.create_dynamic(path(&ns, "barrier"), CreateOptions::default())).await;

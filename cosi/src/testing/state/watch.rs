@@ -41,19 +41,19 @@ pub async fn watch_for(state: Arc<dyn State>) {
     let stored = ok("create", state.create_dynamic(path(&ns, "tmp/one"), CreateOptions::default())).await;
     let event = ok("watch_for created", join("watch_for created", created)).await;
     assert_eq!(event.event_type(), EventType::Created);
-    assert_eq!(resource_of(&event).metadata, stored.metadata, "watch_for should return the created resource");
+    assert_eq!(resource_of(&event).metadata(), stored.metadata(), "watch_for should return the created resource");
 
     let event =
         ok("watch_for finalizers empty", watch_for_path(&state, &pointer, WatchCondition::new().finalizers_empty()))
             .await;
-    assert_eq!(resource_of(&event).metadata, stored.metadata, "watch_for should match the current state");
+    assert_eq!(resource_of(&event).metadata(), stored.metadata(), "watch_for should match the current state");
 
     let tearing_down = spawn_watch_for(&state, &pointer, WatchCondition::new().phases([Phase::TearingDown]));
     let ready = ok("teardown", state.teardown_dynamic(&pointer, TeardownOptions::default())).await;
     assert!(ready);
     let event = ok("watch_for tearing down", join("watch_for tearing down", tearing_down)).await;
     assert_eq!(resource_of(&event).id(), pointer.id());
-    assert_eq!(resource_of(&event).metadata.phase(), Phase::TearingDown);
+    assert_eq!(resource_of(&event).metadata().phase(), Phase::TearingDown);
 
     let destroyed = spawn_watch_for(&state, &pointer, WatchCondition::new().event_types([EventType::Destroyed]));
     ok("add a finalizer", state.add_finalizers_dynamic(&pointer, &["A"])).await;
@@ -74,36 +74,36 @@ pub async fn watch(state: Arc<dyn State>) {
     let initial = events.next().await;
     let tombstone = check_event(&initial, EventType::Destroyed, &pointer);
     assert!(
-        tombstone.metadata.version().is_undefined(),
+        tombstone.metadata().version().is_undefined(),
         "the initial event of an absent resource should carry a tombstone, got {tombstone:?}"
     );
 
     let created = ok("create", state.create_dynamic(path(&ns, "tmp/two"), CreateOptions::default())).await;
     let event = events.next().await;
-    assert_eq!(check_event(&event, EventType::Created, &pointer).metadata, created.metadata);
+    assert_eq!(check_event(&event, EventType::Created, &pointer).metadata(), created.metadata());
 
     let ready = ok("teardown", state.teardown_dynamic(&pointer, TeardownOptions::default())).await;
     assert!(ready);
     let event = events.next().await;
     let resource = check_event(&event, EventType::Updated, &pointer);
-    assert_eq!(resource.metadata.phase(), Phase::TearingDown);
+    assert_eq!(resource.metadata().phase(), Phase::TearingDown);
     let old = event.old().expect("an updated event carries the old resource");
-    assert_eq!(*old.metadata.pointer(), pointer);
-    assert_eq!(old.metadata.phase(), Phase::Running);
+    assert_eq!(*old.metadata().pointer(), pointer);
+    assert_eq!(old.metadata().phase(), Phase::Running);
 
     ok("add a finalizer", state.add_finalizers_dynamic(&pointer, &["A"])).await;
     let event = events.next().await;
-    assert!(check_event(&event, EventType::Updated, &pointer).metadata.finalizers().has("A"));
+    assert!(check_event(&event, EventType::Updated, &pointer).metadata().finalizers().has("A"));
 
     ok("remove the finalizer", state.remove_finalizers_dynamic(&pointer, &["A"])).await;
     let event = events.next().await;
     let last = check_event(&event, EventType::Updated, &pointer).clone();
-    assert!(last.metadata.finalizers().is_empty());
+    assert!(last.metadata().finalizers().is_empty());
 
     ok("destroy", state.destroy_dynamic(&pointer, DestroyOptions::default())).await;
     let event = events.next().await;
     let destroyed = check_event(&event, EventType::Destroyed, &pointer);
-    assert_eq!(destroyed.metadata, last.metadata, "a destroyed event should carry the last stored resource");
+    assert_eq!(destroyed.metadata(), last.metadata(), "a destroyed event should carry the last stored resource");
 }
 
 /// Tail events of a single-resource watch replay what a live watch saw.
@@ -188,24 +188,24 @@ async fn check_watch_kind(state: Arc<dyn State>, aggregated: bool) {
 
     let created2 = ok("create path2", state.create_dynamic(path(&ns, "var/tmp"), CreateOptions::default())).await;
     let event = events.next().await;
-    assert_eq!(check_event(&event, EventType::Created, &path2).metadata, created2.metadata);
+    assert_eq!(check_event(&event, EventType::Created, &path2).metadata(), created2.metadata());
 
     ok("teardown path1", state.teardown_dynamic(&path1, TeardownOptions::default())).await;
     ok("destroy path1", state.destroy_dynamic(&path1, DestroyOptions::default())).await;
     let event = events.next().await;
-    assert_eq!(check_event(&event, EventType::Updated, &path1).metadata.phase(), Phase::TearingDown);
+    assert_eq!(check_event(&event, EventType::Updated, &path1).metadata().phase(), Phase::TearingDown);
     let old = event.old().expect("an updated event carries the old resource");
-    assert_eq!(*old.metadata.pointer(), path1);
-    assert_eq!(old.metadata.phase(), Phase::Running);
+    assert_eq!(*old.metadata().pointer(), path1);
+    assert_eq!(old.metadata().phase(), Phase::Running);
     check_event(&events.next().await, EventType::Destroyed, &path1);
 
     let updated2 =
         ok("update path2", state.update_dynamic(DynamicResource::clone(&created2), UpdateOptions::default())).await;
     let event = events.next().await;
-    assert_eq!(check_event(&event, EventType::Updated, &path2).metadata.version(), updated2.metadata.version());
+    assert_eq!(check_event(&event, EventType::Updated, &path2).metadata().version(), updated2.metadata().version());
     let old = event.old().expect("an updated event carries the old resource");
-    assert_eq!(*old.metadata.pointer(), path2);
-    assert_eq!(old.metadata.version(), created2.metadata.version());
+    assert_eq!(*old.metadata().pointer(), path2);
+    assert_eq!(old.metadata().version(), created2.metadata().version());
 
     let watch = ok("watch kind with bootstrap", state.watch_kind_dynamic(&kind, WatchKindOptions::bootstrap())).await;
     let mut bootstrapped = Reader::new("the bootstrapped kind watch", watch, aggregated);
@@ -213,10 +213,10 @@ async fn check_watch_kind(state: Arc<dyn State>, aggregated: bool) {
     assert_eq!(ids(&listed), ["var/tmp"]);
     for resource in &listed {
         let event = bootstrapped.next().await;
-        let created = check_event(&event, EventType::Created, resource.metadata.pointer());
+        let created = check_event(&event, EventType::Created, resource.metadata().pointer());
         assert_eq!(
-            created.metadata.version(),
-            resource.metadata.version(),
+            created.metadata().version(),
+            resource.metadata().version(),
             "bootstrap should carry the stored version"
         );
     }
@@ -227,7 +227,7 @@ async fn check_watch_kind(state: Arc<dyn State>, aggregated: bool) {
             .await;
     for reader in [&mut events, &mut bootstrapped] {
         let event = reader.next().await;
-        assert_eq!(check_event(&event, EventType::Updated, &path2).metadata.version(), updated2.metadata.version());
+        assert_eq!(check_event(&event, EventType::Updated, &path2).metadata().version(), updated2.metadata().version());
     }
 }
 
@@ -270,7 +270,7 @@ async fn check_watch_kind_with_labels(state: Arc<dyn State>, aggregated: bool) {
     let labeled = |id: &str, labels: &[(&str, &str)]| {
         let mut resource = path(&ns, id);
         for (key, value) in labels {
-            resource.metadata.labels_mut().set(*key, *value);
+            resource.metadata_mut().labels_mut().set(*key, *value);
         }
         resource
     };
@@ -352,13 +352,13 @@ async fn check_watch_kind_with_labels(state: Arc<dyn State>, aggregated: bool) {
     let event = common.next().await;
     let resource = check_event(&event, EventType::Created, &path3);
     assert_eq!(
-        resource.metadata.labels().get("common"),
+        resource.metadata().labels().get("common"),
         Some("foo"),
         "the synthetic create should carry the new labels"
     );
     assert!(event.old().is_none());
     let event = label2_or_3.next().await;
-    assert_eq!(check_event(&event, EventType::Updated, &path3).metadata.labels().get("common"), Some("foo"));
+    assert_eq!(check_event(&event, EventType::Updated, &path3).metadata().labels().get("common"), Some("foo"));
 
     // path1 keeps matching both of its watches: an update with the old state.
     relabel(&path1, |resource| {
@@ -367,10 +367,10 @@ async fn check_watch_kind_with_labels(state: Arc<dyn State>, aggregated: bool) {
     .await;
     for reader in [&mut label1, &mut common] {
         let event = reader.next().await;
-        assert!(check_event(&event, EventType::Updated, &path1).metadata.labels().contains("app"));
+        assert!(check_event(&event, EventType::Updated, &path1).metadata().labels().contains("app"));
         let old = event.old().expect("an updated event carries the old resource");
-        assert_eq!(*old.metadata.pointer(), path1);
-        assert!(!old.metadata.labels().contains("app"), "the old resource should not have the new label");
+        assert_eq!(*old.metadata().pointer(), path1);
+        assert!(!old.metadata().labels().contains("app"), "the old resource should not have the new label");
     }
 
     // path1 stops matching exists(common): a destroy for that watch.
@@ -379,12 +379,12 @@ async fn check_watch_kind_with_labels(state: Arc<dyn State>, aggregated: bool) {
     })
     .await;
     let event = common.next().await;
-    assert!(!check_event(&event, EventType::Destroyed, &path1).metadata.labels().contains("common"));
+    assert!(!check_event(&event, EventType::Destroyed, &path1).metadata().labels().contains("common"));
     assert!(event.old().is_none());
     let event = label1.next().await;
-    assert!(!check_event(&event, EventType::Updated, &path1).metadata.labels().contains("common"));
+    assert!(!check_event(&event, EventType::Updated, &path1).metadata().labels().contains("common"));
     let old = event.old().expect("an updated event carries the old resource");
-    assert!(old.metadata.labels().contains("common"));
+    assert!(old.metadata().labels().contains("common"));
 
     // Had path1's changes leaked into the watch of label2 or label3, they would come before this.
     relabel(&path2, |resource| {

@@ -18,7 +18,6 @@
 //!   alone and the others are unaffected.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
@@ -45,7 +44,7 @@ impl Write {
 }
 
 /// What a write stores once its batch is durable: `Some` resource for a put, `None` for a destroy.
-pub(in crate::state::memory) type Outcome = Result<Option<Arc<DynamicResource>>>;
+pub(in crate::state::memory) type Outcome = Result<Option<DynamicResource>>;
 
 #[derive(Default)]
 pub(in crate::state::memory) struct Combiner {
@@ -166,7 +165,7 @@ impl Collection {
         let mut room = inner.resources.room();
         let mut planned = Vec::with_capacity(batch.len());
         // What the batch's earlier writes leave under an ID: `None` once destroyed.
-        let mut overlay: HashMap<&str, Option<Arc<DynamicResource>>> = HashMap::new();
+        let mut overlay: HashMap<&str, Option<DynamicResource>> = HashMap::new();
         for (ticket, write) in batch {
             let id = write.id();
             let current = match overlay.get(id) {
@@ -176,11 +175,13 @@ impl Collection {
             let checked = match write {
                 Write::Create(resource) => check_create(current, resource, room).map(|()| {
                     room -= 1;
-                    Planned::Create(Arc::new(resource.clone()))
+                    Planned::Create(resource.clone())
                 }),
                 Write::Update(resource, options) => {
+                    // A copy: the batch keeps the write as it came, to try
+                    // each write alone if the store refuses the batch.
                     let mut resource = resource.clone();
-                    check_update(current, &mut resource, options).map(|()| Planned::Update(Arc::new(resource)))
+                    check_update(current, resource.metadata_mut(), options).map(|()| Planned::Update(resource))
                 }
                 Write::Destroy(pointer, options) => {
                     check_destroy(current, pointer, options).map(|()| Planned::Destroy(pointer.clone()))
@@ -189,7 +190,7 @@ impl Collection {
             match checked {
                 Ok(checked) => {
                     let after = match &checked {
-                        Planned::Create(resource) | Planned::Update(resource) => Some(Arc::clone(resource)),
+                        Planned::Create(resource) | Planned::Update(resource) => Some(resource.clone()),
                         Planned::Destroy(_) => None,
                     };
                     overlay.insert(id, after);
@@ -204,7 +205,7 @@ impl Collection {
 
 /// A write that passed its checks.
 enum Planned {
-    Create(Arc<DynamicResource>),
-    Update(Arc<DynamicResource>),
+    Create(DynamicResource),
+    Update(DynamicResource),
     Destroy(Pointer),
 }

@@ -16,7 +16,6 @@
 
 use std::cmp::Ordering;
 use std::hash::BuildHasher;
-use std::sync::Arc;
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
@@ -29,7 +28,7 @@ const MAX_SLOTS: usize = u32::MAX as usize;
 #[derive(Default)]
 pub(super) struct Resources {
     /// Every stored resource, at its slot; `None` for an empty slot.
-    slots: Vec<Option<Arc<DynamicResource>>>,
+    slots: Vec<Option<DynamicResource>>,
     /// Slot numbers, hashed by their resource's ID.
     index: HashTable<u32>,
     /// Seeded at random per collection (foldhash): IDs come from clients, and
@@ -68,7 +67,7 @@ impl Resources {
     }
 
     /// The resource with this ID.
-    pub(super) fn get(&self, id: &str) -> Option<&Arc<DynamicResource>> {
+    pub(super) fn get(&self, id: &str) -> Option<&DynamicResource> {
         let hash = self.hasher.hash_one(id);
         let slot = self.index.find(hash, |&slot| self.id_at(slot) == Some(id))?;
         self.slots[*slot as usize].as_ref()
@@ -77,7 +76,7 @@ impl Resources {
     /// Stores a resource whose ID is not stored yet (the caller checked).
     ///
     /// Fails only when the collection already holds the most resources it can.
-    pub(super) fn insert(&mut self, resource: Arc<DynamicResource>) -> Result<()> {
+    pub(super) fn insert(&mut self, resource: DynamicResource) -> Result<()> {
         if self.free.is_empty() && !self.vacated.is_empty() && self.slots.len() >= MAX_SLOTS {
             self.sort();
         }
@@ -90,7 +89,7 @@ impl Resources {
             None => {
                 return Err(Error::backend(std::io::Error::other(format!(
                     "the collection of {} holds {MAX_SLOTS} resources, the most it can",
-                    resource.metadata.kind()
+                    resource.metadata().kind()
                 ))));
             }
         };
@@ -109,18 +108,14 @@ impl Resources {
     }
 
     /// The resource in `slot` (from [`slot_of`](Resources::slot_of), nothing removed since).
-    pub(super) fn at(&self, slot: u32) -> Option<&Arc<DynamicResource>> {
+    pub(super) fn at(&self, slot: u32) -> Option<&DynamicResource> {
         self.slots.get(slot as usize)?.as_ref()
     }
 
     /// Replaces the stored resource with the same ID, found in `slot` when
     /// the caller has just looked it up; returns it, or `None` (and stores
     /// nothing) when there is none.
-    pub(super) fn replace(
-        &mut self,
-        resource: Arc<DynamicResource>,
-        slot: Option<u32>,
-    ) -> Option<Arc<DynamicResource>> {
+    pub(super) fn replace(&mut self, resource: DynamicResource, slot: Option<u32>) -> Option<DynamicResource> {
         let slot = match slot {
             Some(slot) => slot,
             None => self.slot_of(resource.id())?,
@@ -129,7 +124,7 @@ impl Resources {
     }
 
     /// Removes the resource with this ID; returns it.
-    pub(super) fn remove(&mut self, id: &str) -> Option<Arc<DynamicResource>> {
+    pub(super) fn remove(&mut self, id: &str) -> Option<DynamicResource> {
         let hash = self.hasher.hash_one(id);
         let entry = self.index.find_entry(hash, |&slot| id_of(&self.slots, slot) == Some(id)).ok()?;
         let (slot, _) = entry.remove();
@@ -144,7 +139,7 @@ impl Resources {
     }
 
     /// The resources in ID order.
-    pub(super) fn sorted(&mut self) -> impl ExactSizeIterator<Item = &Arc<DynamicResource>> {
+    pub(super) fn sorted(&mut self) -> impl ExactSizeIterator<Item = &DynamicResource> {
         if !self.unsorted.is_empty() || !self.vacated.is_empty() {
             self.sort();
         }
@@ -189,7 +184,7 @@ impl Resources {
     }
 }
 
-fn id_of(slots: &[Option<Arc<DynamicResource>>], slot: u32) -> Option<&str> {
+fn id_of(slots: &[Option<DynamicResource>], slot: u32) -> Option<&str> {
     slots.get(slot as usize)?.as_ref().map(|resource| resource.id())
 }
 
@@ -230,12 +225,12 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::resource::{Metadata, Spec};
+    use crate::resource::Metadata;
 
-    fn resource(id: &str, version: u64) -> Arc<DynamicResource> {
+    fn resource(id: &str, version: u64) -> DynamicResource {
         let mut metadata = Metadata::new("ns", "Things.test.cosi.dev", id);
         metadata.set_version(crate::resource::Version::new(version));
-        Arc::new(DynamicResource::new(metadata, Spec::empty()))
+        DynamicResource::without_spec(metadata)
     }
 
     #[derive(Clone, Debug)]
@@ -276,7 +271,7 @@ mod tests {
                     Op::Replace(n) => {
                         let id = format!("r{n}");
                         let old = resources.replace(resource(&id, step), None);
-                        prop_assert_eq!(old.map(|old| old.metadata.version().get()), model.get(&id).map(|v| Some(*v)));
+                        prop_assert_eq!(old.map(|old| old.metadata().version().get()), model.get(&id).map(|v| Some(*v)));
                         if let Some(version) = model.get_mut(&id) {
                             *version = step;
                         }
@@ -284,12 +279,12 @@ mod tests {
                     Op::Remove(n) => {
                         let id = format!("r{n}");
                         let removed = resources.remove(&id);
-                        prop_assert_eq!(removed.map(|old| old.metadata.version().get()), model.remove(&id).map(Some));
+                        prop_assert_eq!(removed.map(|old| old.metadata().version().get()), model.remove(&id).map(Some));
                     }
                     Op::List => {
                         let listed: Vec<(String, Option<u64>)> = resources
                             .sorted()
-                            .map(|r| (r.id().to_owned(), r.metadata.version().get()))
+                            .map(|r| (r.id().to_owned(), r.metadata().version().get()))
                             .collect();
                         let expected: Vec<(String, Option<u64>)> =
                             model.iter().map(|(id, v)| (id.clone(), Some(*v))).collect();
@@ -298,7 +293,7 @@ mod tests {
                 }
                 prop_assert_eq!(resources.len(), model.len());
                 for (id, version) in &model {
-                    prop_assert_eq!(resources.get(id).map(|r| r.metadata.version().get()), Some(Some(*version)));
+                    prop_assert_eq!(resources.get(id).map(|r| r.metadata().version().get()), Some(Some(*version)));
                 }
             }
             let listed: Vec<String> = resources.sorted().map(|r| r.id().to_owned()).collect();
