@@ -174,6 +174,30 @@ proptest! {
     }
 
     #[test]
+    fn version_phase_and_timestamps_are_kept_apart(
+        version in version(),
+        phase in phase(),
+        created in any_time(),
+        updated in any_time(),
+    ) {
+        // Set in every order: none of them may change another.
+        let mut first = metadata();
+        first.set_version(version);
+        first.set_phase(phase);
+        first.set_timestamps(created, updated);
+        let mut second = metadata();
+        second.set_timestamps(created, updated);
+        second.set_phase(phase);
+        second.set_version(version);
+        for metadata in [&first, &second] {
+            prop_assert_eq!(metadata.version(), version);
+            prop_assert_eq!(metadata.phase(), phase);
+            prop_assert_eq!((metadata.created(), metadata.updated()), (created, updated));
+        }
+        prop_assert_eq!(&first, &second);
+    }
+
+    #[test]
     fn identity_and_state_fields_affect_equality(version in version(), phase in phase(), owner in "[a-z]{1,8}") {
         let base = metadata();
         let mut changed = base.clone();

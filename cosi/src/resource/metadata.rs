@@ -32,47 +32,87 @@ use crate::resource::{Kind, Pointer};
 #[derive(Clone)]
 pub struct Metadata {
     pointer: Pointer,
-    version: Version,
     /// A small string: most owners (controller names) are stored inline, so
     /// copying metadata allocates nothing for them.
     owner: Option<SmolStr>,
-    phase: Phase,
-    stamps: Stamps,
+    /// The version's number, which means something only when `packed` says
+    /// the version is defined.
+    version: u64,
+    packed: Packed,
     /// Labels, annotations and finalizers. Most resources have none, so they
     /// live behind one box that such a resource does without: 8 bytes
     /// instead of 72 in every stored resource.
     extra: Option<Box<Extra>>,
 }
 
-/// `created` and `updated`, packed: both seconds, then both nanoseconds.
-/// Two `SystemTime`s take 32 bytes (each pads its 12 to 16); these 24 keep a
-/// stored resource in the allocator's next smaller size. Exact for every
-/// time the platform's `SystemTime` holds: seconds since the epoch, negative
-/// before it, and the nanoseconds after those seconds.
+/// `created`, `updated`, the phase and whether the version is defined, in 24
+/// bytes: both seconds, then both nanoseconds, whose top bits hold the two
+/// flags (a count of nanoseconds within a second stays under 2^30). Two
+/// `SystemTime`s alone take 32 bytes (each pads its 12 to 16) and a
+/// `Version` 16; packed so, a stored resource with a spec of up to 32 bytes
+/// fits a 160-byte allocation. Exact for every time the platform's
+/// `SystemTime` holds: seconds since the epoch, negative before it, and the
+/// nanoseconds after those seconds.
 #[derive(Clone, Copy)]
-struct Stamps {
+struct Packed {
     secs: [i64; 2],
     nanos: [u32; 2],
 }
 
-impl Stamps {
-    fn new(created: SystemTime, updated: SystemTime) -> Self {
-        let ((created_secs, created_nanos), (updated_secs, updated_nanos)) = (split(created), split(updated));
-        Stamps { secs: [created_secs, updated_secs], nanos: [created_nanos, updated_nanos] }
-    }
+/// The flag bit of each of `Packed::nanos`: in `created`'s, the phase is
+/// tearing down; in `updated`'s, the version is defined.
+const FLAG: u32 = 1 << 31;
 
-    /// Created and updated at `time`.
+impl Packed {
+    /// Created and updated at `time`, running, version undefined.
     fn at(time: SystemTime) -> Self {
         let (secs, nanos) = split(time);
-        Stamps { secs: [secs; 2], nanos: [nanos; 2] }
+        Packed { secs: [secs; 2], nanos: [nanos; 2] }
     }
 
     fn created(self) -> SystemTime {
-        join(self.secs[0], self.nanos[0])
+        join(self.secs[0], self.nanos[0] & !FLAG)
     }
 
     fn updated(self) -> SystemTime {
-        join(self.secs[1], self.nanos[1])
+        join(self.secs[1], self.nanos[1] & !FLAG)
+    }
+
+    /// Sets both times, the flags as they were.
+    fn set_times(&mut self, (created_secs, created_nanos): (i64, u32), (updated_secs, updated_nanos): (i64, u32)) {
+        self.secs = [created_secs, updated_secs];
+        self.nanos = [created_nanos | (self.nanos[0] & FLAG), updated_nanos | (self.nanos[1] & FLAG)];
+    }
+
+    /// `created` as seconds and nanoseconds, without its flag.
+    fn created_parts(self) -> (i64, u32) {
+        (self.secs[0], self.nanos[0] & !FLAG)
+    }
+
+    fn phase(self) -> Phase {
+        match self.nanos[0] & FLAG {
+            0 => Phase::Running,
+            _ => Phase::TearingDown,
+        }
+    }
+
+    fn set_phase(&mut self, phase: Phase) {
+        self.set_flag(0, phase == Phase::TearingDown);
+    }
+
+    fn version_defined(self) -> bool {
+        self.nanos[1] & FLAG != 0
+    }
+
+    fn set_version_defined(&mut self, defined: bool) {
+        self.set_flag(1, defined);
+    }
+
+    fn set_flag(&mut self, which: usize, on: bool) {
+        self.nanos[which] = match on {
+            true => self.nanos[which] | FLAG,
+            false => self.nanos[which] & !FLAG,
+        };
     }
 }
 
@@ -126,15 +166,7 @@ impl Metadata {
 
     /// Metadata for a resource at `pointer` that is not stored yet.
     pub(crate) fn at(pointer: Pointer) -> Self {
-        let now = SystemTime::now();
-        Metadata {
-            pointer,
-            version: Version::UNDEFINED,
-            owner: None,
-            phase: Phase::Running,
-            stamps: Stamps::at(now),
-            extra: None,
-        }
+        Metadata { pointer, owner: None, version: 0, packed: Packed::at(SystemTime::now()), extra: None }
     }
 
     /// The namespace the resource lives in.
@@ -172,12 +204,16 @@ impl Metadata {
 
     /// The version: 1 on create, +1 on each update, undefined before the first write.
     pub fn version(&self) -> Version {
-        self.version
+        match self.packed.version_defined() {
+            true => Version::new(self.version),
+            false => Version::UNDEFINED,
+        }
     }
 
     /// Sets the version; an update must carry the version it was read at.
     pub fn set_version(&mut self, version: Version) {
-        self.version = version;
+        self.version = version.get().unwrap_or(0);
+        self.packed.set_version_defined(!version.is_undefined());
     }
 
     /// The controller that owns the resource, if any.
@@ -192,39 +228,38 @@ impl Metadata {
 
     /// Whether the resource is running or being torn down.
     pub fn phase(&self) -> Phase {
-        self.phase
+        self.packed.phase()
     }
 
     /// Sets the phase.
     pub fn set_phase(&mut self, phase: Phase) {
-        self.phase = phase;
+        self.packed.set_phase(phase);
     }
 
     /// When the resource was first created.
     pub fn created(&self) -> SystemTime {
-        self.stamps.created()
+        self.packed.created()
     }
 
     /// When the resource was last written.
     pub fn updated(&self) -> SystemTime {
-        self.stamps.updated()
+        self.packed.updated()
     }
 
     /// Sets both timestamps; used by state backends and transports.
     pub fn set_timestamps(&mut self, created: SystemTime, updated: SystemTime) {
-        self.stamps = Stamps::new(created, updated);
+        self.packed.set_times(split(created), split(updated));
     }
 
     /// Both timestamps `now`: a state's first write.
     pub(crate) fn stamp_created(&mut self, now: SystemTime) {
-        self.stamps = Stamps::at(now);
+        let now = split(now);
+        self.packed.set_times(now, now);
     }
 
     /// Created when `previous` was, updated `now`: a state's later write.
     pub(crate) fn stamp_updated(&mut self, previous: &Metadata, now: SystemTime) {
-        let (secs, nanos) = split(now);
-        let created = previous.stamps;
-        self.stamps = Stamps { secs: [created.secs[0], secs], nanos: [created.nanos[0], nanos] };
+        self.packed.set_times(previous.packed.created_parts(), split(now));
     }
 
     /// The labels, which label queries select on.
@@ -274,9 +309,9 @@ impl fmt::Debug for Metadata {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Metadata")
             .field("pointer", &self.pointer)
-            .field("version", &self.version)
+            .field("version", &self.version())
             .field("owner", &self.owner)
-            .field("phase", &self.phase)
+            .field("phase", &self.phase())
             .field("created", &self.created())
             .field("updated", &self.updated())
             .field("labels", self.labels())
@@ -343,9 +378,9 @@ impl Serialize for Metadata {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         MetadataRef {
             pointer: &self.pointer,
-            version: self.version,
+            version: self.version(),
             owner: self.owner.as_deref(),
-            phase: self.phase,
+            phase: self.phase(),
             created: self.created(),
             updated: self.updated(),
             labels: self.labels(),
@@ -361,16 +396,18 @@ impl<'de> Deserialize<'de> for Metadata {
         let repr = MetadataRepr::deserialize(deserializer)?;
         let mut metadata = Metadata {
             pointer: repr.pointer,
-            version: repr.version,
             owner: repr.owner.filter(|owner| !owner.is_empty()).map(SmolStr::from),
-            phase: repr.phase,
-            stamps: Stamps::new(repr.created, repr.updated),
+            version: 0,
+            packed: Packed::at(repr.created),
             extra: Some(Box::new(Extra {
                 labels: repr.labels,
                 annotations: repr.annotations,
                 finalizers: repr.finalizers,
             })),
         };
+        metadata.set_version(repr.version);
+        metadata.set_phase(repr.phase);
+        metadata.set_timestamps(repr.created, repr.updated);
         metadata.compact();
         Ok(metadata)
     }
@@ -380,9 +417,9 @@ impl<'de> Deserialize<'de> for Metadata {
 impl PartialEq for Metadata {
     fn eq(&self, other: &Self) -> bool {
         self.pointer == other.pointer
-            && self.version == other.version
+            && self.version() == other.version()
             && self.owner == other.owner
-            && self.phase == other.phase
+            && self.phase() == other.phase()
             && self.labels() == other.labels()
             && self.annotations() == other.annotations()
             && self.finalizers() == other.finalizers()
@@ -395,7 +432,7 @@ impl fmt::Display for Metadata {
     /// `type(namespace/id@version)`, the form error messages use.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let pointer = &self.pointer;
-        write!(f, "{}({}/{}@{})", pointer.r#type(), pointer.namespace(), pointer.id(), self.version)
+        write!(f, "{}({}/{}@{})", pointer.r#type(), pointer.namespace(), pointer.id(), self.version())
     }
 }
 

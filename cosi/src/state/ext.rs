@@ -476,7 +476,8 @@ where
         if typed.shares_resource(before.as_dynamic()) {
             return Ok(before);
         }
-        let spec_changed = !std::ptr::eq(typed.spec(), before.spec()) && typed.spec() != before.spec();
+        // The edit copied the resource: compare what it holds now.
+        let spec_changed = typed.spec() != before.spec();
         if !spec_changed && typed.metadata() == current.metadata() {
             return Ok(before);
         }
