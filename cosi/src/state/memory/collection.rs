@@ -172,15 +172,17 @@ impl Collection {
     /// when nobody else holds it).
     pub(super) fn update(&self, mut resource: DynamicResource, options: &UpdateOptions) -> Submitted<DynamicResource> {
         // Made unique once: the checks below edit it in place.
-        resource.metadata_mut().prepare_to_store(&self.kind);
+        // Made unique once: the checks below edit it in place.
+        let metadata = resource.metadata_mut();
+        metadata.prepare_to_store(&self.kind);
         if self.store.is_some() {
             return Submitted::Queued(self.enqueue(Write::Update(resource, options.clone())));
         }
         let mut inner = self.inner.lock();
         // One lookup for the check and the replacement.
-        let slot = inner.resources.slot_of(resource.id());
+        let slot = inner.resources.slot_of(metadata.id());
         let current = slot.and_then(|slot| inner.resources.at(slot));
-        let checked = check_update(current, resource.metadata_mut(), options);
+        let checked = check_update(current, metadata, options);
         Submitted::Done(checked.map(|()| self.apply_update(&mut inner, resource, slot)))
     }
 
