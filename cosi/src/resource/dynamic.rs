@@ -116,7 +116,7 @@ impl DynamicResource {
 
     /// Whether nobody else holds this resource. A plain load: a resource
     /// read from a state is shared, which needs no atomic write to tell.
-    pub(crate) fn is_unique(&self) -> bool {
+    fn is_unique(&self) -> bool {
         Arc::strong_count(&self.0) == 1
     }
 
