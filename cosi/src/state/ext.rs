@@ -521,8 +521,13 @@ where
             let expected = options.expected_phase.unwrap_or(phase);
             return Err(Error::PhaseConflict { pointer: pointer.clone(), expected }.into());
         }
-        let mut next = DynamicResource::clone(&current);
+        let mut next = current.clone();
         edit(&mut next)?;
+        // An edit that changed nothing left the resource shared: no copy to
+        // make just to set the version it already has.
+        if DynamicResource::ptr_eq(&next, &current) {
+            return Ok(current);
+        }
         // The version is the state's to manage; an edit cannot move it.
         next.metadata_mut().set_version(current.metadata().version());
         if next.metadata() == current.metadata() && next.spec() == current.spec() {
