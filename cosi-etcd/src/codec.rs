@@ -159,10 +159,10 @@ pub(crate) fn decode_or_skip(keys: &Keys, kv: &KeyValue) -> Option<DynamicResour
     }
 }
 
-/// Sets what the state owns in a resource it is about to write.
-pub(crate) fn stamp(resource: &mut DynamicResource, version: cosi::Version, created: SystemTime) {
-    resource.metadata_mut().set_version(version);
-    resource.metadata_mut().set_timestamps(created, SystemTime::now());
+/// Sets what the state owns in the metadata of a resource it is about to write.
+pub(crate) fn stamp(metadata: &mut Metadata, version: cosi::Version, created: SystemTime) {
+    metadata.set_version(version);
+    metadata.set_timestamps(created, SystemTime::now());
 }
 
 /// Bookmarks: `kind hash (8) | revision (8) | check (8)`, big-endian.

@@ -282,18 +282,20 @@ impl State for EtcdState {
     async fn create_dynamic(&self, mut resource: DynamicResource, options: CreateOptions) -> Result<DynamicResource> {
         let pointer = resource.metadata().pointer().clone();
         pointer.validate().map_err(Error::InvalidArgument)?;
-        match (resource.metadata().owner(), options.owner.as_deref()) {
+        // Taken for editing once: only the first `metadata_mut` may copy.
+        let metadata = resource.metadata_mut();
+        match (metadata.owner(), options.owner.as_deref()) {
             (Some(existing), Some(requested)) if existing != requested => {
                 return Err(Error::invalid_argument(format!(
                     "cannot create {pointer} owned by {requested:?}: its metadata names the owner {existing:?}"
                 )));
             }
-            (_, Some(requested)) => resource.metadata_mut().set_owner(Some(requested)),
+            (_, Some(requested)) => metadata.set_owner(Some(requested)),
             (_, None) => {}
         }
         let now = std::time::SystemTime::now();
-        resource.metadata_mut().set_version(Version::new(1));
-        resource.metadata_mut().set_timestamps(now, now);
+        metadata.set_version(Version::new(1));
+        metadata.set_timestamps(now, now);
         let value = codec::encode(&resource).map_err(Error::backend)?;
         let key = self.keys.resource(&pointer);
         let ops = self.put_ops(self.keys.kind_prefix(&pointer.kind()), key.clone(), value);
@@ -329,9 +331,10 @@ impl State for EtcdState {
                 (Ok(()), None) => return Err(Error::NotFound(pointer)),
             };
             let mut next = resource.clone();
-            codec::stamp(&mut next, old.version().next(), old.created());
+            let metadata = next.metadata_mut();
+            codec::stamp(metadata, old.version().next(), old.created());
             // Ownership is not the writer's to change.
-            next.metadata_mut().set_owner(old.owner());
+            metadata.set_owner(old.owner());
             let value = codec::encode(&next).map_err(Error::backend)?;
             match self.write_if(&key, mod_revision, self.put_ops(kind_key.clone(), key.clone(), value)).await? {
                 Outcome::Written(revision) => {

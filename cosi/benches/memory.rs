@@ -11,6 +11,9 @@
 //! one after another, each built just before its create (as a program builds
 //! what it writes), so the figure includes what the allocator keeps of the
 //! freed temporaries. Linux only: it reads `VmRSS` from `/proc/self/status`.
+//!
+//! With `-- --owner NAME` every resource is created owned by `NAME`, as a
+//! controller creates its outputs (the options built once, cloned per create).
 
 use std::sync::Arc;
 
@@ -33,17 +36,20 @@ fn rss() -> u64 {
 }
 
 fn main() {
-    let full = std::env::args().any(|arg| arg == "--bench");
+    let args: Vec<String> = std::env::args().collect();
+    let full = args.iter().any(|arg| arg == "--bench");
+    let owner = args.iter().position(|arg| arg == "--owner").map(|at| args.get(at + 1).expect("--owner NAME").clone());
     let count: u64 = if full { 1_000_000 } else { 10_000 };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime");
     let state: Arc<dyn State> = Arc::new(MemoryState::default());
 
     let before = rss();
     let writer = Arc::clone(&state);
+    let options = CreateOptions { owner: owner.clone() };
     rt.block_on(rt.spawn(async move {
         for i in 0..count {
             let resource = Typed::new(format!("r{i:07}"), BenchSpec { value: i, payload: "x".repeat(256) });
-            writer.create(resource, CreateOptions::default()).await.expect("create");
+            writer.create(resource, options.clone()).await.expect("create");
         }
     }))
     .expect("writer task");
@@ -53,7 +59,8 @@ fn main() {
     assert_eq!(stored, count, "every resource is stored");
     let per = (after.saturating_sub(before)) as f64 / count as f64;
     println!(
-        "memory: {count} resources, RSS before {:.1} MiB, after {:.1} MiB: {per:.0} B per resource",
+        "memory: {count} resources{}, RSS before {:.1} MiB, after {:.1} MiB: {per:.0} B per resource",
+        owner.map(|owner| format!(" owned by {owner:?}")).unwrap_or_default(),
         before as f64 / 1048576.0,
         after as f64 / 1048576.0
     );

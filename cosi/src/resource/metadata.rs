@@ -32,8 +32,9 @@ use crate::resource::{Kind, Pointer};
 #[derive(Clone)]
 pub struct Metadata {
     pointer: Pointer,
-    /// A small string: most owners (controller names) are stored inline, so
-    /// copying metadata allocates nothing for them.
+    /// A small string: an owner of up to 23 bytes is stored inline, and a
+    /// longer one (most controller names) is shared: a state gives every
+    /// resource of one owner the same string (`share_owner`).
     owner: Option<SmolStr>,
     /// The version's number, which means something only when `packed` says
     /// the version is defined.
@@ -226,6 +227,27 @@ impl Metadata {
         self.owner = owner.as_ref().map(AsRef::as_ref).filter(|owner| !owner.is_empty()).map(SmolStr::new);
     }
 
+    /// The owner as stored, for a state to give the resources of one owner
+    /// one copy of its name ([`set_owner_name`](Self::set_owner_name)).
+    pub(crate) fn owner_name(&self) -> Option<&SmolStr> {
+        self.owner.as_ref()
+    }
+
+    /// Sets the owner to `name`, not empty.
+    pub(crate) fn set_owner_name(&mut self, name: SmolStr) {
+        self.owner = Some(name);
+    }
+
+    /// Takes the owner of `stored`, the version this metadata replaces:
+    /// ownership is not a writer's to change, and the new version shares the
+    /// stored one's string.
+    #[inline]
+    pub(crate) fn keep_owner(&mut self, stored: &Metadata) {
+        if self.owner.as_deref().map(str::as_ptr) != stored.owner.as_deref().map(str::as_ptr) {
+            self.owner.clone_from(&stored.owner);
+        }
+    }
+
     /// Whether the resource is running or being torn down.
     pub fn phase(&self) -> Phase {
         self.packed.phase()
@@ -398,7 +420,7 @@ impl<'de> Deserialize<'de> for Metadata {
             pointer: repr.pointer,
             owner: repr.owner.filter(|owner| !owner.is_empty()).map(SmolStr::from),
             version: 0,
-            packed: Packed::at(repr.created),
+            packed: Packed { secs: [0; 2], nanos: [0; 2] },
             extra: Some(Box::new(Extra {
                 labels: repr.labels,
                 annotations: repr.annotations,

@@ -13,6 +13,7 @@ use std::time::SystemTime;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
+use smol_str::SmolStr;
 use tokio::sync::Notify;
 
 use crate::resource::{DynamicResource, Kind, Metadata, Phase, Pointer};
@@ -52,6 +53,9 @@ pub(super) struct Collection {
     written: Notify,
     /// How many watches are open: writers skip the wake-up when there are none.
     watchers: AtomicUsize,
+    /// The owner of the last resource created or loaded here whose owner's
+    /// name is too long to be stored inline (see [`Owners`]).
+    owners: Owners,
     /// Set at the first event or the first resource loaded from the store.
     /// Such a collection is never freed (see [`release`](Collection::release):
     /// it has an event, or a resource whose removal would be one), so it may
@@ -116,6 +120,7 @@ impl Collection {
             }),
             written: Notify::new(),
             watchers: AtomicUsize::new(0),
+            owners: Owners::default(),
             permanent: AtomicBool::new(false),
         }
     }
@@ -127,7 +132,9 @@ impl Collection {
 
     /// Puts back a resource loaded from the backing store: no history, no store write.
     pub(super) fn restore(&self, mut resource: DynamicResource) -> Result<()> {
-        resource.metadata_mut().prepare_to_store(&self.kind);
+        let metadata = resource.metadata_mut();
+        metadata.prepare_to_store(&self.kind);
+        self.owners.share(metadata);
         let mut inner = self.inner.lock();
         if inner.resources.get(resource.id()).is_some() {
             return Err(Error::AlreadyExists(resource.metadata().pointer().clone()));
@@ -155,7 +162,7 @@ impl Collection {
         // Made unique once: the preparation below edits it in place.
         let metadata = resource.metadata_mut();
         metadata.prepare_to_store(&self.kind);
-        if let Err(err) = prepare_create(metadata, options) {
+        if let Err(err) = prepare_create(metadata, options, &self.owners) {
             return Submitted::Done(Err(err));
         }
         if self.store.is_some() {
@@ -171,7 +178,6 @@ impl Collection {
     /// Replaces the stored resource with `resource` (its allocation itself
     /// when nobody else holds it).
     pub(super) fn update(&self, mut resource: DynamicResource, options: &UpdateOptions) -> Submitted<DynamicResource> {
-        // Made unique once: the checks below edit it in place.
         // Made unique once: the checks below edit it in place.
         let metadata = resource.metadata_mut();
         metadata.prepare_to_store(&self.kind);
@@ -403,8 +409,46 @@ fn check_owner(pointer: &Pointer, stored: &DynamicResource, owner: Option<&str>)
     Err(Error::OwnerConflict { pointer: pointer.clone(), owner: stored.metadata().owner().map(Into::into) })
 }
 
+/// The names of the owners of a collection's resources, one copy each.
+///
+/// A name of up to 23 bytes is stored inline in each resource; a longer one
+/// (most controller names: `network.HostnameSpecController`) is a string of
+/// its own, which the resources of one owner share. A collection's resources
+/// mostly have one owner, the controller that writes them, so this keeps the
+/// last long name seen: a create or a load with an equal name takes a count
+/// of it instead of a copy (64 bytes per resource with glibc), and an update
+/// takes the stored version's (`Metadata::keep_owner`).
+#[derive(Default)]
+struct Owners(Mutex<Option<SmolStr>>);
+
+impl Owners {
+    /// `owner` (not empty) as the resource stores it.
+    fn name(&self, owner: &str) -> SmolStr {
+        if owner.len() <= SmolStr::INLINE_CAP {
+            return SmolStr::new(owner);
+        }
+        let mut last = self.0.lock();
+        match &*last {
+            Some(shared) if shared == owner => shared.clone(),
+            _ => {
+                let name = SmolStr::new(owner);
+                *last = Some(name.clone());
+                name
+            }
+        }
+    }
+
+    /// Gives `metadata`'s owner, if it has one of its own, the shared copy.
+    fn share(&self, metadata: &mut Metadata) {
+        if let Some(owner) = metadata.owner_name().filter(|owner| owner.is_heap_allocated()) {
+            let name = self.name(owner);
+            metadata.set_owner_name(name);
+        }
+    }
+}
+
 /// Sets the owner, version and timestamps of a new resource; checks nothing stored.
-fn prepare_create(metadata: &mut Metadata, options: &CreateOptions) -> Result<()> {
+fn prepare_create(metadata: &mut Metadata, options: &CreateOptions, owners: &Owners) -> Result<()> {
     match (metadata.owner(), options.owner.as_deref()) {
         (Some(existing), Some(requested)) if existing != requested => {
             return Err(Error::invalid_argument(format!(
@@ -412,8 +456,9 @@ fn prepare_create(metadata: &mut Metadata, options: &CreateOptions) -> Result<()
                 metadata.pointer()
             )));
         }
-        (_, Some(requested)) => metadata.set_owner(Some(requested)),
-        (_, None) => {}
+        (_, Some("")) => {}
+        (_, Some(requested)) => metadata.set_owner_name(owners.name(requested)),
+        (_, None) => owners.share(metadata),
     }
     metadata.set_version(crate::resource::Version::new(1));
     metadata.stamp_created(SystemTime::now());
@@ -454,10 +499,7 @@ fn check_update(current: Option<&DynamicResource>, metadata: &mut Metadata, opti
     }
     metadata.set_version(stored.version().next());
     metadata.stamp_updated(stored, SystemTime::now());
-    // Ownership is not the writer's to change.
-    if metadata.owner() != stored.owner() {
-        metadata.set_owner(stored.owner());
-    }
+    metadata.keep_owner(stored);
     Ok(())
 }
 

@@ -632,6 +632,58 @@ mod tests {
         }
     }
 
+    /// Resources of one owner share one copy of an owner's name too long to
+    /// be stored inline, whether the owner came with the create's options,
+    /// in the resource's metadata, with an update or from the store; owners
+    /// that take turns each stay as they were written.
+    #[tokio::test]
+    async fn resources_of_one_owner_share_its_name() {
+        const LONG: &str = "network.HostnameSpecController";
+        const OTHER: &str = "network.AddressSpecController";
+        let address = |resource: &DynamicResource| resource.metadata().owner().map(str::as_ptr);
+        let mut loaded = Vec::new();
+        for id in ["loaded-1", "loaded-2"] {
+            let mut resource = resource("ns", id);
+            resource.metadata_mut().set_owner(Some(LONG));
+            loaded.push(resource);
+        }
+        assert_ne!(address(&loaded[0]), address(&loaded[1]), "two names decoded apart");
+        let state = MemoryState::with_store(MemoryOptions::default(), Arc::new(LoadingStore(loaded))).unwrap();
+        let kind = Kind::new("ns", "Things.test.cosi.dev");
+        let get = |id: &'static str| state.get_now(&kind.pointer(id)).expect("stored");
+        assert_eq!(address(&get("loaded-1")), address(&get("loaded-2")), "loaded owners are not shared");
+
+        let plain = MemoryState::default();
+        let by_options = CreateOptions::owner(LONG);
+        let first = plain.create_dynamic(resource("ns", "a"), by_options.clone()).await.unwrap();
+        let second = plain.create_dynamic(resource("ns", "b"), by_options.clone()).await.unwrap();
+        let mut in_metadata = resource("ns", "c");
+        in_metadata.metadata_mut().set_owner(Some(LONG));
+        let third = plain.create_dynamic(in_metadata, CreateOptions::default()).await.unwrap();
+        assert_eq!(first.metadata().owner(), Some(LONG));
+        assert_eq!(address(&first), address(&second), "creates by one owner copied its name");
+        assert_eq!(address(&first), address(&third), "an owner in the metadata was not shared");
+
+        let other = plain.create_dynamic(resource("ns", "d"), CreateOptions::owner(OTHER)).await.unwrap();
+        let fourth = plain.create_dynamic(resource("ns", "e"), by_options).await.unwrap();
+        assert_eq!(other.metadata().owner(), Some(OTHER));
+        assert_eq!(fourth.metadata().owner(), Some(LONG));
+        let short = plain.create_dynamic(resource("ns", "f"), CreateOptions::owner("short")).await.unwrap();
+        assert_eq!(short.metadata().owner(), Some("short"));
+
+        // An update sent with a copy of the name of its own (as a remote
+        // writer's arrives) stores the stored version's.
+        let mut update = first.clone();
+        update.metadata_mut().set_owner(Some(LONG));
+        assert_ne!(address(&update), address(&first));
+        let updated = plain.update_dynamic(update, UpdateOptions::owner(LONG)).await.unwrap();
+        assert_eq!(address(&updated), address(&first), "an update copied the owner's name");
+        let mut renamed = updated.clone();
+        renamed.metadata_mut().set_owner(Some(OTHER));
+        let kept = plain.update_dynamic(renamed, UpdateOptions::owner(LONG)).await.unwrap();
+        assert_eq!(kept.metadata().owner(), Some(LONG), "an update changed the owner");
+    }
+
     struct NullStore;
 
     /// Loads the resources it holds; takes every write.

@@ -9,13 +9,16 @@
 // writes. Both measurements are taken after runtime.GC and
 // debug.FreeOSMemory, so garbage and memory the runtime could return do not
 // count against Go. Linux only: it reads VmRSS from /proc/self/status.
+// With -owner NAME every resource is created owned by NAME, as a controller
+// creates its outputs (the Rust side's --owner).
 //
-//	GOMAXPROCS=2 go run ./cmd/cosi-go-memory [count]
+//	GOMAXPROCS=2 go run ./cmd/cosi-go-memory [-owner NAME] [count]
 package main
 
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"runtime"
@@ -78,8 +81,11 @@ func settle() {
 func main() {
 	count := 1_000_000
 
-	if len(os.Args) > 1 {
-		n, err := strconv.Atoi(os.Args[1])
+	owner := flag.String("owner", "", "create every resource owned by this name")
+	flag.Parse()
+
+	if flag.NArg() > 0 {
+		n, err := strconv.Atoi(flag.Arg(0))
 		if err != nil {
 			panic(err)
 		}
@@ -110,7 +116,7 @@ func main() {
 			resource.NewMetadata("bench", "BenchSpecs.bench.cosi.dev", fmt.Sprintf("r%07d", i), resource.VersionUndefined),
 			BenchSpec{Value: uint64(i), Payload: strings.Repeat("x", 256)},
 		)
-		if err := st.Create(ctx, res); err != nil {
+		if err := st.Create(ctx, res, state.WithCreateOwner(*owner)); err != nil {
 			panic(err)
 		}
 	}
@@ -130,8 +136,13 @@ func main() {
 		panic(fmt.Sprintf("stored %d of %d", len(list.Items), count))
 	}
 
-	fmt.Printf("memory: %d resources, RSS before %.1f MiB, after %.1f MiB: %.0f B per resource (live heap %.0f B per resource)\n",
-		count, float64(before)/1048576, float64(after)/1048576,
+	owned := ""
+	if *owner != "" {
+		owned = fmt.Sprintf(" owned by %q", *owner)
+	}
+
+	fmt.Printf("memory: %d resources%s, RSS before %.1f MiB, after %.1f MiB: %.0f B per resource (live heap %.0f B per resource)\n",
+		count, owned, float64(before)/1048576, float64(after)/1048576,
 		float64(after-before)/float64(count), float64(stats.HeapAlloc-heapBefore)/float64(count))
 
 	runtime.KeepAlive(st)
