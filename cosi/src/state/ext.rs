@@ -43,12 +43,13 @@ pub trait StateExt: State {
     fn get<T: Resource>(&self, at: impl At<T>) -> impl Future<Output = Result<Typed<T>>> + Send {
         let pointer = at.pointer();
         async move {
-            // In-process states answer at once, without a boxed future.
-            let resource = match self.get_now_dynamic(&pointer) {
-                Some(found) => found?,
-                None => self.get_dynamic(&pointer).await?,
-            };
-            Typed::try_from(resource)
+            // In-process states answer at once, without a boxed future. The
+            // answer is not a temporary of a `match` around the `await`, which
+            // the future would keep (and every caller move) for nothing.
+            if let Some(found) = self.get_now_dynamic(&pointer) {
+                return Typed::try_from(found?);
+            }
+            Typed::try_from(self.get_dynamic(&pointer).await?)
         }
     }
 
@@ -80,12 +81,13 @@ pub trait StateExt: State {
         options: CreateOptions,
     ) -> impl Future<Output = Result<Typed<T>>> + Send {
         async move {
-            // In-memory states write at once, without a boxed future.
-            let stored = match self.create_now_dynamic(resource.into_stored(), &options) {
-                Immediate::Done(result) => result?,
-                Immediate::Deferred(resource) => self.create_dynamic(resource, options).await?,
+            // In-memory states write at once, without a boxed future (and, as
+            // in `get`, without an answer kept across the `await`).
+            let deferred = match self.create_now_dynamic(resource.into_stored(), &options) {
+                Immediate::Done(result) => return Typed::try_from(result?),
+                Immediate::Deferred(resource) => resource,
             };
-            Typed::try_from(stored)
+            Typed::try_from(self.create_dynamic(deferred, options).await?)
         }
     }
 
@@ -96,11 +98,11 @@ pub trait StateExt: State {
         options: UpdateOptions,
     ) -> impl Future<Output = Result<Typed<T>>> + Send {
         async move {
-            let stored = match self.update_now_dynamic(resource.into_stored(), &options) {
-                Immediate::Done(result) => result?,
-                Immediate::Deferred(resource) => self.update_dynamic(resource, options).await?,
+            let deferred = match self.update_now_dynamic(resource.into_stored(), &options) {
+                Immediate::Done(result) => return Typed::try_from(result?),
+                Immediate::Deferred(resource) => resource,
             };
-            Typed::try_from(stored)
+            Typed::try_from(self.update_dynamic(deferred, options).await?)
         }
     }
 
