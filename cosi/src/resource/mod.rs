@@ -160,6 +160,13 @@ impl Kind {
         }
     }
 
+    /// Whether this kind borrows `R`'s names (so that its type is `R::TYPE`),
+    /// told by one pointer comparison. `false` says nothing: the names may
+    /// still be equal.
+    pub(crate) fn borrows_names_of<R: Resource>(&self) -> bool {
+        matches!(&self.0, Names::Static(names) if std::ptr::eq(*names, R::type_names()))
+    }
+
     /// Whether both hold the same names by the same pointer: a clone of one another,
     /// or the same resource type's.
     fn same_names(&self, other: &Kind) -> bool {

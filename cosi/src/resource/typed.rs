@@ -174,7 +174,9 @@ impl<S: Resource> TryFrom<&DynamicResource> for Typed<S> {
 
 fn check_type<S: Resource>(resource: &DynamicResource) -> Result<(), Error> {
     let metadata = resource.metadata();
-    if metadata.r#type() != S::TYPE {
+    // A resource stored by its type's collection borrows the type's names:
+    // a pointer comparison, not a comparison of the names.
+    if !metadata.pointer().kind_ref().borrows_names_of::<S>() && metadata.r#type() != S::TYPE {
         return Err(Error::invalid_argument(format!(
             "resource {} has type {:?}, expected {:?}",
             metadata.pointer(),
