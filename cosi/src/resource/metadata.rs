@@ -33,8 +33,8 @@ use crate::resource::{Kind, Pointer};
 pub struct Metadata {
     pointer: Pointer,
     /// A small string: an owner of up to 23 bytes is stored inline, and a
-    /// longer one (most controller names) is shared: a state gives every
-    /// resource of one owner the same string (`share_owner`).
+    /// longer one (most controller names) is shared: the memory state gives
+    /// the resources of one owner one string (`Owners`, `keep_owner`).
     owner: Option<SmolStr>,
     /// The version's number, which means something only when `packed` says
     /// the version is defined.

@@ -456,6 +456,7 @@ fn prepare_create(metadata: &mut Metadata, options: &CreateOptions, owners: &Own
                 metadata.pointer()
             )));
         }
+        // An empty owner is none, as `Metadata::set_owner` has it.
         (_, Some("")) => {}
         (_, Some(requested)) => metadata.set_owner_name(owners.name(requested)),
         (_, None) => owners.share(metadata),
