@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use arcstr::ArcStr;
 use serde::{Deserialize, Serialize};
-use smol_str::SmolStr;
 
 use crate::resource::{Kind, Pointer};
 
@@ -32,10 +32,9 @@ use crate::resource::{Kind, Pointer};
 #[derive(Clone)]
 pub struct Metadata {
     pointer: Pointer,
-    /// A small string: an owner of up to 23 bytes is stored inline, and a
-    /// longer one (most controller names) is shared: the memory state gives
-    /// the resources of one owner one string (`Owners`, `keep_owner`).
-    owner: Option<SmolStr>,
+    /// A shared string in 8 bytes: the memory state gives the resources of
+    /// one owner one copy of its name (`Owners`, `keep_owner`).
+    owner: Option<ArcStr>,
     /// The version's number, which means something only when `packed` says
     /// the version is defined.
     version: u64,
@@ -46,14 +45,20 @@ pub struct Metadata {
     extra: Option<Box<Extra>>,
 }
 
+// A stored resource is its reference counts, its metadata and its spec:
+// with a spec of up to 32 bytes (a `u64` and a `String`), 136 bytes, which
+// glibc serves from a 144-byte chunk. Eight bytes more would take it to 160.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Metadata>() == 88);
+
 /// `created`, `updated`, the phase and whether the version is defined, in 24
 /// bytes: both seconds, then both nanoseconds, whose top bits hold the two
 /// flags (a count of nanoseconds within a second stays under 2^30). Two
 /// `SystemTime`s alone take 32 bytes (each pads its 12 to 16) and a
 /// `Version` 16; packed so, a stored resource with a spec of up to 32 bytes
-/// fits a 160-byte allocation. Exact for every time the platform's
-/// `SystemTime` holds: seconds since the epoch, negative before it, and the
-/// nanoseconds after those seconds.
+/// fits a 144-byte allocation (see the size check above). Exact for every
+/// time the platform's `SystemTime` holds: seconds since the epoch, negative
+/// before it, and the nanoseconds after those seconds.
 #[derive(Clone, Copy)]
 struct Packed {
     secs: [i64; 2],
@@ -224,17 +229,17 @@ impl Metadata {
 
     /// Sets the owner; an empty string means no owner.
     pub fn set_owner(&mut self, owner: Option<impl AsRef<str>>) {
-        self.owner = owner.as_ref().map(AsRef::as_ref).filter(|owner| !owner.is_empty()).map(SmolStr::new);
+        self.owner = owner.as_ref().map(AsRef::as_ref).filter(|owner| !owner.is_empty()).map(ArcStr::from);
     }
 
     /// The owner as stored, for a state to give the resources of one owner
     /// one copy of its name ([`set_owner_name`](Self::set_owner_name)).
-    pub(crate) fn owner_name(&self) -> Option<&SmolStr> {
+    pub(crate) fn owner_name(&self) -> Option<&ArcStr> {
         self.owner.as_ref()
     }
 
     /// Sets the owner to `name`, not empty.
-    pub(crate) fn set_owner_name(&mut self, name: SmolStr) {
+    pub(crate) fn set_owner_name(&mut self, name: ArcStr) {
         self.owner = Some(name);
     }
 
@@ -243,7 +248,12 @@ impl Metadata {
     /// stored one's string.
     #[inline]
     pub(crate) fn keep_owner(&mut self, stored: &Metadata) {
-        if self.owner.as_deref().map(str::as_ptr) != stored.owner.as_deref().map(str::as_ptr) {
+        let same = match (&self.owner, &stored.owner) {
+            (Some(mine), Some(stored)) => ArcStr::ptr_eq(mine, stored),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
             self.owner.clone_from(&stored.owner);
         }
     }
@@ -381,7 +391,7 @@ struct MetadataRepr {
     pointer: Pointer,
     version: Version,
     #[serde(default)]
-    owner: Option<String>,
+    owner: Option<ArcStr>,
     #[serde(default)]
     phase: Phase,
     #[serde(with = "timestamp")]
@@ -418,7 +428,7 @@ impl<'de> Deserialize<'de> for Metadata {
         let repr = MetadataRepr::deserialize(deserializer)?;
         let mut metadata = Metadata {
             pointer: repr.pointer,
-            owner: repr.owner.filter(|owner| !owner.is_empty()).map(SmolStr::from),
+            owner: repr.owner.filter(|owner| !owner.is_empty()),
             version: 0,
             packed: Packed { secs: [0; 2], nanos: [0; 2] },
             extra: Some(Box::new(Extra {

@@ -12,8 +12,8 @@ use std::time::SystemTime;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
+use arcstr::ArcStr;
 use parking_lot::Mutex;
-use smol_str::SmolStr;
 use tokio::sync::Notify;
 
 use crate::resource::{DynamicResource, Kind, Metadata, Phase, Pointer};
@@ -53,8 +53,7 @@ pub(super) struct Collection {
     written: Notify,
     /// How many watches are open: writers skip the wake-up when there are none.
     watchers: AtomicUsize,
-    /// The owner of the last resource created or loaded here whose owner's
-    /// name is too long to be stored inline (see [`Owners`]).
+    /// The owner of the last owned resource created or loaded here (see [`Owners`]).
     owners: Owners,
     /// Set at the first event or the first resource loaded from the store.
     /// Such a collection is never freed (see [`release`](Collection::release):
@@ -411,39 +410,42 @@ fn check_owner(pointer: &Pointer, stored: &DynamicResource, owner: Option<&str>)
 
 /// The names of the owners of a collection's resources, one copy each.
 ///
-/// A name of up to 23 bytes is stored inline in each resource; a longer one
-/// (most controller names: `network.HostnameSpecController`) is a string of
-/// its own, which the resources of one owner share. A collection's resources
-/// mostly have one owner, the controller that writes them, so this keeps the
-/// last long name seen: a create or a load with an equal name takes a count
-/// of it instead of a copy (64 bytes per resource with glibc), and an update
-/// takes the stored version's (`Metadata::keep_owner`).
+/// A resource holds its owner's name as a counted string (`ArcStr`, 8 bytes
+/// in the resource). A collection's resources mostly have one owner, the
+/// controller that writes them, so this keeps the last name seen: a create or
+/// a load with an equal name takes a count of it instead of a copy of its
+/// own (a 48-byte allocation per resource with glibc, for a 30-byte name),
+/// and an update takes the stored version's (`Metadata::keep_owner`).
 #[derive(Default)]
-struct Owners(Mutex<Option<SmolStr>>);
+struct Owners(Mutex<Option<ArcStr>>);
 
 impl Owners {
     /// `owner` (not empty) as the resource stores it.
-    fn name(&self, owner: &str) -> SmolStr {
-        if owner.len() <= SmolStr::INLINE_CAP {
-            return SmolStr::new(owner);
-        }
+    fn name(&self, owner: &str) -> ArcStr {
         let mut last = self.0.lock();
         match &*last {
-            Some(shared) if shared == owner => shared.clone(),
+            Some(shared) if shared.as_str() == owner => shared.clone(),
             _ => {
-                let name = SmolStr::new(owner);
+                let name = ArcStr::from(owner);
                 *last = Some(name.clone());
                 name
             }
         }
     }
 
-    /// Gives `metadata`'s owner, if it has one of its own, the shared copy.
+    /// Gives `metadata`'s owner the shared copy, or makes its copy the shared one.
     fn share(&self, metadata: &mut Metadata) {
-        if let Some(owner) = metadata.owner_name().filter(|owner| owner.is_heap_allocated()) {
-            let name = self.name(owner);
-            metadata.set_owner_name(name);
-        }
+        let Some(owner) = metadata.owner_name() else { return };
+        let mut last = self.0.lock();
+        let shared = match &*last {
+            Some(shared) if ArcStr::ptr_eq(shared, owner) => return,
+            Some(shared) if shared == owner => shared.clone(),
+            _ => {
+                *last = Some(owner.clone());
+                return;
+            }
+        };
+        metadata.set_owner_name(shared);
     }
 }
 

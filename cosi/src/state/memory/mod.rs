@@ -632,10 +632,10 @@ mod tests {
         }
     }
 
-    /// Resources of one owner share one copy of an owner's name too long to
-    /// be stored inline, whether the owner came with the create's options,
-    /// in the resource's metadata, with an update or from the store; owners
-    /// that take turns each stay as they were written.
+    /// Resources of one owner share one copy of its name, whether the owner
+    /// came with the create's options, in the resource's metadata, with an
+    /// update or from the store, and however short; owners that take turns
+    /// each stay as they were written.
     #[tokio::test]
     async fn resources_of_one_owner_share_its_name() {
         const LONG: &str = "network.HostnameSpecController";
@@ -669,7 +669,18 @@ mod tests {
         assert_eq!(other.metadata().owner(), Some(OTHER));
         assert_eq!(fourth.metadata().owner(), Some(LONG));
         let short = plain.create_dynamic(resource("ns", "f"), CreateOptions::owner("short")).await.unwrap();
+        let also_short = plain.create_dynamic(resource("ns", "g"), CreateOptions::owner("short")).await.unwrap();
         assert_eq!(short.metadata().owner(), Some("short"));
+        assert_eq!(address(&short), address(&also_short), "a short owner's name was copied");
+
+        // A new owner arriving in the metadata is kept as it came, and shared from then on.
+        let mut newcomer = resource("ns", "h");
+        newcomer.metadata_mut().set_owner(Some(OTHER));
+        let sent = address(&newcomer);
+        let newcomer = plain.create_dynamic(newcomer, CreateOptions::default()).await.unwrap();
+        assert_eq!(address(&newcomer), sent, "a new owner's name was copied");
+        let after = plain.create_dynamic(resource("ns", "i"), CreateOptions::owner(OTHER)).await.unwrap();
+        assert_eq!(address(&after), sent, "a new owner from the metadata was not shared");
 
         // An update sent with a copy of the name of its own (as a remote
         // writer's arrives) stores the stored version's.
