@@ -48,7 +48,7 @@ struct BenchSpec {
 
 const LIST_SIZE: usize = 10_000;
 
-/// The owner of `create-owned`'s resources: a controller's name, longer than 23 bytes.
+/// The owner of `create-owned`'s resources: a controller's name.
 const OWNER: &str = "bench.BenchSpecController";
 
 fn spec(value: u64) -> BenchSpec {
@@ -131,8 +131,7 @@ fn main() {
 
     rt.block_on(rt.spawn(async move {
         let ids: Vec<String> = (0..LIST_SIZE).map(|i| format!("r{i:06}")).collect();
-        // `create-owned`: as a controller creates its outputs, owned by a
-        // name too long to be stored inline (as most controllers' are).
+        // `create-owned`: as a controller creates its outputs, owned by its name.
         for (op, options) in [("create", CreateOptions::default()), ("create-owned", CreateOptions::owner(OWNER))] {
             if wanted(op) {
                 let state: Arc<dyn State> = bench_state::memory();
