@@ -16,7 +16,7 @@
 //! ```
 //!
 //! An encoded spec's body is `u32 LE n, n proto bytes, u8 has-YAML, u32 LE m,
-//! m bytes of YAML`, so `Spec::Encoded { proto, yaml }` comes back byte for
+//! m bytes of YAML`, so `EncodedSpec { proto, yaml }` comes back byte for
 //! byte. A typed spec's body is `u32 LE m, m bytes of YAML`: it comes back as
 //! an encoded spec with that YAML and no proto bytes, which typed reads decode
 //! (`Typed::try_from`, `get::<T>`). Every part has its length, so a cut

@@ -74,7 +74,8 @@
 //! Two tables: `cosi.meta` (format version, encryption key check) and
 //! `cosi.resources`, keyed by `(namespace, type, ID)`. A record is the
 //! metadata as JSON followed by the spec: an encoded spec
-//! (`Spec::Encoded { proto, yaml }`) byte for byte, a typed spec as its YAML.
+//! ([`EncodedSpec`](cosi::resource::EncodedSpec)) byte for byte, a typed spec
+//! as its YAML.
 //! After a reopen a typed spec is an encoded one holding that YAML, which
 //! typed reads ([`StateExt::get`](cosi::StateExt::get), `Typed::try_from`)
 //! decode, each time, until the resource is written again (then its spec is

@@ -90,13 +90,13 @@ pub enum Outcome {
     Failed(BoxError),
 }
 
-/// The return types a reconcile may have: `()`, `Result<(), E>` and, for
-/// queue controllers, `Result<Requeue, E>`, for any error `E` that converts
-/// into a boxed error (`cosi::Error`, `std::io::Error`, `anyhow::Error`, ...).
+/// The return types a reconcile may have: `()`, `Result<(), E>` and
+/// `Result<Requeue, E>`, for any error `E` that converts into a boxed error
+/// (`cosi::Error`, `std::io::Error`, `anyhow::Error`, ...).
 #[diagnostic::on_unimplemented(
     message = "a reconcile cannot return `{Self}`",
     label = "returns `{Self}`",
-    note = "return `()`, `Result<(), E>` or (queue controllers) `Result<Requeue, E>`, where `E` converts into `Box<dyn Error + Send + Sync>`"
+    note = "return `()`, `Result<(), E>` or `Result<Requeue, E>`, where `E` converts into `Box<dyn Error + Send + Sync>`"
 )]
 pub trait IntoOutcome {
     /// Converts.
