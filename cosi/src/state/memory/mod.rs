@@ -392,13 +392,15 @@ impl State for MemoryState {
     }
 
     async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
-        let Some(collection) = self.existing(pointer.kind_ref()) else {
+        let Some(found) = self.existing(pointer.kind_ref()) else {
             return Err(not_found(pointer));
         };
-        let result = match collection.destroy(pointer, options) {
+        let result = match found.destroy(pointer, options) {
             Submitted::Done(result) => result,
             Submitted::Queued(ticket) => {
-                let collection = Arc::clone(&collection);
+                // Waits for the store without the state's map, as a put does.
+                let collection = Arc::clone(&found);
+                drop(found);
                 collection.wait(ticket).map(drop)
             }
         };
@@ -693,6 +695,62 @@ mod tests {
         renamed.metadata_mut().set_owner(Some(OTHER));
         let kept = plain.update_dynamic(renamed, UpdateOptions::owner(LONG)).await.unwrap();
         assert_eq!(kept.metadata().owner(), Some(LONG), "an update changed the owner");
+    }
+
+    /// Loads one resource of a kind without a type number, in namespace
+    /// `a`; holds a batch that destroys until `release` has a message.
+    struct GatedStore {
+        entered: std::sync::mpsc::SyncSender<()>,
+        release: parking_lot::Mutex<std::sync::mpsc::Receiver<()>>,
+    }
+
+    impl BackingStore for GatedStore {
+        fn load(&self) -> Result<Vec<DynamicResource>> {
+            Ok(vec![resource("a", "held")])
+        }
+
+        fn write(&self, batch: &[StoreWrite<'_>]) -> Result<()> {
+            if batch.iter().any(|write| matches!(write, StoreWrite::Destroy(_))) {
+                self.entered.send(()).expect("the test waits for the destroy");
+                self.release.lock().recv().expect("the test releases the destroy");
+            }
+            Ok(())
+        }
+    }
+
+    /// A destroy waits for its store write without the state's map locked, so
+    /// a write that creates a collection meanwhile does not wait for it.
+    #[test]
+    fn a_destroy_waits_for_the_store_without_the_states_map() {
+        let (entered, on_entered) = std::sync::mpsc::sync_channel(1);
+        let (release, on_release) = std::sync::mpsc::sync_channel(1);
+        let store = GatedStore { entered, release: parking_lot::Mutex::new(on_release) };
+        let state = Arc::new(MemoryState::with_store(MemoryOptions::default(), Arc::new(store)).unwrap());
+        fn block_on<F: std::future::Future>(future: F) -> F::Output {
+            tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(future)
+        }
+        let destroying = std::thread::spawn({
+            let state = Arc::clone(&state);
+            move || {
+                let pointer = Kind::new("a", "Things.test.cosi.dev").pointer("held");
+                block_on(state.destroy_dynamic(&pointer, DestroyOptions::default()))
+            }
+        });
+        on_entered.recv().expect("the destroy reaches the store");
+        let (created, on_created) = std::sync::mpsc::sync_channel(1);
+        let creating = std::thread::spawn({
+            let state = Arc::clone(&state);
+            move || {
+                let result = block_on(state.create_dynamic(resource("b", "new"), CreateOptions::default()));
+                created.send(result.map(drop)).expect("the test waits for the create");
+            }
+        });
+        // A bound on a wait that is over at once unless the create is stuck behind the destroy.
+        let result = on_created.recv_timeout(std::time::Duration::from_secs(15));
+        release.send(()).expect("the destroy waits");
+        assert!(matches!(result, Ok(Ok(()))), "the create waited for the destroy's store write: {result:?}");
+        destroying.join().unwrap().expect("the destroy");
+        creating.join().unwrap();
     }
 
     struct NullStore;
