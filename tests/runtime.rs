@@ -145,6 +145,21 @@ async fn spinner(ctx: &mut Ctx) -> cosi::Result<()> {
     Ok(())
 }
 
+/// Not collected: panics in its first call, before it returns its future.
+#[controller(inputs = [Weak<Config>(namespace = "hasty")], outputs = [], inventory = false)]
+#[derive(Default)]
+struct Hasty {
+    calls: u32,
+}
+
+impl Hasty {
+    fn reconcile(&mut self, _ctx: &mut Ctx<Self>) -> impl std::future::Future<Output = cosi::Result<()>> + Send {
+        self.calls += 1;
+        assert!(self.calls > 1, "the first call panics before it returns its future");
+        async { Ok(()) }
+    }
+}
+
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -298,6 +313,27 @@ fn shutdown_stops_every_controller_task() {
         assert!(!runtime.is_running());
         assert!(dropped.load(Ordering::SeqCst), "the controller outlived the shutdown");
         assert_eq!(runtime.start(), Err(RuntimeError::ShutDown));
+    });
+}
+
+/// A reconcile that panics before it returns its future restarts with
+/// backoff, as one that panics inside its future does.
+#[test]
+fn a_reconcile_that_panics_before_its_future_restarts() {
+    block_on(async {
+        let runtime = Runtime::new(cosi::state::memory());
+        runtime.register(Hasty::default()).expect("register");
+        runtime.start().expect("start");
+        eventually("a reconcile after the panic", || async {
+            match runtime.stats("Hasty") {
+                Some(stats) if stats.reconciles >= 2 && stats.next_retry.is_none() => Ok(()),
+                stats => Err(format!("{stats:?}")),
+            }
+        })
+        .await;
+        let stats = runtime.stats("Hasty").expect("stats");
+        assert_eq!((stats.errors, stats.restarts), (1, 1), "{stats:?}");
+        runtime.shutdown().await;
     });
 }
 

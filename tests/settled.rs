@@ -222,3 +222,96 @@ async fn a_runtime_that_does_not_run_has_nothing_pending() {
     tokio::time::timeout(EVENTUALLY, waiting).await.expect("settled returns at shutdown").expect("the task");
     settle(&runtime).await;
 }
+
+/// Reads integers and fails every time, asking to be retried an hour later.
+#[controller(inputs = [Weak<IntResource>(namespace = "stubborn")], outputs = [], inventory = false)]
+async fn stubborn(ctx: &mut Ctx) -> std::result::Result<(), RequeueError> {
+    let hour = Duration::from_secs(3600);
+    let ints = ctx.list_in::<IntResource>("stubborn", &ListOptions::default()).await;
+    ints.map_err(|error| RequeueError::new(error, hour))?;
+    Err(RequeueError::new("stubborn fails on purpose", hour))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_during_a_backoff_does_not_keep_settled_waiting() {
+    let state = cosi::state::memory();
+    let runtime = Runtime::new(state.clone());
+    runtime.register(stubborn {}).expect("register");
+    runtime.start().expect("start");
+    settle(&runtime).await;
+    assert_eq!(runtime.stats("stubborn").map(|stats| stats.errors), Some(1));
+    // The change wakes it, but its retry is an hour away: nothing is due.
+    set_int(&state, "stubborn", "one", 1).await;
+    settle(&runtime).await;
+    assert_eq!(runtime.stats("stubborn").map(|stats| stats.errors), Some(1), "retried before its delay");
+    runtime.shutdown().await;
+}
+
+/// Fails every time and asks never to be retried: `Duration::MAX`.
+#[controller(outputs = [], inventory = false)]
+async fn never_again(_ctx: &mut Ctx) -> std::result::Result<(), RequeueError> {
+    Err(RequeueError::new("never again", Duration::MAX))
+}
+
+/// Reconciles each integer once, then asks for it again after `Duration::MAX`.
+#[controller(inputs = [Primary<IntResource>(namespace = "forever")], outputs = [], inventory = false)]
+#[derive(Default)]
+struct Forever;
+
+impl Forever {
+    async fn reconcile(&self, ctx: &Ctx<Self>, item: &Pointer) -> cosi::Result<Requeue> {
+        ctx.get::<IntResource>(item).await?;
+        Ok(Requeue::After(Duration::MAX))
+    }
+}
+
+/// A delay longer than the clock can count (`Duration::MAX`, "not again")
+/// is a wait, not an overflow: the controllers go on, settle and stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delay_of_duration_max_waits_instead_of_overflowing() {
+    let state = cosi::state::memory();
+    let runtime = Runtime::new(state.clone());
+    runtime.register(never_again {}).expect("register");
+    runtime.register(Forever).expect("register");
+    runtime.start().expect("start");
+    settle(&runtime).await;
+    for id in ["one", "two"] {
+        set_int(&state, "forever", id, 1).await;
+        settle(&runtime).await;
+    }
+    let forever = runtime.stats("Forever").expect("stats");
+    assert_eq!((forever.reconciles, forever.queue_depth), (2, 2), "{forever:?}");
+    let never = runtime.stats("never_again").expect("stats");
+    assert_eq!((never.errors, never.restarts), (1, 1), "{never:?}");
+    assert!(never.next_retry.is_some(), "{never:?}");
+    tokio::time::timeout(EVENTUALLY, runtime.shutdown()).await.expect("the runtime shuts down");
+}
+
+/// Asks, through its dynamic context, for its items again once.
+#[controller(inputs = [Primary<IntResource>(namespace = "again")], outputs = [], inventory = false)]
+#[derive(Default)]
+struct Again {
+    asked: std::sync::atomic::AtomicBool,
+}
+
+impl Again {
+    async fn reconcile(&self, ctx: &Ctx<Self>, _item: &Pointer) {
+        if !self.asked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            ctx.dynamic().requeue();
+        }
+    }
+}
+
+/// A queue controller's requeue queues its items again, and is over once they ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_controllers_requeue_runs_its_items_again() {
+    let state = cosi::state::memory();
+    let runtime = Runtime::new(state.clone());
+    runtime.register(Again::default()).expect("register");
+    runtime.start().expect("start");
+    settle(&runtime).await;
+    set_int(&state, "again", "one", 1).await;
+    settle(&runtime).await;
+    assert_eq!(runtime.stats("Again").map(|stats| stats.reconciles), Some(2));
+    runtime.shutdown().await;
+}

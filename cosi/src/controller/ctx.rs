@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::controller::{Finalizes, Host, Input, InputKind, Reads, Waker, Writes};
+use crate::controller::{Controller, Finalizes, Host, Input, InputKind, Reads, Waker, Writes};
 use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
 use crate::state::{
     CreateOptions, DestroyOptions, Error, Event, Immediate, ListOptions, Result, State, TeardownOptions, UpdateOptions,
@@ -219,7 +219,14 @@ impl<C: ?Sized> Ctx<C> {
     }
 
     /// Asks for another reconcile after this one, even if no input changes.
-    pub fn requeue(&self) {
+    ///
+    /// Reconcile controllers only: a queue controller runs an item again by
+    /// returning [`Requeue::After`](crate::controller::Requeue::After) from
+    /// its reconcile, and every item with [`waker`](Ctx::waker)`().wake()`.
+    pub fn requeue(&self)
+    where
+        C: Controller,
+    {
         self.dynamic.requeue();
     }
 
@@ -544,7 +551,8 @@ impl DynCtx {
         self.host.update_inputs(inputs.into_iter().collect())
     }
 
-    /// As [`Ctx::requeue`].
+    /// As [`Ctx::requeue`]; for a queue controller, queues every item of its
+    /// primary inputs again, as [`Waker::wake`] does.
     pub fn requeue(&self) {
         self.host.requeue();
     }

@@ -78,6 +78,10 @@ use crate::resource::{Labels, Phase, Pointer};
 
 /// A reconcile controller. `#[controller]` implements it; implement it by hand
 /// only for controllers the macro cannot express (generic ones).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a reconcile controller",
+    note = "a queue controller runs an item again by returning `Requeue::After` from its reconcile, and queues every item again with `ctx.waker().wake()`"
+)]
 pub trait Controller: Declared + Send + Sized + 'static {
     /// The name of this instance: the owner of everything it writes.
     /// Defaults to the declared name.

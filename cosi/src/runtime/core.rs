@@ -16,6 +16,16 @@ use crate::runtime::queue::{Job, Key, Queue};
 use crate::runtime::settle::Activity;
 use crate::state::{Error, Result, State};
 
+/// The longest wait the runtime schedules. A longer delay (a requeue or a
+/// retry of `Duration::MAX`, meaning "not again", or one computed from a
+/// spec) waits this long instead: a clock plus it cannot overflow.
+const LONGEST_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
+/// When a wait of `delay` from now ends.
+pub(crate) fn deadline(delay: Duration) -> tokio::time::Instant {
+    tokio::time::Instant::now() + delay.min(LONGEST_WAIT)
+}
+
 pub(crate) struct Core {
     pub(crate) name: Arc<str>,
     pub(crate) declaration: &'static Declaration,
@@ -24,6 +34,9 @@ pub(crate) struct Core {
     /// Set for queue controllers.
     pub(crate) queue: Option<Queue>,
     inputs: RwLock<Arc<[Input]>>,
+    /// Held from a change of `inputs` to the end of its reroute, so that two
+    /// workers changing them at once leave the routes matching the inputs.
+    rerouting: Mutex<()>,
     /// One stored wake-up: many changes while the controller is busy make
     /// one more reconcile, never none.
     wake: Notify,
@@ -31,6 +44,10 @@ pub(crate) struct Core {
     /// Whether a reconcile runs; set before the wake-up it consumes is
     /// cleared, so that work is never out of sight of `settled`.
     busy: AtomicBool,
+    /// Whether a reconcile controller waits out a failure's backoff: a
+    /// wake-up meanwhile is pending but not due, and `settled` does not wait
+    /// for a retry that may fail forever.
+    backing_off: AtomicBool,
     /// What caused the pending wake-up, for the reconcile's span.
     trigger: Mutex<Option<Trigger>>,
     activity: Arc<Activity>,
@@ -86,9 +103,11 @@ impl Core {
             state,
             queue,
             inputs: RwLock::new(inputs.into()),
+            rerouting: Mutex::new(()),
             wake: Notify::new(),
             wake_pending: AtomicBool::new(false),
             busy: AtomicBool::new(false),
+            backing_off: AtomicBool::new(false),
             trigger: Mutex::new(None),
             activity,
             engine,
@@ -136,6 +155,15 @@ impl Core {
         self.activity.bump();
     }
 
+    /// The reconcile failed and the controller waits `delay` before it runs
+    /// again; a wake-up meanwhile waits too.
+    pub(crate) async fn back_off(&self, delay: Duration) {
+        self.backing_off.store(true, Ordering::SeqCst);
+        self.finished();
+        tokio::time::sleep(delay).await;
+        self.backing_off.store(false, Ordering::SeqCst);
+    }
+
     /// The reconcile is over, its writes made.
     pub(crate) fn finished(&self) {
         self.busy.store(false, Ordering::SeqCst);
@@ -148,7 +176,7 @@ impl Core {
     pub(crate) fn is_quiet(&self, now: tokio::time::Instant) -> bool {
         // The wake-up first: `woken` sets `busy` before it clears the wake-up,
         // so a reconcile starting between the two reads is seen in the second.
-        !self.wake_pending.load(Ordering::SeqCst)
+        (!self.wake_pending.load(Ordering::SeqCst) || self.backing_off.load(Ordering::SeqCst))
             && !self.busy.load(Ordering::SeqCst)
             && self.queue.as_ref().is_none_or(|queue| queue.is_idle(now))
     }
@@ -183,6 +211,7 @@ impl Host for Core {
     fn update_inputs(&self, inputs: Vec<Input>) -> Result<()> {
         let inputs: Arc<[Input]> =
             check_runtime_inputs(&self.name, self.declaration, inputs).map_err(Error::InvalidArgument)?.into();
+        let _rerouting = self.rerouting.lock();
         {
             let mut current = self.inputs.write();
             if *current == inputs {
@@ -204,8 +233,21 @@ impl Host for Core {
         self.stats.count_write();
     }
 
+    /// A queue controller has no one reconcile to run again: every item of
+    /// its primary inputs is queued again, as its [`Waker`](crate::controller::Waker)
+    /// does. (Only [`DynCtx`](crate::controller::DynCtx) offers this to a
+    /// queue controller; its typed `Ctx` does not.)
     fn requeue(&self) {
-        self.wake(|| Trigger::Requeue);
+        match &self.queue {
+            None => {
+                self.wake(|| Trigger::Requeue);
+            }
+            Some(_) => {
+                if let (Some(engine), Some(core)) = (self.running_engine(), self.me.upgrade()) {
+                    engine.requeue_primaries(&core);
+                }
+            }
+        }
     }
 
     fn wake(&self) {
@@ -334,7 +376,7 @@ impl Stats {
             self.restarts.fetch_add(1, Ordering::Relaxed);
             self.metrics.restarts.increment(1);
         }
-        *self.next_retry.lock() = retry.map(|retry| SystemTime::now() + retry);
+        *self.next_retry.lock() = retry.map(|retry| SystemTime::now() + retry.min(LONGEST_WAIT));
         *self.last_error.lock() = Some(error);
         self.failing.store(true, Ordering::Relaxed);
     }

@@ -27,7 +27,7 @@ use std::task::{Context, Poll};
 
 use futures_util::task::{ArcWake, AtomicWaker, waker_ref};
 use parking_lot::Mutex;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::runtime::engine::panic_message;
 
@@ -131,23 +131,25 @@ impl Driver {
             return None;
         }
         let shared = Arc::clone(&self.shared);
-        let stop = stop.clone();
+        let mut stopped = Box::pin(stop.clone().cancelled_owned());
         // Unconstrained by tokio's cooperative budget, which counts per task
         // and would run out for all controllers at once: the driver keeps
         // its own (`BUDGET`).
-        Some(tokio::task::unconstrained(std::future::poll_fn(move |cx| shared.poll(cx, &stop))))
+        Some(tokio::task::unconstrained(std::future::poll_fn(move |cx| shared.poll(cx, stopped.as_mut()))))
     }
 }
 
 impl Shared {
     /// Polls woken futures until none is left or the budget is spent; ends
     /// once the runtime stopped and every future has finished.
-    fn poll(&self, cx: &mut Context<'_>, stop: &CancellationToken) -> Poll<()> {
+    fn poll(&self, cx: &mut Context<'_>, stopped: Pin<&mut WaitForCancellationFutureOwned>) -> Poll<()> {
         self.waker.register(cx.waker());
         self.polling.store(true, Ordering::SeqCst);
         for _ in 0..BUDGET {
             let Some(slot) = self.next() else {
-                if stop.is_cancelled() && self.live.load(Ordering::SeqCst) == 0 {
+                // A live future wakes the driver when the runtime stops (it
+                // stops too); with none left, the stop itself must.
+                if self.live.load(Ordering::SeqCst) == 0 && stopped.poll(cx).is_ready() {
                     return Poll::Ready(());
                 }
                 return Poll::Pending;
@@ -187,5 +189,28 @@ impl Shared {
         let slot = self.ready.lock().pop_front()?;
         self.polling.store(true, Ordering::SeqCst);
         Some(slot)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The driver ends at the stop even when every future it ran ended
+    /// before: with none left to wake it, the stop does.
+    #[tokio::test]
+    async fn the_driver_ends_at_the_stop_after_its_futures_have_ended() {
+        let driver = Driver::default();
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(driver.add(async {}, &stop).expect("the first future hands out the driver's task"));
+        // Until the driver has polled the future, which ends at once.
+        while driver.shared.live.load(Ordering::SeqCst) > 0 {
+            tokio::task::yield_now().await;
+        }
+        stop.cancel();
+        tokio::time::timeout(std::time::Duration::from_secs(15), task)
+            .await
+            .expect("the driver's task ends at the stop")
+            .expect("the driver's task");
     }
 }

@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use crate::backoff::Backoff;
 use crate::controller::{ErasedReconcile, Outcome, Requeue, RequeueError};
-use crate::runtime::core::{Core, Trigger};
+use crate::runtime::core::{Core, Trigger, deadline};
 use crate::runtime::engine::{Engine, driver, panic_message, watch as kind_watch};
 use crate::runtime::settle::InFlight;
 
@@ -57,14 +57,17 @@ impl Engine {
             };
             let span = tracing::info_span!("reconcile", controller = %core.name, %trigger);
             let started = Instant::now();
-            let outcome = AssertUnwindSafe(controller.reconcile()).catch_unwind().instrument(span).await;
+            // Called inside the caught future: a reconcile that panics before
+            // it returns its future restarts like one that panics in it.
+            let reconcile = async { controller.reconcile().await };
+            let outcome = AssertUnwindSafe(reconcile).catch_unwind().instrument(span).await;
             let busy = started.elapsed();
             let delay = match read_outcome(outcome) {
                 Ok(requeue) => {
                     core.stats.record_success(busy);
                     backoff.reset();
                     if let Requeue::After(after) = requeue {
-                        requeue_at = Some(Instant::now() + after);
+                        requeue_at = Some(deadline(after));
                     }
                     core.finished();
                     if core.is_woken() {
@@ -76,13 +79,10 @@ impl Engine {
                     let delay = explicit.unwrap_or_else(|| backoff.next_delay());
                     tracing::error!(controller = %core.name, error = %message, ?delay, "reconcile failed; restarting");
                     core.stats.record_failure(busy, message, Some(delay));
-                    // A controller waiting out its backoff has nothing pending:
-                    // `settled` does not wait for a retry that may fail forever.
-                    core.finished();
                     delay
                 }
             };
-            tokio::time::sleep(delay).await;
+            core.back_off(delay).await;
             core.wake(|| Trigger::Restart);
         }
     }

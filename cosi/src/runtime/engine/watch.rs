@@ -254,11 +254,16 @@ impl Engine {
     /// Stops the watches of kinds no route reads any more. A route added
     /// meanwhile is in `routes` before its `ensure_watch`, and this holds
     /// `routes` while it looks: its watch is either kept or started again.
+    ///
+    /// `watches` first, as [`ensure_watch`](Engine::ensure_watch) holds it:
+    /// that calls the state, whose writers route under `routes`, so waiting
+    /// for `watches` with `routes` held could close a cycle with a writer and
+    /// a reroute waiting to write `routes`.
     pub(super) fn stop_unread_watches(&self) {
         let mut stopped = Vec::new();
         {
-            let routes = self.routes.read();
             let mut watches = self.watches.lock();
+            let routes = self.routes.read();
             watches.retain(|kind, watch| {
                 let read = routes.contains_key(kind);
                 if !read {

@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use crate::controller::{ErasedQueue, Outcome, Requeue};
 use crate::resource::Kind;
-use crate::runtime::core::Core;
+use crate::runtime::core::{Core, deadline};
 use crate::runtime::engine::reconciler::read_outcome;
 use crate::runtime::engine::{Engine, driver, reads, watch as kind_watch};
 use crate::runtime::queue::{Item, Job, Key};
@@ -91,14 +91,14 @@ impl Engine {
                     queue.forget_backoff(&item.key);
                     match requeue {
                         Requeue::Never => None,
-                        Requeue::After(after) => Some(Instant::now() + after),
+                        Requeue::After(after) => Some(deadline(after)),
                     }
                 }
                 Err((message, explicit)) => {
                     let delay = explicit.unwrap_or_else(|| queue.next_backoff(&item.key, self.options.backoff));
                     tracing::warn!(controller = %core.name, item = %item.key.pointer, error = %message, ?delay, "item failed; retrying");
                     core.stats.record_failure(busy, message, Some(delay));
-                    Some(Instant::now() + delay)
+                    Some(deadline(delay))
                 }
             };
             queue.release(item, requeue);
