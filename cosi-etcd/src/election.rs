@@ -9,7 +9,10 @@
 //! loses etcd) the lease expires after its time to live and the next candidate
 //! takes over then. A holder learns that it lost leadership through
 //! [`Leadership::lost`]: its lease could not be renewed in time, or its key
-//! was deleted.
+//! was deleted. A holder cut off from etcd learns it before etcd can let its
+//! lease expire: it counts the lease's time to live from when it sent each
+//! renewal, and a timer of its own gives up at that deadline, less a tenth of
+//! the time to live, however long its attempts to reach etcd hang.
 //!
 //! [`LeaderElection::run`] builds on that to run a controller runtime only
 //! while leading. Invariant: at most one runtime of the loop exists at a time,
@@ -18,12 +21,13 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cosi::backoff::{Backoff, BackoffOptions};
 use cosi::runtime::{Runtime, RuntimeError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::client::proto::etcdserverpb::WatchCreateRequest;
 use crate::client::proto::mvccpb::event::EventType;
@@ -117,14 +121,21 @@ impl LeaderElection {
     /// Dropping the future gives the candidacy up: its lease is revoked.
     pub async fn campaign(&self) -> Result<Leadership, ElectionError> {
         let ttl = self.options.ttl.as_secs().max(1);
+        // etcd starts the lease's clock somewhere between the request and the answer.
+        let granted = Instant::now();
         let lease =
             self.client.lease_grant(i64::try_from(ttl).unwrap_or(i64::MAX)).await.map_err(|err| self.error(err))?;
         // Revokes the lease unless the campaign succeeds.
         let mut guard = Revoke(Some((self.client.clone(), lease)));
         let (lost_tx, lost) = watch::channel(false);
         let lost_tx = Arc::new(lost_tx);
-        let keeper =
-            tokio::spawn(keep_alive(self.client.clone(), lease, Duration::from_secs(ttl), Arc::clone(&lost_tx)));
+        let keeper = tokio::spawn(keep_alive(
+            self.client.clone(),
+            lease,
+            Duration::from_secs(ttl),
+            granted,
+            Arc::clone(&lost_tx),
+        ));
         let keeper = AbortOnDrop(keeper);
 
         let response = self.client.campaign(&self.key, lease, &self.identity).await.map_err(|err| self.error(err))?;
@@ -158,11 +169,11 @@ impl LeaderElection {
     /// ([`ElectionOptions::ttl`]). What the controllers wrote is in etcd, so
     /// the new holder carries on from there.
     ///
-    /// A holder cut off from etcd stops its runtime no later than etcd
-    /// expires its lease, but a reconcile in progress stops only at its next
-    /// await: in that case the old and the new holder may overlap for that
-    /// long. Controllers that must never overlap fence their writes with
-    /// [`Leadership::lease`] instead.
+    /// A holder cut off from etcd starts stopping its runtime a tenth of the
+    /// time to live before etcd can let its lease expire, but a reconcile in
+    /// progress stops only at its next await: when that takes longer, the old
+    /// and the new holder may overlap for the rest. Controllers that must
+    /// never overlap fence their writes with [`Leadership::lease`] instead.
     ///
     /// A campaign that fails (etcd unreachable, say) is retried with a
     /// backoff that grows to the time to live, with jitter, and logged as a warning: a
@@ -308,7 +319,9 @@ impl Leadership {
     }
 
     /// Resolves when leadership is lost: the lease could not be renewed before
-    /// it expired, or the leader key was deleted. The future owns what it needs,
+    /// etcd could let it expire (this resolves a tenth of the time to live
+    /// earlier, so that the holder stops before another candidate can lead),
+    /// or the leader key was deleted. The future owns what it needs,
     /// so it can be selected on next to the work that leadership guards.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
         let mut lost = self.lost.clone();
@@ -360,34 +373,80 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Renews the lease every third of its time to live; reports loss once it
-/// expired or could not be renewed for a whole time to live.
+/// Renews the lease every third of its time to live; reports loss once etcd
+/// may have let it expire, less [`expiry_margin`], or when etcd says it did.
 ///
-/// The time to live is counted from when a renewal was answered, which is after
-/// etcd restarted its own count: the holder gives up no later than etcd lets
-/// the lease expire, so two holders never both believe they lead for long.
-async fn keep_alive(client: Client, lease: i64, ttl: Duration, lost: Arc<watch::Sender<bool>>) {
-    let mut renewed = Instant::now();
+/// The lease's clock starts when a renewal (or the grant, at `granted`) is
+/// sent: etcd restarts its own count somewhere between the request and the
+/// answer, so a deadline counted from the request is never later than
+/// etcd's, while one counted from the answer can be late by the answer's
+/// delay. Every attempt (opening a stream, renewing, the waits between them)
+/// races a timer to that deadline: an attempt on a connection that is never
+/// answered takes its whole timeout, so a deadline checked only between
+/// attempts would be noticed up to a timeout late.
+async fn keep_alive(client: Client, lease: i64, ttl: Duration, granted: Instant, lost: Arc<watch::Sender<bool>>) {
+    // Without a representable deadline, none is trusted: give up at once. etcd
+    // grants at most 9,000,000,000 s, so that never happens to a granted lease.
+    let mut expires = granted.checked_add(ttl).unwrap_or(granted);
     let mut stream: Option<KeepAlive> = None;
+    let mut retry = Backoff::new(BackoffOptions { initial: RENEW_RETRY, multiplier: 2.0, jitter: 0.5, max: ttl / 6 });
+    let mut wait = Duration::ZERO;
     loop {
-        if renewed.elapsed() >= ttl {
-            break;
-        }
-        if stream.is_none() {
-            stream = tokio::time::timeout(ttl / 3, client.lease_keep_alive(lease)).await.ok().and_then(Result::ok);
-        }
-        if let Some(keeper) = &mut stream {
-            match tokio::time::timeout(ttl / 3, keeper.renew()).await {
-                // etcd says the lease is gone: expired or revoked.
-                Ok(Ok(remaining)) if remaining <= 0 => break,
-                Ok(Ok(_)) => renewed = Instant::now(),
-                _ => stream = None,
+        let give_up = expires.checked_sub(expiry_margin(ttl)).unwrap_or(expires);
+        let attempt = async {
+            tokio::time::sleep(wait).await;
+            let sent = Instant::now();
+            (sent, tokio::time::timeout(ttl / 3, renew(&client, lease, &mut stream)).await)
+        };
+        let (sent, renewed) = tokio::select! {
+            biased;
+            () = tokio::time::sleep_until(give_up) => break,
+            outcome = attempt => outcome,
+        };
+        match renewed {
+            // etcd says the lease is gone: expired or revoked.
+            Ok(Ok(remaining)) if remaining <= 0 => break,
+            Ok(Ok(remaining)) => {
+                // etcd counts the time to live it answers from when it handled
+                // the renewal, after `sent`. A deadline past the clock's range
+                // keeps the earlier one.
+                let lasts = Duration::from_secs(remaining.unsigned_abs());
+                expires = sent.checked_add(lasts).unwrap_or(expires);
+                retry.reset();
+                wait = ttl / 3;
+            }
+            // Failed or timed out: a stream may be broken, so the next attempt opens another.
+            _ => {
+                stream = None;
+                wait = retry.next_delay();
             }
         }
-        tokio::time::sleep(ttl / 3).await;
     }
     let _ = lost.send(true);
 }
+
+/// Renews `lease` once, on `stream`, opening it first when there is none.
+async fn renew(client: &Client, lease: i64, stream: &mut Option<KeepAlive>) -> Result<i64, EtcdError> {
+    let keeper = match stream {
+        Some(keeper) => keeper,
+        // Opening the stream sends the first renewal.
+        None => stream.insert(client.lease_keep_alive(lease).await?),
+    };
+    keeper.renew().await
+}
+
+/// How long before etcd may let a lease expire its holder gives it up: a
+/// tenth of its time to live. The holder's timer may wake late on a busy
+/// machine or run slow against etcd's clock, and the holder needs a moment
+/// to act on the loss before the next candidate can lead.
+fn expiry_margin(ttl: Duration) -> Duration {
+    ttl / 10
+}
+
+/// The first wait before a failed renewal is attempted again; it doubles up
+/// to a sixth of the time to live, so that a few attempts fit before the
+/// deadline, ±50 %.
+const RENEW_RETRY: Duration = Duration::from_millis(100);
 
 /// Reports loss when the leader key is deleted.
 async fn watch_key(client: Client, key: Vec<u8>, revision: i64, lost: Arc<watch::Sender<bool>>) {

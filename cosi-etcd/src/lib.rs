@@ -136,8 +136,9 @@
 //!
 //! The feature `testing` adds `testing::EtcdServer`, which starts a
 //! throwaway etcd on loopback for tests and benchmarks (plain, TLS with client
-//! certificates, or with authentication), and `testing::Raw`, the etcd calls
-//! that tests make behind a state's back.
+//! certificates, or with authentication), `testing::Raw`, the etcd calls
+//! that tests make behind a state's back, and `testing::Proxy`, which cuts one
+//! client off etcd as a network partition would.
 
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 

@@ -18,14 +18,19 @@
 //! (rcgen; no key is committed); [`EtcdServer::start_with_auth`] enables
 //! etcd's authentication, set up through its Auth calls. [`EtcdServer::options`]
 //! gives the [`Options`] that reach either. [`Raw`] makes the etcd calls that
-//! tests make behind a state's back.
+//! tests make behind a state's back. [`Proxy`] stands between one client and
+//! the server, so a test can cut that client off as a network partition
+//! would, while other clients keep etcd.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio::task::JoinHandle;
 
 use crate::client::proto::etcdserverpb::request_op::Request;
 use crate::client::proto::etcdserverpb::{DeleteRangeRequest, PutRequest, RangeRequest, RequestOp, TxnRequest};
@@ -203,11 +208,14 @@ impl EtcdServer {
 
     /// The client URL, `http://127.0.0.1:<port>` (`https://` for [`start_tls`](EtcdServer::start_tls)).
     pub fn endpoint(&self) -> String {
-        let scheme = match self.security {
+        format!("{}://127.0.0.1:{}", self.scheme(), self.client_port)
+    }
+
+    fn scheme(&self) -> &'static str {
+        match self.security {
             Security::Tls(_) => "https",
             Security::None | Security::Auth(_) => "http",
-        };
-        format!("{scheme}://127.0.0.1:{}", self.client_port)
+        }
     }
 
     /// What a client of a [`start_tls`](EtcdServer::start_tls) server needs:
@@ -525,5 +533,114 @@ impl Raw {
     /// How many times the state's connection has authenticated with etcd (0 without a user).
     pub fn authentications(&self) -> u64 {
         self.client.authentications()
+    }
+}
+
+/// A TCP proxy on loopback in front of an etcd server, which a test can cut
+/// off: a client connected through it loses etcd as on a network partition,
+/// while clients connected to the server directly keep it.
+///
+/// Cut off, the proxy resets every connection it forwards and accepts new
+/// ones without ever answering them, so a client's calls fail at once on its
+/// old connection and then hang on new ones, as behind a firewall that drops
+/// packets. Restored, it resets the connections it held and forwards again.
+/// It works below TLS, so it stands in front of any variant of server.
+#[derive(Debug)]
+pub struct Proxy {
+    endpoint: String,
+    shared: Arc<Mutex<ProxyConnections>>,
+    accept: JoinHandle<()>,
+}
+
+/// The proxy's connections, and whether it is cut off; one lock, so a
+/// connection accepted while the proxy is being cut off is either among the
+/// forwarded ones that get reset or among the held ones.
+#[derive(Debug, Default)]
+struct ProxyConnections {
+    cut_off: bool,
+    /// Each a task holding the client's and the server's socket.
+    forwarding: Vec<JoinHandle<()>>,
+    /// Accepted while cut off: never read or written.
+    held: Vec<tokio::net::TcpStream>,
+}
+
+impl Proxy {
+    /// Starts forwarding to `server`, on a free port of 127.0.0.1, in tasks
+    /// of the current tokio runtime.
+    ///
+    /// # Panics
+    ///
+    /// When no port of 127.0.0.1 can be bound.
+    pub async fn start(server: &EtcdServer) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("cannot bind a port for the proxy");
+        let port = listener.local_addr().expect("the proxy's address").port();
+        let target = SocketAddr::from(([127, 0, 0, 1], server.client_port));
+        let endpoint = format!("{}://127.0.0.1:{port}", server.scheme());
+        let shared = Arc::new(Mutex::new(ProxyConnections::default()));
+        let accept = tokio::spawn(accept_connections(listener, target, Arc::clone(&shared)));
+        Proxy { endpoint, shared, accept }
+    }
+
+    /// The proxy's URL, with the server's scheme.
+    pub fn endpoint(&self) -> String {
+        self.endpoint.clone()
+    }
+
+    /// Resets every connection the proxy forwards, and holds new ones
+    /// unanswered until [`restore`](Proxy::restore). Returns once the old
+    /// connections are closed.
+    pub async fn cut_off(&self) {
+        let forwarding = {
+            let mut connections = self.shared.lock();
+            connections.cut_off = true;
+            std::mem::take(&mut connections.forwarding)
+        };
+        for connection in forwarding {
+            connection.abort();
+            // Resolves once the task and its sockets are dropped.
+            let _ = connection.await;
+        }
+    }
+
+    /// Resets the connections held while cut off, and forwards new ones again.
+    pub fn restore(&self) {
+        let mut connections = self.shared.lock();
+        connections.cut_off = false;
+        connections.held.clear();
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        let mut connections = self.shared.lock();
+        for connection in connections.forwarding.drain(..) {
+            connection.abort();
+        }
+        connections.held.clear();
+    }
+}
+
+async fn accept_connections(
+    listener: tokio::net::TcpListener,
+    target: SocketAddr,
+    shared: Arc<Mutex<ProxyConnections>>,
+) {
+    while let Ok((client, _)) = listener.accept().await {
+        // Dropping the socket then resets the connection rather than closing it.
+        let _ = client.set_zero_linger();
+        let _ = client.set_nodelay(true);
+        let mut connections = shared.lock();
+        if connections.cut_off {
+            connections.held.push(client);
+            continue;
+        }
+        connections.forwarding.retain(|connection| !connection.is_finished());
+        connections.forwarding.push(tokio::spawn(async move {
+            let Ok(mut server) = tokio::net::TcpStream::connect(target).await else { return };
+            let _ = server.set_nodelay(true);
+            let mut client = client;
+            let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+        }));
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use cosi::prelude::*;
 use cosi::resource::Metadata;
 use cosi::state::{EventType, WatchCondition};
-use cosi_etcd::testing::{EtcdServer, Raw};
+use cosi_etcd::testing::{EtcdServer, Proxy, Raw};
 use cosi_etcd::{ElectionOptions, EtcdState, Options};
 
 #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -404,6 +404,43 @@ async fn leadership_passes_on_when_resigned_or_dropped_and_loss_is_reported() {
     Raw::new(&a).revoke(leadership.lease()).await.unwrap();
     within("the report of the lost leadership", leadership.lost()).await;
     assert!(!leadership.is_held());
+}
+
+/// A holder cut off from etcd (its old connection reset, new ones never
+/// answered) learns that it lost leadership before etcd lets another
+/// candidate lead, however long its attempts to reach etcd hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_cut_off_from_etcd_knows_it_lost_before_another_leads() {
+    let Some(server) = EtcdServer::shared() else { return };
+    let prefix = unique_prefix("cut-off");
+    let proxy = Proxy::start(server).await;
+    let (a, b) = (connect(&proxy.endpoint(), &prefix).await, connect(&server.endpoint(), &prefix).await);
+    let options = ElectionOptions { ttl: Duration::from_secs(5) };
+    let (first, second) =
+        (a.election("controllers", "a", options.clone()), b.election("controllers", "b", options.clone()));
+    let leadership = within("a's campaign", first.campaign()).await.unwrap();
+
+    // a renews its lease at once, then every third of the time to live: the
+    // cut falls after that first renewal was answered and before the next.
+    tokio::time::sleep(options.ttl / 6).await;
+    proxy.cut_off().await;
+    let (happened, mut order) = tokio::sync::mpsc::unbounded_channel();
+    let lost = leadership.lost();
+    let a_lost = happened.clone();
+    tokio::spawn(async move {
+        lost.await;
+        let _ = a_lost.send("a lost");
+    });
+    let b_leads = tokio::spawn(async move {
+        let leadership = second.campaign().await;
+        let _ = happened.send("b leads");
+        leadership
+    });
+    let earlier = within("a's loss or b's leadership", order.recv()).await.unwrap();
+    let later = within("the other of the two", order.recv()).await.unwrap();
+    assert_eq!([earlier, later], ["a lost", "b leads"], "a must know it lost before b leads");
+    assert!(!leadership.is_held());
+    within("b's leadership", b_leads).await.unwrap().unwrap().resign().await.unwrap();
 }
 
 /// Set in the child process of [`leadership_fails_over_when_the_holder_is_killed`].
