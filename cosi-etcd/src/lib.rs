@@ -100,7 +100,11 @@
 //! whose etcd stream breaks reopens it from the revision after the last event
 //! it delivered, so a dropped connection loses and repeats nothing. Tail
 //! events replay the kind's history that etcd kept (since its last
-//! compaction), reading it from the kind's first event on. A watcher more than
+//! compaction), reading it from the kind's first event on. etcd no longer has
+//! the value before an event at its compaction revision: such an update
+//! still reads as `Updated` (the key's version says it existed), with a
+//! tombstone as its old resource, and a resource replaced there by a foreign
+//! value as `Destroyed` with a tombstone. A watcher more than
 //! [`Options::watch_buffer`] events behind gets one `Errored` (`BufferOverrun`)
 //! and its watch ends; writers never wait for watchers.
 //!

@@ -29,6 +29,11 @@
 //!   reads as the resource's destruction, a put that replaces a foreign value
 //!   with a resource as its creation, and changes between foreign values as
 //!   nothing at all.
+//! - An event whose previous value etcd compacted (one at the compaction
+//!   revision, which tail events and a watch reopened there read) is told
+//!   apart by the key's own count of versions: a put of a key that existed
+//!   is an update, whose old resource is a tombstone, and a foreign value
+//!   put there destroys what the key held, as a tombstone.
 //!
 //! Tail events come from etcd's history: the pump watches from the kind's
 //! first event (the kind key's `create_revision`, or the oldest revision etcd
@@ -542,25 +547,41 @@ impl Pump {
 
     /// The event as the reader sees it; `None` for a change it cannot see,
     /// between values that are not resources (foreign values count as absent).
+    ///
+    /// etcd leaves the previous value out when it compacted its revision, as
+    /// for an event at the compaction revision: whether the key existed
+    /// before a put is then the key's own count of versions, and what it held
+    /// is unknown. An update carries a tombstone as its old resource; a key
+    /// that now holds a foreign value may have held a resource, whose removal
+    /// the reader must not miss, so it is destroyed as a tombstone, as a
+    /// deletion without its previous value is.
     fn convert(&self, event: &mvccpb::Event) -> Result<Option<Event>> {
         let decode = |kv: &KeyValue| codec::decode_or_skip(&self.state.keys, kv);
         let kv = event.kv.as_ref().ok_or_else(|| Error::backend(MissingKey))?;
         let bookmark = Some(self.bookmarks.encode(kv.mod_revision));
         Ok(match (event_type(event)?, event.prev_kv.as_ref()) {
-            (EventType::Put, prev) => match (decode(kv), prev.and_then(decode)) {
+            (EventType::Put, Some(prev)) => match (decode(kv), decode(prev)) {
                 (Some(resource), None) => Some(Event::Created { resource, bookmark }),
                 (Some(resource), Some(old)) => Some(Event::Updated { resource, old, bookmark }),
                 (None, Some(old)) => Some(Event::Destroyed { resource: old, bookmark }),
                 (None, None) => None,
             },
+            (EventType::Put, None) => match (decode(kv), kv.version > 1) {
+                (Some(resource), false) => Some(Event::Created { resource, bookmark }),
+                (Some(resource), true) => Some(Event::Updated { resource, old: self.tombstone(kv), bookmark }),
+                (None, true) => Some(Event::Destroyed { resource: self.tombstone(kv), bookmark }),
+                (None, false) => None,
+            },
             (EventType::Delete, Some(prev)) => decode(prev).map(|resource| Event::Destroyed { resource, bookmark }),
-            (EventType::Delete, None) => {
-                // etcd no longer has the old value: all that is known is which resource went.
-                let id = kv.key.strip_prefix(self.kind_key.as_slice()).unwrap_or_default();
-                let pointer = self.kind.pointer(String::from_utf8_lossy(id));
-                Some(Event::Destroyed { resource: DynamicResource::tombstone(&pointer), bookmark })
-            }
+            (EventType::Delete, None) => Some(Event::Destroyed { resource: self.tombstone(kv), bookmark }),
         })
+    }
+
+    /// The tombstone of the resource at `kv`'s key: all that is known of it
+    /// when etcd no longer has its value.
+    fn tombstone(&self, kv: &KeyValue) -> DynamicResource {
+        let id = kv.key.strip_prefix(self.kind_key.as_slice()).unwrap_or_default();
+        DynamicResource::tombstone(&self.kind.pointer(String::from_utf8_lossy(id)))
     }
 }
 

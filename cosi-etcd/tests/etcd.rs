@@ -215,6 +215,45 @@ async fn bookmarks_of_compacted_revisions_are_invalid() {
     }
 }
 
+/// etcd leaves out the previous value of an event whose previous revision it
+/// compacted, as a tail watch starting at the compaction revision reads it:
+/// an update there is still an update, and a resource replaced there by a
+/// foreign value is still destroyed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_at_the_compaction_revision_keep_their_type() {
+    // Compaction affects every prefix: this test has an etcd of its own.
+    let Some(server) = EtcdServer::start() else { return };
+    let prefix = unique_prefix("compacted-previous");
+    let state = connect(&server.endpoint(), &prefix).await;
+    let raw = Raw::new(&state);
+    let kind = Counter::kind();
+    let key = |id: &str| format!("{prefix}/default/Counters.test.cosi.dev/{id}");
+    let created = state.create(Typed::new("updated", Counter::default()), CreateOptions::default()).await.unwrap();
+    state.create(Typed::new("overwritten", Counter::default()), CreateOptions::default()).await.unwrap();
+    state.update(created, UpdateOptions::default()).await.unwrap();
+    raw.compact(raw.revision().await.unwrap()).await.unwrap();
+
+    let mut tail = state.watch_kind_dynamic(&kind, WatchKindOptions::tail(10)).await.unwrap();
+    let event = within("the update at the compaction revision", tail.recv()).await.unwrap();
+    assert_eq!((event.event_type(), event.resource().map(|r| r.id())), (EventType::Updated, Some("updated")));
+    assert_eq!(event.resource().unwrap().metadata().version(), Version::new(2));
+    assert!(event.old().is_some_and(DynamicResource::is_tombstone), "etcd no longer has the old value: {event:?}");
+    drop(tail);
+
+    // The foreign value's revision is the compaction's; a later create ends the kind's history.
+    raw.put(key("overwritten"), b"not a resource".to_vec()).await.unwrap();
+    let overwritten = raw.revision().await.unwrap();
+    state.create(Typed::new("later", Counter::default()), CreateOptions::default()).await.unwrap();
+    raw.compact(overwritten).await.unwrap();
+
+    let mut tail = state.watch_kind_dynamic(&kind, WatchKindOptions::tail(10)).await.unwrap();
+    let event = within("the foreign overwrite at the compaction revision", tail.recv()).await.unwrap();
+    assert_eq!((event.event_type(), event.resource().map(|r| r.id())), (EventType::Destroyed, Some("overwritten")));
+    assert!(event.resource().is_some_and(DynamicResource::is_tombstone), "{event:?}");
+    let event = within("the create after it", tail.recv()).await.unwrap();
+    assert_eq!((event.event_type(), event.resource().map(|r| r.id())), (EventType::Created, Some("later")));
+}
+
 /// One foreign value under a kind's prefix (another program's key, a
 /// corrupted value, a value copied under another resource's key) is left out
 /// of lists and watches, and is an error only for reads of its own key.
