@@ -141,7 +141,7 @@ impl LeaderElection {
         let response = self.client.campaign(&self.key, lease, &self.identity).await.map_err(|err| self.error(err))?;
         let leader = response.leader.ok_or_else(|| ElectionError::NoLeaderKey { name: self.name.clone() })?;
         let revision = response.header.map_or(0, |header| header.revision);
-        let observer = AbortOnDrop(tokio::spawn(watch_key(self.client.clone(), leader.key.clone(), revision, lost_tx)));
+        let observer = AbortOnDrop(tokio::spawn(watch_key(self.client.clone(), leader.clone(), revision, lost_tx)));
         guard.0 = None;
         Ok(Leadership {
             client: self.client.clone(),
@@ -448,29 +448,57 @@ fn expiry_margin(ttl: Duration) -> Duration {
 /// deadline, ±50 %.
 const RENEW_RETRY: Duration = Duration::from_millis(100);
 
-/// Reports loss when the leader key is deleted.
-async fn watch_key(client: Client, key: Vec<u8>, revision: i64, lost: Arc<watch::Sender<bool>>) {
+/// Reports loss when the leader key is deleted, or no longer holds this
+/// candidate's campaign.
+///
+/// The watch starts after the campaign's revision. Whenever it breaks, the
+/// key is read again, at the current revision, and watched after that read,
+/// rather than resumed after the last revision the watch saw: etcd may have
+/// compacted the revisions in between (during a disconnect, say). Compacted
+/// past that revision, etcd cancels a watch resumed there, at every reopen,
+/// so the key would never be read again; compacted at the key's deletion
+/// itself, etcd drops the deletion from its history, and a watch resumed
+/// there waits for an event that never comes.
+async fn watch_key(client: Client, leader: LeaderKey, revision: i64, lost: Arc<watch::Sender<bool>>) {
     let mut next = revision + 1;
+    let mut first = true;
     loop {
-        let create = WatchCreateRequest { key: key.clone(), start_revision: next, ..Default::default() };
-        let Ok(mut stream) = client.watch(create).await else {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            continue;
-        };
+        if !std::mem::take(&mut first) {
+            tokio::time::sleep(REWATCH).await;
+            match still_held(&client, &leader).await {
+                Ok(Some(revision)) => next = revision + 1,
+                Ok(None) => break,
+                Err(_) => continue,
+            }
+        }
+        let create = WatchCreateRequest { key: leader.key.clone(), start_revision: next, ..Default::default() };
+        let Ok(mut stream) = client.watch(create).await else { continue };
         while let Ok(Some(response)) = stream.message().await {
-            for event in &response.events {
-                if let Some(kv) = &event.kv {
-                    next = next.max(kv.mod_revision + 1);
-                }
-                if matches!(crate::watch::event_type(event), Ok(EventType::Delete)) {
-                    let _ = lost.send(true);
-                    return;
-                }
+            if response.events.iter().any(|event| matches!(crate::watch::event_type(event), Ok(EventType::Delete))) {
+                let _ = lost.send(true);
+                return;
             }
             if response.canceled {
                 break;
             }
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = lost.send(true);
+}
+
+/// The revision at which the leader key was read holding `leader`'s campaign
+/// (the same creation and lease); `None` when it is gone or was written anew.
+async fn still_held(client: &Client, leader: &LeaderKey) -> Result<Option<i64>, EtcdError> {
+    let response = client.get(leader.key.clone()).await?;
+    let ours = response.kvs.first().is_some_and(|kv| kv.create_revision == leader.rev && kv.lease == leader.lease);
+    if !ours {
+        return Ok(None);
+    }
+    match response.header {
+        Some(header) => Ok(Some(header.revision)),
+        None => Err(EtcdError::response("KV.Range", "etcd answered without a header")),
     }
 }
+
+/// The wait before the leader key is read again and its watch reopened.
+const REWATCH: Duration = Duration::from_millis(200);

@@ -519,6 +519,15 @@ impl Raw {
         }
     }
 
+    /// The key of the leader of the state's election `name`, if one leads.
+    pub async fn leader_key(&self, name: &str) -> Result<Option<Vec<u8>>, EtcdError> {
+        match self.client.leader(&self.keys.election(name)).await {
+            Ok(response) => Ok(response.kv.map(|kv| kv.key)),
+            Err(err) if err.status().is_some_and(|status| status.message().contains("no leader")) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
     /// Revokes a lease, deleting the keys attached to it.
     pub async fn revoke(&self, lease: i64) -> Result<(), EtcdError> {
         self.client.lease_revoke(lease).await

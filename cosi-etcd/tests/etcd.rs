@@ -482,6 +482,40 @@ async fn a_holder_cut_off_from_etcd_knows_it_lost_before_another_leads() {
     within("b's leadership", b_leads).await.unwrap().unwrap().resign().await.unwrap();
 }
 
+/// A holder whose leader key is deleted while it is cut off from etcd, and
+/// whose watch of the key etcd can no longer resume (the history it missed
+/// compacted), learns that it lost leadership once etcd is back, although its
+/// lease lives on (its time to live is longer than the test may take).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_key_deleted_and_compacted_while_cut_off_is_reported_lost() {
+    // Compaction affects every prefix: this test has an etcd of its own.
+    let Some(server) = EtcdServer::start() else { return };
+    // Compacted past the deletion, etcd cancels a watch resumed before it;
+    // compacted at the deletion, it drops the deletion from its history, and
+    // a watch resumed there (the holder's is: the deletion is the first
+    // write after its campaign) sees nothing.
+    for (case, compacted_past) in [("compacted past the deletion", true), ("compacted at the deletion", false)] {
+        let prefix = unique_prefix("compacted-leader");
+        let proxy = Proxy::start(&server).await;
+        let holder = connect(&proxy.endpoint(), &prefix).await;
+        let raw = Raw::new(&connect(&server.endpoint(), &prefix).await);
+        let election = holder.election("controllers", "holder", ElectionOptions { ttl: 2 * LIMIT });
+        let leadership = within("the campaign", election.campaign()).await.unwrap();
+
+        proxy.cut_off().await;
+        let key = raw.leader_key("controllers").await.unwrap().expect("the holder leads");
+        raw.delete(key).await.unwrap();
+        if compacted_past {
+            raw.put(format!("{prefix}/elsewhere"), b"x".to_vec()).await.unwrap();
+        }
+        raw.compact(raw.revision().await.unwrap()).await.unwrap();
+        proxy.restore();
+
+        within(&format!("the loss of leadership, {case}"), leadership.lost()).await;
+        assert!(!leadership.is_held(), "{case}");
+    }
+}
+
 /// Set in the child process of [`leadership_fails_over_when_the_holder_is_killed`].
 const CONTENDER_ENV: &str = "COSI_ETCD_TEST_CONTENDER";
 
