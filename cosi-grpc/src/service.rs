@@ -8,6 +8,7 @@
 //! - Watch streams pull from the state's [`Watch`](cosi::state::Watch): the
 //!   server never buffers events of its own, so a client that stops reading
 //!   makes its watch fall behind and end with a buffer overrun, as in process.
+//!   Each response's wire form is built only when the stream is polled for it.
 //! - Bad input is a status, never a panic; one bad call does not affect others.
 //! - Roles are checked before the state is touched (see `auth.rs`).
 
@@ -29,7 +30,7 @@ use tonic::{Request, Response, Status};
 
 use crate::auth::{Authenticator, Role};
 use crate::convert::{self, QueryError};
-use crate::limits::{Limits, WATCH_RESPONSE_TARGET, WatchCounter, max_response_size};
+use crate::limits::{Limits, WATCH_RESPONSE_TARGET, WatchCounter, WatchPermit, max_response_size};
 use crate::proto;
 use crate::status::{Rpc, denied, to_status};
 
@@ -227,63 +228,104 @@ struct ResponseSizes {
     max: usize,
 }
 
-/// One batch of events as responses of about `sizes.target` bytes each, in
-/// order, so that a batch of any size fits the message limit (a kind's
+/// A watch's responses, each built from the watch's events only when the
+/// stream is polled for it. The wire form copies every spec, so a batch
+/// converted whole (a kind's bootstrap) would be held a second time, per
+/// watch, until its client had read it all; this holds at most the response
+/// being sent and one event converted for the next.
+///
+/// A batch goes out in order, in responses of about `sizes.target` bytes
+/// each, so that a batch of any size fits the message limit (a kind's
 /// bootstrap is one batch). A single event is never cut: one larger than the
-/// target goes alone, and one larger than `sizes.max` ends the watch with an
-/// error (an `Errored` event for clients that know it, a status otherwise).
-/// A batch with nothing an old client can see yields no response, since an
-/// empty response means "ready". The flag tells whether the watch ends there.
-fn split_batch(
-    events: &[cosi::state::Event],
+/// target goes alone, and one larger than `sizes.max` ends the watch, after
+/// the events before it, with an error (an `Errored` event for clients that
+/// know it, a status otherwise). A batch with nothing an old client can see
+/// yields no response, since an empty response means "ready".
+struct Responses {
+    batches: Pin<Box<dyn Stream<Item = Vec<cosi::state::Event>> + Send>>,
+    /// What is left of the batch being sent.
+    events: std::vec::IntoIter<cosi::state::Event>,
+    /// An event converted for the last response that did not fit in it, and its length.
+    carried: Option<(proto::Event, usize)>,
+    /// The response that ends the watch, once the events before it are sent.
+    ending: Option<Result<proto::WatchResponse, Status>>,
     api_version: i32,
     sizes: ResponseSizes,
-) -> (Vec<Result<proto::WatchResponse, Status>>, bool) {
-    let mut responses = Vec::new();
-    let mut current = Vec::new();
-    let mut size = 0usize;
-    for event in events {
-        let event = match convert::event_to_proto(event, api_version) {
-            Ok(Some(event)) => event,
-            Ok(None) => continue,
-            Err(err) => {
-                responses.push(Err(encode_status(&err)));
-                return (responses, true);
+    /// The watch's place among the open watches, released with the stream.
+    _permit: WatchPermit,
+}
+
+impl Responses {
+    /// The responses as a stream, which ends with the response that ends the watch.
+    fn into_stream(self) -> impl Stream<Item = Result<proto::WatchResponse, Status>> + Send {
+        futures_util::stream::unfold(Some(self), |responses| async move {
+            let mut responses = responses?;
+            let (response, ends) = responses.next().await?;
+            Some((response, (!ends).then_some(responses)))
+        })
+    }
+
+    /// The next response, and whether the watch ends with it.
+    async fn next(&mut self) -> Option<(Result<proto::WatchResponse, Status>, bool)> {
+        loop {
+            if let Some(next) = self.next_of_batch() {
+                return Some(next);
             }
+            self.events = self.batches.next().await?.into_iter();
+        }
+    }
+
+    /// The next response of the batch being sent, if anything of it is left.
+    fn next_of_batch(&mut self) -> Option<(Result<proto::WatchResponse, Status>, bool)> {
+        if let Some(ending) = self.ending.take() {
+            return Some((ending, true));
+        }
+        let (mut events, mut size) = match self.carried.take() {
+            Some((event, len)) => (vec![event], len),
+            None => (Vec::new(), 0),
         };
-        // The event's bytes plus its field tag and length prefix.
-        let len = event.encoded_len() + 1 + prost::length_delimiter_len(event.encoded_len());
-        if len > sizes.max {
-            if !current.is_empty() {
-                responses.push(Ok(proto::WatchResponse { event: std::mem::take(&mut current) }));
+        for event in self.events.by_ref() {
+            let event = match convert::event_to_proto(&event, self.api_version) {
+                Ok(Some(event)) => event,
+                Ok(None) => continue,
+                Err(err) => {
+                    self.ending = Some(Err(encode_status(&err)));
+                    break;
+                }
+            };
+            // The event's bytes plus its field tag and length prefix.
+            let len = event.encoded_len() + 1 + prost::length_delimiter_len(event.encoded_len());
+            if len > self.sizes.max {
+                self.ending = Some(too_large(len, self.sizes.max, self.api_version));
+                break;
             }
-            let message = format!(
-                "an event of {len} bytes is over the {} bytes a watch response may hold; the watch ends",
-                sizes.max
-            );
-            responses.push(match api_version {
-                0 => Err(Status::out_of_range(message)),
-                _ => Ok(proto::WatchResponse {
-                    event: vec![proto::Event {
-                        event_type: proto::EventType::Errored.into(),
-                        error: Some(message),
-                        ..proto::Event::default()
-                    }],
-                }),
-            });
-            return (responses, true);
+            if !events.is_empty() && size + len > self.sizes.target {
+                self.carried = Some((event, len));
+                break;
+            }
+            size += len;
+            events.push(event);
         }
-        if !current.is_empty() && size + len > sizes.target {
-            responses.push(Ok(proto::WatchResponse { event: std::mem::take(&mut current) }));
-            size = 0;
+        match events.is_empty() {
+            false => Some((Ok(proto::WatchResponse { event: events }), false)),
+            true => self.ending.take().map(|ending| (ending, true)),
         }
-        size += len;
-        current.push(event);
     }
-    if !current.is_empty() {
-        responses.push(Ok(proto::WatchResponse { event: current }));
+}
+
+/// What ends a watch whose next event of `len` bytes is over the `max` a response may hold.
+fn too_large(len: usize, max: usize, api_version: i32) -> Result<proto::WatchResponse, Status> {
+    let message = format!("an event of {len} bytes is over the {max} bytes a watch response may hold; the watch ends");
+    match api_version {
+        0 => Err(Status::out_of_range(message)),
+        _ => Ok(proto::WatchResponse {
+            event: vec![proto::Event {
+                event_type: proto::EventType::Errored.into(),
+                error: Some(message),
+                ..proto::Event::default()
+            }],
+        }),
     }
-    (responses, false)
 }
 
 fn owner(owner: String) -> Option<String> {
@@ -424,19 +466,16 @@ impl proto::state_server::State for StateService {
             })),
             false => Box::pin(watch.map(|event| vec![event])),
         };
-        // The permit lives as long as the stream: dropping it releases the watch's place.
-        let events = batches
-            .map(move |batch| {
-                let _ = &permit;
-                split_batch(&batch, api_version, sizes)
-            })
-            // A batch that ended the watch is the last one sent.
-            .scan(false, |ended, (responses, ends)| {
-                let next = (!*ended).then(|| futures_util::stream::iter(responses));
-                *ended = ends;
-                std::future::ready(next)
-            })
-            .flatten();
+        let events = Responses {
+            batches,
+            events: Vec::new().into_iter(),
+            carried: None,
+            ending: None,
+            api_version,
+            sizes,
+            _permit: permit,
+        }
+        .into_stream();
         let mut shutdown = self.shutdown.clone();
         let stopped = async move {
             // Fires on shutdown, or never when the sender is gone (a bare service).

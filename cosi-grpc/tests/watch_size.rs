@@ -11,7 +11,7 @@ use cosi::prelude::*;
 use cosi::resource::EncodedSpec;
 use cosi::state::{Event, MemoryState, State};
 use cosi_grpc::proto::{self, state_client::StateClient};
-use cosi_grpc::{DEFAULT_MAX_MESSAGE_SIZE, Endpoint, Security, Server};
+use cosi_grpc::{DEFAULT_CLIENT_MAX_MESSAGE_SIZE, DEFAULT_MAX_MESSAGE_SIZE, Endpoint, Security, Server};
 use prost::Message as _;
 
 const NS: &str = "big";
@@ -124,4 +124,72 @@ async fn a_raw_client_reads_frames_within_the_message_limit() {
     let mut expected = vec![proto::EventType::Created; COUNT];
     expected.push(proto::EventType::Bootstrapped);
     assert_eq!(types, expected, "every resource, then the marker");
+}
+
+/// A kind of two small resources, one over the largest response a server with
+/// default limits sends, and one more after it.
+async fn kind_with_an_oversized_resource() -> MemoryState {
+    let state = MemoryState::default();
+    let sizes = [8, 8, DEFAULT_CLIENT_MAX_MESSAGE_SIZE + 1, 8];
+    for (n, size) in sizes.into_iter().enumerate() {
+        let spec = EncodedSpec { proto: vec![n as u8; size], yaml: None };
+        let resource = DynamicResource::encoded(Metadata::new(NS, TYPE, format!("r{n}")), spec);
+        state.create_dynamic(resource, CreateOptions::default()).await.expect("create");
+    }
+    state
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_over_the_response_limit_ends_the_watch_after_the_events_before_it() {
+    let listening = Server::new(kind_with_an_oversized_resource().await)
+        .bind(&"tcp://127.0.0.1:0".parse().expect("endpoint"), Security::Insecure)
+        .await
+        .expect("bind");
+    let Endpoint::Tcp(address) = *listening.endpoint() else { unreachable!("a TCP endpoint") };
+    tokio::spawn(listening.serve());
+    let mut client = StateClient::connect(format!("http://{address}")).await.expect("connect");
+    for api_version in [0, 1] {
+        let request = proto::WatchRequest {
+            namespace: NS.into(),
+            r#type: TYPE.into(),
+            id: None,
+            options: Some(proto::WatchOptions { bootstrap_contents: true, aggregated: true, ..Default::default() }),
+            api_version,
+        };
+        let mut stream = client.watch(request).await.expect("watch").into_inner();
+        let ready = within(stream.message()).await.expect("ready").expect("a first message");
+        assert!(ready.event.is_empty(), "the first message is the empty ready marker");
+        let mut ids = Vec::new();
+        let ending = loop {
+            match within(stream.message()).await {
+                Ok(Some(response)) => match response.event.iter().find(|event| event.error.is_some()) {
+                    Some(errored) => break Ok(errored.clone()),
+                    None => ids.extend(
+                        response
+                            .event
+                            .iter()
+                            .filter_map(|event| event.resource.as_ref())
+                            .map(|resource| resource.metadata.as_ref().expect("metadata").id.clone()),
+                    ),
+                },
+                Ok(None) => panic!("API {api_version}: the watch ended without saying why"),
+                Err(status) => break Err(status),
+            }
+        };
+        assert_eq!(ids, ["r0", "r1"], "API {api_version}: the events before the oversized one");
+        let message = match (api_version, ending) {
+            (0, Err(status)) => {
+                assert_eq!(status.code(), tonic::Code::OutOfRange, "{status:?}");
+                status.message().to_owned()
+            }
+            (1, Ok(errored)) => {
+                assert_eq!(errored.event_type(), proto::EventType::Errored);
+                errored.error.unwrap_or_default()
+            }
+            (_, ending) => panic!("API {api_version}: unexpected ending {ending:?}"),
+        };
+        assert!(message.contains("a watch response may hold"), "API {api_version}: {message}");
+        // Nothing follows: the stream ends there.
+        assert!(matches!(within(stream.message()).await, Ok(None) | Err(_)), "API {api_version}: more after the end");
+    }
 }
