@@ -10,8 +10,12 @@
 //!   learns it from a buffer overrun, as in process.
 //! - A watch whose stream breaks resumes from the last bookmark it delivered,
 //!   with exponential backoff; when it cannot (no bookmark yet, the bookmark is
-//!   no longer valid, the server refuses it, retries exhausted) the watcher
-//!   gets exactly one `Event::Errored` and the watch ends.
+//!   no longer valid, the server refuses it, a response is over the client's
+//!   limit, retries exhausted) the watcher gets exactly one `Event::Errored`
+//!   and the watch ends. The backoff, and the time spent retrying that
+//!   `max_elapsed` bounds, start over only once a resumed stream delivers a
+//!   message beyond "ready": a watch that breaks again right after each
+//!   resume gives up, and an idle one that breaks now and then does not.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -70,7 +74,10 @@ pub struct RetryOptions {
     pub initial_delay: Duration,
     /// The longest delay, jitter included (Go COSI: 60 s).
     pub max_delay: Duration,
-    /// Give up after retrying this long without success (Go COSI: 15 min).
+    /// Give up once this long has gone into retrying (waiting and reconnecting)
+    /// since the watch last delivered a message (Go COSI: 15 min). A resume
+    /// answered only by "ready" is no success: a watch whose stream breaks
+    /// again right after each resume gives up too.
     pub max_elapsed: Duration,
 }
 
@@ -114,6 +121,8 @@ impl From<ConnectError> for cosi::Error {
 #[derive(Clone, Debug)]
 pub struct Client {
     inner: StateClient<Channel>,
+    /// The largest response accepted, which a watch's error names.
+    max_message_size: usize,
     retry: RetryOptions,
     /// Set once the server answered `UNIMPLEMENTED` to Teardown: Go servers before the RPC existed.
     no_teardown_rpc: Arc<AtomicBool>,
@@ -165,6 +174,7 @@ impl Client {
             inner: StateClient::new(channel)
                 .max_decoding_message_size(DEFAULT_CLIENT_MAX_MESSAGE_SIZE)
                 .max_encoding_message_size(usize::MAX),
+            max_message_size: DEFAULT_CLIENT_MAX_MESSAGE_SIZE,
             retry: RetryOptions::default(),
             no_teardown_rpc: Arc::new(AtomicBool::new(false)),
         }
@@ -173,10 +183,12 @@ impl Client {
     /// Limits each response the client accepts to `bytes` (default
     /// [`DEFAULT_CLIENT_MAX_MESSAGE_SIZE`], the largest a server with default
     /// [`Limits`](crate::Limits) sends): a server cannot make the client
-    /// allocate more for one message. A larger response fails its call with `OUT_OF_RANGE`.
+    /// allocate more for one message. A larger response fails its call with
+    /// `OUT_OF_RANGE`, and ends a watch with an `Errored` event.
     #[must_use]
     pub fn max_message_size(mut self, bytes: usize) -> Self {
         self.inner = self.inner.max_decoding_message_size(bytes);
+        self.max_message_size = bytes;
         self
     }
 
@@ -362,7 +374,9 @@ impl Client {
             request,
             stream,
             last_bookmark: None,
+            max_message_size: self.max_message_size,
             retry: self.retry.clone(),
+            retrying: None,
             ended: false,
         };
         Ok(Watch::from_batches(futures_util::stream::unfold(remote, |mut remote| async move {
@@ -392,7 +406,12 @@ struct RemoteWatch {
     /// The bookmark of the last event delivered; `None` (no event yet, or an
     /// event without one) means the watch cannot be resumed.
     last_bookmark: Option<Vec<u8>>,
+    max_message_size: usize,
     retry: RetryOptions,
+    /// The backoff of the resumes since the stream last delivered a message
+    /// beyond "ready", and the time spent in them (waiting and reconnecting,
+    /// not while a resumed stream was open).
+    retrying: Option<(Backoff, Duration)>,
     ended: bool,
 }
 
@@ -403,17 +422,20 @@ impl RemoteWatch {
         }
         loop {
             let broken = match self.stream.message().await {
-                Ok(Some(response)) => match self.decode(response) {
-                    Ok(batch) if batch.is_empty() => continue,
-                    Ok(batch) => return Some(batch),
-                    Err(error) => return Some(self.fail(error)),
-                },
-                Ok(None) => Status::unavailable("the server ended the watch"),
-                Err(status) if is_refusal(&status) => {
-                    let pointer = self.kind.pointer("");
-                    return Some(self.fail(from_status(&status, &context(Rpc::Watch, &pointer))));
+                Ok(Some(response)) => {
+                    // The stream works again: a later break starts a new backoff.
+                    self.retrying = None;
+                    match self.decode(response) {
+                        Ok(batch) if batch.is_empty() => continue,
+                        Ok(batch) => return Some(batch),
+                        Err(error) => return Some(self.fail(error)),
+                    }
                 }
-                Err(status) => status,
+                Ok(None) => Status::unavailable("the server ended the watch"),
+                Err(status) => match final_error(&status, &self.kind, self.max_message_size) {
+                    Some(error) => return Some(self.fail(error)),
+                    None => status,
+                },
             };
             if let Err(error) = self.resume(broken).await {
                 return Some(self.fail(error));
@@ -442,7 +464,8 @@ impl RemoteWatch {
         vec![Event::Errored { error }]
     }
 
-    /// Re-issues the watch from the last bookmark, with backoff.
+    /// Re-issues the watch from the last bookmark, with the backoff of the
+    /// resumes since the stream last delivered a message beyond "ready".
     async fn resume(&mut self, broken: Status) -> Result<()> {
         let cause = |status: &Status| Error::backend(RemoteError::Transport(format!("the watch broke: {status}")));
         let Some(bookmark) = self.last_bookmark.clone().filter(|_| self.retry.enabled) else {
@@ -455,26 +478,49 @@ impl RemoteWatch {
             options.start_from_bookmark = Some(bookmark);
         }
         // tokio's clock, like the delays: a paused or simulated clock moves both.
-        let started = tokio::time::Instant::now();
-        let mut backoff = self.retry.backoff();
+        let began = tokio::time::Instant::now();
+        let (backoff, spent) = self.retrying.get_or_insert_with(|| (self.retry.backoff(), Duration::ZERO));
         let mut last = broken;
         loop {
-            if started.elapsed() >= self.retry.max_elapsed {
+            if *spent + began.elapsed() >= self.retry.max_elapsed {
                 return Err(Error::backend(RemoteError::Transport(format!("maximum retry attempts: {last}"))));
             }
             tokio::time::sleep(backoff.next_delay()).await;
             match open_watch(&mut self.client, self.request.clone()).await {
                 Ok(stream) => {
                     self.stream = stream;
+                    *spent += began.elapsed();
                     return Ok(());
                 }
-                Err(status) if status.code() == Code::FailedPrecondition || is_refusal(&status) => {
+                Err(status) if status.code() == Code::FailedPrecondition => {
                     let pointer = self.kind.pointer("");
                     return Err(from_status(&status, &context(Rpc::Watch, &pointer)));
                 }
-                Err(status) => last = status,
+                Err(status) => match final_error(&status, &self.kind, self.max_message_size) {
+                    Some(error) => return Err(error),
+                    None => last = status,
+                },
             }
         }
+    }
+}
+
+/// The error that ends a watch of `kind` for good on `status`, when retrying
+/// would only get the same answer: a refusal, or a response over the client's
+/// limit of `max_message_size` bytes (tonic's `OUT_OF_RANGE`), which resuming
+/// would fetch again.
+fn final_error(status: &Status, kind: &Kind, max_message_size: usize) -> Option<Error> {
+    match status.code() {
+        Code::OutOfRange => Some(Error::backend(RemoteError::Status {
+            code: Code::OutOfRange,
+            message: format!(
+                "a watch response is over this client's limit of {max_message_size} bytes \
+                 (Client::max_message_size raises it): {}",
+                status.message()
+            ),
+        })),
+        _ if is_refusal(status) => Some(from_status(status, &context(Rpc::Watch, &kind.pointer("")))),
+        _ => None,
     }
 }
 

@@ -5,12 +5,14 @@
 
 mod support;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cosi::prelude::*;
 use cosi::resource::EncodedSpec;
-use cosi::state::{DestroyOptions, MemoryState, State, Watch, WatchOptions};
+use cosi::state::{DestroyOptions, Event, MemoryState, State, Watch, WatchOptions};
 use cosi::testing::resources::PathResource;
 use cosi_grpc::proto::{self, state_client::StateClient};
 use cosi_grpc::{Client, ClientSecurity, Endpoint, Limits, Security, Server};
@@ -194,6 +196,80 @@ async fn the_client_refuses_a_response_over_its_limit() {
     let raised = client(address).await.max_message_size(32 << 20);
     let read = within(raised.get_dynamic(&Pointer::new(NS, TYPE, "big"))).await.expect("within a raised limit");
     assert_eq!(read.spec().as_encoded().map(|spec| spec.proto.len()), Some(20 << 20));
+}
+
+/// A memory state that counts the watches opened on it.
+struct Counted {
+    state: Arc<MemoryState>,
+    watches: Arc<AtomicUsize>,
+}
+
+#[async_trait]
+impl State for Counted {
+    async fn get_dynamic(&self, pointer: &Pointer) -> cosi::Result<DynamicResource> {
+        self.state.get_dynamic(pointer).await
+    }
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<DynamicResource>> {
+        self.state.list_dynamic(kind, options).await
+    }
+    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> cosi::Result<DynamicResource> {
+        self.state.create_dynamic(resource, options).await
+    }
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> cosi::Result<DynamicResource> {
+        self.state.update_dynamic(resource, options).await
+    }
+    async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> cosi::Result<()> {
+        self.state.destroy_dynamic(pointer, options).await
+    }
+    async fn watch_dynamic(&self, pointer: &Pointer, options: WatchOptions) -> cosi::Result<Watch> {
+        self.watches.fetch_add(1, Ordering::SeqCst);
+        self.state.watch_dynamic(pointer, options).await
+    }
+    async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> cosi::Result<Watch> {
+        self.watches.fetch_add(1, Ordering::SeqCst);
+        self.state.watch_kind_dynamic(kind, options).await
+    }
+}
+
+/// The watch form of the test above: an event over the client's limit ends
+/// the watch with an error saying so, instead of fetching it again and again.
+#[tokio::test(start_paused = true)]
+async fn a_watch_ends_on_a_response_over_the_clients_limit() {
+    let state = Arc::new(MemoryState::default());
+    let watches = Arc::new(AtomicUsize::new(0));
+    let counted = Counted { state: Arc::clone(&state), watches: Arc::clone(&watches) };
+    // A server that allows large messages stands in for a hostile one.
+    let limits = Limits { max_message_size: 64 << 20, ..Limits::default() };
+    let client = support::over_a_pipe(counted, limits).max_message_size(1 << 20);
+    let kind = Kind::new(NS, TYPE);
+    let mut watch = client.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.expect("watch");
+    let small = EncodedSpec { proto: vec![7; 8], yaml: None };
+    let created = state
+        .create_dynamic(DynamicResource::encoded(Metadata::new(NS, TYPE, "big"), small), CreateOptions::default())
+        .await
+        .expect("create");
+    let event = watch.recv().await;
+    assert!(
+        matches!(event, Some(Event::Created { ref bookmark, .. }) if bookmark.is_some()),
+        "a first event, to resume from: {event:?}"
+    );
+    let big = EncodedSpec { proto: vec![7; 2 << 20], yaml: None };
+    state
+        .update_dynamic(DynamicResource::encoded(created.metadata().clone(), big), UpdateOptions::default())
+        .await
+        .expect("update to 2 MiB");
+
+    // Bounded in tokio's paused time, which moves only while the client waits
+    // to retry: an hour of it is thousands of attempts.
+    let event = tokio::time::timeout(Duration::from_secs(3600), watch.recv()).await;
+    let error = match event {
+        Ok(Some(Event::Errored { error })) => error.to_string(),
+        Ok(other) => panic!("expected an error, got {other:?}"),
+        Err(_) => panic!("the client still retries after an hour, {} watches", watches.load(Ordering::SeqCst)),
+    };
+    assert!(error.contains(&(1 << 20).to_string()) && error.contains("max_message_size"), "{error}");
+    assert!(watch.recv().await.is_none(), "the watch ends after its error");
+    assert_eq!(watches.load(Ordering::SeqCst), 1, "the client did not watch again");
 }
 
 /// A state whose writes fail with an error naming a file of the server's machine,

@@ -5,14 +5,17 @@
 mod support;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use cosi::prelude::*;
 use cosi::resource::EncodedSpec;
-use cosi::state::{Event, MemoryState, State};
+use cosi::state::{DestroyOptions, Event, MemoryState, State, Watch, WatchOptions};
 use cosi::testing::resources::PathResource;
 use cosi_grpc::proto::{self, state_client::StateClient};
-use cosi_grpc::{Client, ClientSecurity, Endpoint, RetryOptions, Security, Server};
+use cosi_grpc::{Client, ClientSecurity, Endpoint, Limits, RetryOptions, Security, Server};
+use futures_util::StreamExt as _;
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -359,6 +362,130 @@ async fn watch_without_bookmark_fails_at_once_when_the_server_goes() {
     let event = next(&mut watch).await;
     assert!(matches!(event, Some(Event::Errored { .. })), "expected one error, got {event:?}");
     assert!(next(&mut watch).await.is_none());
+}
+
+/// A memory state whose watches end, as broken streams do, each time
+/// `break_watches` is called; with `resumes_end`, the watches resumed from a
+/// bookmark end at once: a server whose watch breaks right after every resume.
+struct Breaking {
+    state: MemoryState,
+    breaks: tokio::sync::watch::Sender<u64>,
+    resumes: AtomicUsize,
+    resumes_end: bool,
+}
+
+impl Breaking {
+    fn new(resumes_end: bool) -> Arc<Self> {
+        let breaks = tokio::sync::watch::Sender::new(0);
+        Arc::new(Breaking { state: MemoryState::default(), breaks, resumes: AtomicUsize::new(0), resumes_end })
+    }
+
+    fn break_watches(&self) {
+        self.breaks.send_modify(|count| *count += 1);
+    }
+
+    fn resumes(&self) -> usize {
+        self.resumes.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl State for Breaking {
+    async fn get_dynamic(&self, pointer: &Pointer) -> cosi::Result<DynamicResource> {
+        self.state.get_dynamic(pointer).await
+    }
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<DynamicResource>> {
+        self.state.list_dynamic(kind, options).await
+    }
+    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> cosi::Result<DynamicResource> {
+        self.state.create_dynamic(resource, options).await
+    }
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> cosi::Result<DynamicResource> {
+        self.state.update_dynamic(resource, options).await
+    }
+    async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> cosi::Result<()> {
+        self.state.destroy_dynamic(pointer, options).await
+    }
+    async fn watch_dynamic(&self, pointer: &Pointer, options: WatchOptions) -> cosi::Result<Watch> {
+        self.state.watch_dynamic(pointer, options).await
+    }
+    async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> cosi::Result<Watch> {
+        if options.start_from.is_some() {
+            self.resumes.fetch_add(1, Ordering::SeqCst);
+            if self.resumes_end {
+                return Ok(Watch::from_batches(futures_util::stream::empty()));
+            }
+        }
+        let watch = self.state.watch_kind_dynamic(kind, options).await?;
+        let mut breaks = self.breaks.subscribe();
+        let broken = async move {
+            let _ = breaks.changed().await;
+        };
+        Ok(Watch::from_batches(watch.map(|event| vec![event]).take_until(broken)))
+    }
+}
+
+fn slow_retry() -> RetryOptions {
+    RetryOptions {
+        initial_delay: Duration::from_secs(1),
+        max_delay: Duration::from_secs(4),
+        max_elapsed: Duration::from_secs(60),
+        ..RetryOptions::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_that_breaks_right_after_each_resume_gives_up_after_max_elapsed() {
+    let state = Breaking::new(true);
+    let client = support::over_a_pipe(Arc::clone(&state), Limits::default()).with_retry(slow_retry());
+    let kind = Kind::new(NS, PathResource::TYPE);
+    let mut watch = client.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.expect("watch");
+    client.create(Typed::new_in(NS, "first", PathResource::default()), CreateOptions::default()).await.expect("create");
+    let event = watch.recv().await;
+    assert!(event.is_some_and(|event| event.bookmark().is_some()), "a first event, to resume from");
+
+    // From now on every resume is answered "ready", then the stream ends.
+    // Bounded in tokio's paused time, which moves only while the client
+    // waits to retry: ten times `max_elapsed`.
+    state.break_watches();
+    let event = tokio::time::timeout(Duration::from_secs(600), watch.recv()).await;
+    let error = match event {
+        Ok(Some(Event::Errored { error })) => error.to_string(),
+        Ok(other) => panic!("expected an error, got {other:?}"),
+        Err(_) => panic!("the watch still resumes after 10 minutes, {} times", state.resumes()),
+    };
+    assert!(error.contains("maximum retry attempts"), "{error}");
+    assert!(watch.recv().await.is_none(), "the watch ends after its error");
+    assert!(state.resumes() > 1, "the watch resumed more than once before it gave up");
+}
+
+/// The other side of the test above: the time a resumed stream stays open
+/// does not count as retrying, so an idle watch (nothing to deliver) whose
+/// stream breaks now and then, further apart than `max_elapsed`, resumes each time.
+#[tokio::test(start_paused = true)]
+async fn an_idle_watch_resumes_from_every_break() {
+    let state = Breaking::new(false);
+    let client = support::over_a_pipe(Arc::clone(&state), Limits::default()).with_retry(slow_retry());
+    let kind = Kind::new(NS, PathResource::TYPE);
+    let mut watch = client.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.expect("watch");
+    client.create(Typed::new_in(NS, "first", PathResource::default()), CreateOptions::default()).await.expect("create");
+    let event = watch.recv().await;
+    assert!(event.is_some_and(|event| event.bookmark().is_some()), "a first event, to resume from");
+
+    for breaks in 1..=3 {
+        state.break_watches();
+        // The watch resumes while it is read, then has nothing to deliver
+        // for longer than `max_elapsed`.
+        let event = tokio::time::timeout(Duration::from_secs(120), watch.recv()).await;
+        assert!(event.is_err(), "nothing to deliver after break {breaks}, got {event:?}");
+        assert_eq!(state.resumes(), breaks, "resumed from break {breaks}");
+    }
+    client.create(Typed::new_in(NS, "after", PathResource::default()), CreateOptions::default()).await.expect("create");
+    let event = watch.recv().await;
+    assert!(
+        matches!(event, Some(Event::Created { ref resource, .. }) if resource.id() == "after"),
+        "the watch goes on, got {event:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,9 +7,11 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use cosi::state::{MemoryState, State};
-use cosi_grpc::{Client, ClientSecurity, Endpoint, Security, Server};
+use cosi_grpc::{Client, ClientSecurity, Endpoint, Limits, Security, Server};
+use hyper_util::rt::TokioIo;
 
 /// Serves `state` on a free loopback TCP port (insecure, as `cosictl serve --insecure` does)
 /// for as long as the calling runtime lives, and returns a client connected to it.
@@ -33,6 +35,25 @@ pub async fn serve(state: impl State, endpoint: &Endpoint) -> Client {
     let endpoint = listening.endpoint().clone();
     tokio::spawn(listening.serve());
     Client::connect(&endpoint, ClientSecurity::Insecure).await.expect("the client connects")
+}
+
+/// Serves `state` within `limits` over an in-memory pipe on the current
+/// runtime and returns a client of it (one connection, never dialled again).
+/// Nothing between them waits on the wall clock or on I/O outside the
+/// runtime, so a test may pause tokio's clock: time moves only when both ends
+/// wait for it. The server's keepalive is set beyond any test.
+pub fn over_a_pipe(state: impl State, limits: Limits) -> Client {
+    let day = Duration::from_secs(24 * 60 * 60);
+    let limits = Limits { keepalive_interval: day, keepalive_timeout: day, ..limits };
+    let (client_end, server_end) = tokio::io::duplex(64 << 10);
+    let incoming = futures_util::stream::iter([Ok::<_, std::io::Error>(server_end)]);
+    tokio::spawn(Server::new(state).limits(limits).serve_incoming(incoming));
+    let mut client_end = Some(client_end);
+    let connector = tower::service_fn(move |_| {
+        let io = client_end.take().map(TokioIo::new).ok_or_else(|| std::io::Error::other("one connection"));
+        std::future::ready(io)
+    });
+    Client::from_channel(tonic::transport::Endpoint::from_static("http://pipe").connect_with_connector_lazy(connector))
 }
 
 /// A socket path in a directory of its own under the system's temporary directory.
