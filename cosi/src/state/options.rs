@@ -366,18 +366,26 @@ impl WatchKindOptions {
     /// implementations. An update that makes a resource match is seen as
     /// `Created`, one that makes it stop matching as `Destroyed`, one that
     /// leaves it unmatched not at all.
+    ///
+    /// A tombstone (a resource whose last value is unknown: a store's history
+    /// compacted it away) may have matched, whatever its labels: its
+    /// destruction is seen, and an update from it is an update.
     pub fn filter(&self, event: &Event) -> Option<Event> {
         if self.labels.is_empty() && self.id.is_none() {
             return Some(event.clone());
         }
+        let may_match = |resource: &crate::resource::DynamicResource| match resource.is_tombstone() {
+            true => crate::resource::matches_queries(&[], self.id.as_ref(), resource),
+            false => self.matches(resource),
+        };
         match event {
-            Event::Updated { resource, old, bookmark } => match (self.matches(old), self.matches(resource)) {
+            Event::Updated { resource, old, bookmark } => match (may_match(old), self.matches(resource)) {
                 (true, true) => Some(event.clone()),
                 (true, false) => Some(Event::Destroyed { resource: resource.clone(), bookmark: bookmark.clone() }),
                 (false, true) => Some(Event::Created { resource: resource.clone(), bookmark: bookmark.clone() }),
                 (false, false) => None,
             },
-            _ => event.resource().is_some_and(|resource| self.matches(resource)).then(|| event.clone()),
+            _ => event.resource().is_some_and(may_match).then(|| event.clone()),
         }
     }
 }
@@ -394,5 +402,38 @@ impl ListOptions {
     /// Whether the list's queries select `resource`; for state implementations.
     pub fn matches(&self, resource: &crate::resource::DynamicResource) -> bool {
         crate::resource::matches_queries(&self.labels, self.id.as_ref(), resource)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::{DynamicResource, Kind, LabelQuery, Metadata};
+
+    /// A tombstone's labels are unknown: a watch selecting by label sees its
+    /// destruction, and an update from it as an update or a destruction.
+    #[test]
+    fn a_tombstone_may_have_matched_a_label_query() {
+        let options = WatchKindOptions::default().label(LabelQuery::new().exists("app"));
+        let pointer = Kind::new("ns", "Things.test.cosi.dev").pointer("a");
+        let tombstone = DynamicResource::tombstone(&pointer);
+        let destroyed = Event::Destroyed { resource: tombstone.clone(), bookmark: None };
+        assert!(matches!(options.filter(&destroyed), Some(Event::Destroyed { .. })), "the destruction was dropped");
+
+        let mut labelled = Metadata::new("ns", "Things.test.cosi.dev", "a");
+        labelled.labels_mut().set("app", "web");
+        let labelled = DynamicResource::without_spec(labelled);
+        let unlabelled = DynamicResource::without_spec(Metadata::new("ns", "Things.test.cosi.dev", "a"));
+        let update = |resource: &DynamicResource| Event::Updated {
+            resource: resource.clone(),
+            old: tombstone.clone(),
+            bookmark: None,
+        };
+        assert!(matches!(options.filter(&update(&labelled)), Some(Event::Updated { .. })));
+        assert!(matches!(options.filter(&update(&unlabelled)), Some(Event::Destroyed { .. })));
+
+        // The ID is known: a tombstone of another ID is not seen.
+        let other = options.clone().id(crate::resource::IdQuery::new("^b$").unwrap());
+        assert!(other.filter(&destroyed).is_none());
     }
 }
