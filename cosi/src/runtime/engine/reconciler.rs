@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -57,10 +58,12 @@ impl Engine {
             };
             let span = tracing::info_span!("reconcile", controller = %core.name, %trigger);
             let started = Instant::now();
-            // Called inside the caught future: a reconcile that panics before
-            // it returns its future restarts like one that panics in it.
-            let reconcile = async { controller.reconcile().await };
-            let outcome = AssertUnwindSafe(reconcile).catch_unwind().instrument(span).await;
+            // A reconcile that panics before it returns its future restarts
+            // like one that panics in it.
+            let outcome = match start(&mut *controller) {
+                Ok(reconcile) => AssertUnwindSafe(reconcile).catch_unwind().instrument(span).await,
+                Err(panic) => Err(panic),
+            };
             let busy = started.elapsed();
             let delay = match read_outcome(outcome) {
                 Ok(requeue) => {
@@ -86,6 +89,14 @@ impl Engine {
             core.wake(|| Trigger::Restart);
         }
     }
+}
+
+/// Calls the reconcile, catching a panic before it returns its future.
+fn start(controller: &mut dyn ErasedReconcile) -> std::thread::Result<BoxFuture<'_, Outcome>> {
+    std::panic::catch_unwind(AssertUnwindSafe(move || {
+        let controller = controller;
+        controller.reconcile()
+    }))
 }
 
 /// Reads a reconcile's result: a requeue, or a failure's message and the
