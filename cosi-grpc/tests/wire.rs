@@ -434,15 +434,22 @@ fn slow_retry() -> RetryOptions {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_watch_that_breaks_right_after_each_resume_gives_up_after_max_elapsed() {
-    let state = Breaking::new(true);
-    let client = support::over_a_pipe(Arc::clone(&state), Limits::default()).with_retry(slow_retry());
+/// A client of `state` over a pipe, retrying slowly, and its watch of the
+/// kind once it has delivered a first event, whose bookmark a resume starts from.
+async fn watching(state: &Arc<Breaking>) -> (Client, Watch) {
+    let client = support::over_a_pipe(Arc::clone(state), Limits::default()).with_retry(slow_retry());
     let kind = Kind::new(NS, PathResource::TYPE);
     let mut watch = client.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.expect("watch");
     client.create(Typed::new_in(NS, "first", PathResource::default()), CreateOptions::default()).await.expect("create");
     let event = watch.recv().await;
     assert!(event.is_some_and(|event| event.bookmark().is_some()), "a first event, to resume from");
+    (client, watch)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_that_breaks_right_after_each_resume_gives_up_after_max_elapsed() {
+    let state = Breaking::new(true);
+    let (_client, mut watch) = watching(&state).await;
 
     // From now on every resume is answered "ready", then the stream ends.
     // Bounded in tokio's paused time, which moves only while the client
@@ -465,12 +472,7 @@ async fn a_watch_that_breaks_right_after_each_resume_gives_up_after_max_elapsed(
 #[tokio::test(start_paused = true)]
 async fn an_idle_watch_resumes_from_every_break() {
     let state = Breaking::new(false);
-    let client = support::over_a_pipe(Arc::clone(&state), Limits::default()).with_retry(slow_retry());
-    let kind = Kind::new(NS, PathResource::TYPE);
-    let mut watch = client.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.expect("watch");
-    client.create(Typed::new_in(NS, "first", PathResource::default()), CreateOptions::default()).await.expect("create");
-    let event = watch.recv().await;
-    assert!(event.is_some_and(|event| event.bookmark().is_some()), "a first event, to resume from");
+    let (client, mut watch) = watching(&state).await;
 
     for breaks in 1..=3 {
         state.break_watches();
