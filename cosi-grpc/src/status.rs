@@ -11,15 +11,17 @@
 //! | already exists (Create) | `ALREADY_EXISTS` |
 //! | version conflict, pending finalizers, other phase conflicts | `FAILED_PRECONDITION` |
 //! | invalid watch bookmark | `FAILED_PRECONDITION` (Watch) |
-//! | invalid argument (bad query, malformed message) | `INVALID_ARGUMENT` |
+//! | invalid argument (bad query, malformed message) | `INVALID_ARGUMENT`; `UNKNOWN` on Update |
 //! | unknown label operator | `UNIMPLEMENTED` |
 //! | role does not allow the call | `PERMISSION_DENIED` |
 //! | backend failure | `UNAVAILABLE` |
 //!
-//! The codes alone are ambiguous (`PERMISSION_DENIED` is both an owner conflict
-//! and a refused role, `INVALID_ARGUMENT` on Update both a phase conflict and a
-//! malformed request), so a Rust server also sends the error itself in the
-//! `cosi-error-bin` trailer, which Go peers ignore. A Rust client rebuilds the
+//! On Update, `INVALID_ARGUMENT` means a phase conflict to a Go client, so
+//! a malformed Update (a bad version or phase, a name that fails validation)
+//! goes as `UNKNOWN`, as Go's server sends it, rather than as a conflict that
+//! did not happen. The codes alone are still ambiguous (`PERMISSION_DENIED` is
+//! both an owner conflict and a refused role), so a Rust server also sends the
+//! error itself in the `cosi-error-bin` trailer, which Go peers ignore. A Rust client rebuilds the
 //! exact error from it, and falls back to Go's reading of the code without it.
 //! One Go error has no code at all: a phase conflict of a racing Teardown, which
 //! Go's server sends as `UNKNOWN`; the client recognises it by its message.
@@ -107,6 +109,7 @@ pub(crate) fn to_status(err: &Error, rpc: Rpc) -> Status {
         | Error::VersionConflict { .. }
         | Error::PendingFinalizers { .. }
         | Error::InvalidBookmark { .. } => Code::FailedPrecondition,
+        Error::InvalidArgument(_) if rpc == Rpc::Update => Code::Unknown,
         Error::InvalidArgument(_) => Code::InvalidArgument,
         Error::BufferOverrun { .. } => Code::ResourceExhausted,
         Error::Backend(_) => Code::Unavailable,
@@ -422,6 +425,10 @@ mod tests {
         assert_eq!(to_status(&Error::AlreadyExists(pointer.clone()), Rpc::Create).code(), Code::AlreadyExists);
         let owner = Error::OwnerConflict { pointer, owner: None };
         assert_eq!(to_status(&owner, Rpc::Destroy).code(), Code::PermissionDenied);
+        // A Go client reads INVALID_ARGUMENT on Update as a phase conflict.
+        let malformed = Error::InvalidArgument("bad version".into());
+        assert_eq!(to_status(&malformed, Rpc::Update).code(), Code::Unknown);
+        assert_eq!(to_status(&malformed, Rpc::Create).code(), Code::InvalidArgument);
     }
 
     #[test]
