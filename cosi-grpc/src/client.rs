@@ -506,16 +506,16 @@ impl RemoteWatch {
 }
 
 /// The error that ends a watch of `kind` for good on `status`, when retrying
-/// would only get the same answer: a refusal, or a response over the client's
-/// limit of `max_message_size` bytes (tonic's `OUT_OF_RANGE`), which resuming
-/// would fetch again.
+/// would only get the same answer: a refusal, or a response over a size limit
+/// (`OUT_OF_RANGE`: tonic's, over the client's `max_message_size` bytes, or
+/// the server's, over what it may send), which resuming would fetch again.
 fn final_error(status: &Status, kind: &Kind, max_message_size: usize) -> Option<Error> {
     match status.code() {
         Code::OutOfRange => Some(Error::backend(RemoteError::Status {
             code: Code::OutOfRange,
             message: format!(
-                "a watch response is over this client's limit of {max_message_size} bytes \
-                 (Client::max_message_size raises it): {}",
+                "a watch response is over a message size limit (this client's is {max_message_size} \
+                 bytes, which Client::max_message_size raises; the server has its own): {}",
                 status.message()
             ),
         })),
