@@ -6,14 +6,16 @@
 //! One test in a binary of its own: it counts the whole process's heap through
 //! its global allocator, so nothing else may run beside it.
 
+mod support;
+
 use std::alloc::System;
 use std::time::Duration;
 
 use cosi::prelude::*;
 use cosi::resource::EncodedSpec;
 use cosi::state::{MemoryState, State};
+use cosi_grpc::DEFAULT_MAX_MESSAGE_SIZE;
 use cosi_grpc::proto::{self, state_client::StateClient};
-use cosi_grpc::{DEFAULT_MAX_MESSAGE_SIZE, Endpoint, Security, Server};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
 #[global_allocator]
@@ -46,19 +48,8 @@ async fn unread_bootstraps_hold_no_copy_of_the_kind() {
         let resource = DynamicResource::encoded(Metadata::new(NS, TYPE, format!("r{n:03}")), spec);
         state.create_dynamic(resource, CreateOptions::default()).await.expect("create");
     }
-    let listening = Server::new(state)
-        .bind(&"tcp://127.0.0.1:0".parse().expect("endpoint"), Security::Insecure)
-        .await
-        .expect("bind");
-    let Endpoint::Tcp(address) = *listening.endpoint() else { unreachable!("a TCP endpoint") };
-    tokio::spawn(listening.serve());
-    let request = proto::WatchRequest {
-        namespace: NS.into(),
-        r#type: TYPE.into(),
-        id: None,
-        options: Some(proto::WatchOptions { bootstrap_contents: true, aggregated: true, ..Default::default() }),
-        api_version: 1,
-    };
+    let address = support::listen(state).await;
+    let request = support::bootstrap_watch(NS, TYPE, 1);
 
     // A connection per watch, as separate clients: the unread responses of
     // one connection's watches would soon fill its flow-control window.

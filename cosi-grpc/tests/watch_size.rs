@@ -11,7 +11,7 @@ use cosi::prelude::*;
 use cosi::resource::EncodedSpec;
 use cosi::state::{Event, MemoryState, State};
 use cosi_grpc::proto::{self, state_client::StateClient};
-use cosi_grpc::{DEFAULT_CLIENT_MAX_MESSAGE_SIZE, DEFAULT_MAX_MESSAGE_SIZE, Endpoint, Security, Server};
+use cosi_grpc::{DEFAULT_CLIENT_MAX_MESSAGE_SIZE, DEFAULT_MAX_MESSAGE_SIZE};
 use prost::Message as _;
 
 const NS: &str = "big";
@@ -77,29 +77,14 @@ async fn a_ten_mib_kind_bootstraps_through_the_client() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_raw_client_reads_frames_within_the_message_limit() {
-    let listening = Server::new(big_kind().await)
-        .bind(&"tcp://127.0.0.1:0".parse().expect("endpoint"), Security::Insecure)
-        .await
-        .expect("bind");
-    let Endpoint::Tcp(address) = *listening.endpoint() else { unreachable!("a TCP endpoint") };
-    tokio::spawn(listening.serve());
+    let address = support::listen(big_kind().await).await;
     // A client with gRPC's default 4 MiB receive limit, as Go's.
     let mut client = StateClient::connect(format!("http://{address}"))
         .await
         .expect("connect")
         .max_decoding_message_size(DEFAULT_MAX_MESSAGE_SIZE);
-    let request = proto::WatchRequest {
-        namespace: NS.into(),
-        r#type: TYPE.into(),
-        id: None,
-        options: Some(proto::WatchOptions {
-            bootstrap_contents: true,
-            bootstrap_bookmark: true,
-            aggregated: true,
-            ..Default::default()
-        }),
-        api_version: 1,
-    };
+    let mut request = support::bootstrap_watch(NS, TYPE, 1);
+    request.options.as_mut().expect("options").bootstrap_bookmark = true;
     let mut stream = client.watch(request).await.expect("watch").into_inner();
     let ready = within(stream.message()).await.expect("ready").expect("a first message");
     assert!(ready.event.is_empty(), "the first message is the empty ready marker");
@@ -141,21 +126,10 @@ async fn kind_with_an_oversized_resource() -> MemoryState {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_over_the_response_limit_ends_the_watch_after_the_events_before_it() {
-    let listening = Server::new(kind_with_an_oversized_resource().await)
-        .bind(&"tcp://127.0.0.1:0".parse().expect("endpoint"), Security::Insecure)
-        .await
-        .expect("bind");
-    let Endpoint::Tcp(address) = *listening.endpoint() else { unreachable!("a TCP endpoint") };
-    tokio::spawn(listening.serve());
+    let address = support::listen(kind_with_an_oversized_resource().await).await;
     let mut client = StateClient::connect(format!("http://{address}")).await.expect("connect");
     for api_version in [0, 1] {
-        let request = proto::WatchRequest {
-            namespace: NS.into(),
-            r#type: TYPE.into(),
-            id: None,
-            options: Some(proto::WatchOptions { bootstrap_contents: true, aggregated: true, ..Default::default() }),
-            api_version,
-        };
+        let request = support::bootstrap_watch(NS, TYPE, api_version);
         let mut stream = client.watch(request).await.expect("watch").into_inner();
         let ready = within(stream.message()).await.expect("ready").expect("a first message");
         assert!(ready.event.is_empty(), "the first message is the empty ready marker");

@@ -235,13 +235,7 @@ async fn watch_starts_with_ready_and_gates_events_on_api_version() {
     let mut client = raw().await;
     create(&mut client, wire_resource("a", vec![], "a: 1\n"), "").await.expect("create");
     for (api_version, expect_bootstrapped) in [(1, true), (0, false)] {
-        let request = proto::WatchRequest {
-            namespace: NS.into(),
-            r#type: TYPE.into(),
-            id: None,
-            options: Some(proto::WatchOptions { bootstrap_contents: true, aggregated: true, ..Default::default() }),
-            api_version,
-        };
+        let request = support::bootstrap_watch(NS, TYPE, api_version);
         let mut stream = client.watch(request).await.expect("watch").into_inner();
         let ready = stream.message().await.expect("ready").expect("a first message");
         assert!(ready.event.is_empty(), "the first message should be the empty ready marker");

@@ -37,6 +37,33 @@ pub async fn serve(state: impl State, endpoint: &Endpoint) -> Client {
     Client::connect(&endpoint, ClientSecurity::Insecure).await.expect("the client connects")
 }
 
+/// Serves `state` on a free loopback TCP port (insecure) for as long as the
+/// calling runtime lives, and returns its address, for raw clients.
+pub async fn listen(state: impl State) -> std::net::SocketAddr {
+    let listening = Server::new(state)
+        .bind(&"tcp://127.0.0.1:0".parse().expect("a valid endpoint"), Security::Insecure)
+        .await
+        .expect("the server binds");
+    let Endpoint::Tcp(address) = *listening.endpoint() else { unreachable!("a TCP endpoint") };
+    tokio::spawn(listening.serve());
+    address
+}
+
+/// A raw watch of the kind `namespace`/`type`, aggregated, from its contents.
+pub fn bootstrap_watch(namespace: &str, r#type: &str, api_version: i32) -> cosi_grpc::proto::WatchRequest {
+    cosi_grpc::proto::WatchRequest {
+        namespace: namespace.into(),
+        r#type: r#type.into(),
+        id: None,
+        options: Some(cosi_grpc::proto::WatchOptions {
+            bootstrap_contents: true,
+            aggregated: true,
+            ..Default::default()
+        }),
+        api_version,
+    }
+}
+
 /// Serves `state` within `limits` over an in-memory pipe on the current
 /// runtime and returns a client of it (one connection, never dialled again).
 /// Nothing between them waits on the wall clock or on I/O outside the
