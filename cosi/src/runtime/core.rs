@@ -181,6 +181,13 @@ impl Core {
             && self.queue.as_ref().is_none_or(|queue| queue.is_idle(now))
     }
 
+    /// Queues every item of a queue controller's primary inputs again, while the engine runs.
+    fn requeue_items(&self) {
+        if let (Some(engine), Some(core)) = (self.running_engine(), self.me.upgrade()) {
+            engine.requeue_primaries(&core);
+        }
+    }
+
     /// The engine, while it runs.
     fn running_engine(&self) -> Option<Arc<Engine>> {
         self.engine.upgrade().filter(|engine| engine.is_running())
@@ -242,16 +249,14 @@ impl Host for Core {
             None => {
                 self.wake(|| Trigger::Requeue);
             }
-            Some(_) => {
-                if let (Some(engine), Some(core)) = (self.running_engine(), self.me.upgrade()) {
-                    engine.requeue_primaries(&core);
-                }
-            }
+            Some(_) => self.requeue_items(),
         }
     }
 
     fn wake(&self) {
-        let Some(engine) = self.running_engine() else { return };
+        if self.running_engine().is_none() {
+            return;
+        }
         match &self.queue {
             None => {
                 if Core::wake(self, || Trigger::External) {
@@ -260,9 +265,7 @@ impl Host for Core {
             }
             Some(_) => {
                 self.stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
-                if let Some(core) = self.me.upgrade() {
-                    engine.requeue_primaries(&core);
-                }
+                self.requeue_items();
             }
         }
     }
