@@ -9,16 +9,32 @@
 //!
 //! Exceeding a limit is a clear status for that call only (`RESOURCE_EXHAUSTED`
 //! for the watch counts, `INVALID_ARGUMENT` for oversized queries,
-//! `OUT_OF_RANGE` for oversized messages); the connection and every other
-//! client go on.
+//! `OUT_OF_RANGE` for oversized messages, `CANCELLED` for a call over its
+//! time); the connection and every other client go on. The bounds on
+//! connections and on requests in flight make the next one wait instead:
+//! a connection in the listen backlog, a request in its stream.
+//!
+//! What a request can hold is the size it declares: tonic reserves a
+//! message's declared length before its bytes arrive, and keeps what arrived
+//! until the message is whole. So the memory that half-sent requests can pin
+//! is at most [`Limits::max_requests_in_flight`] times
+//! [`Limits::max_message_size`], and each is held for at most
+//! [`Limits::request_timeout`].
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures_core::Stream;
 use parking_lot::Mutex;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
+use tonic::transport::CertificateDer;
+use tonic::transport::server::Connected;
 
 /// The default limit on a request message: 4 MiB, gRPC's usual limit (and Go's default).
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 << 20;
@@ -66,12 +82,33 @@ pub struct Limits {
     /// may be up to [`Limits::max_response_size`], since an update event
     /// carries two resources of up to this size each.
     pub max_message_size: usize,
-    /// The most watches one connection may hold open at once (default 1,000:
-    /// a runtime watches each input kind once, a command-line client a few).
-    pub max_watches_per_connection: usize,
+    /// The most watches one client may hold open at once (default 1,000: a
+    /// runtime watches each input kind once, a command-line client a few).
+    /// Over mutual TLS a client is its certificate, however many connections
+    /// it opens; on an insecure loopback listener it is a connection. Callers
+    /// on a Unix socket (its owner) count only towards [`Limits::max_watches`].
+    pub max_watches_per_client: usize,
     /// The most watches the whole server holds open at once (default
     /// 10,000): each costs a watcher in the state and a stream.
     pub max_watches: usize,
+    /// The most connections the server holds open at once (default 1,000,
+    /// below the usual limit of 1,024 open files). The next one waits in the
+    /// listen backlog until one closes. A connection counts from its accept,
+    /// so connections that never finish their TLS handshake count too (each
+    /// for at most [`Limits::tls_handshake_timeout`]). At least 1.
+    pub max_connections: usize,
+    /// The most requests the server receives or answers at once, over all
+    /// connections (default 128); the next one waits in its stream until one
+    /// ends. A watch counts until its stream is set up, not while it streams.
+    /// With [`Limits::max_message_size`], it bounds what half-sent requests
+    /// can hold: 512 MiB with the defaults. At least 1.
+    pub max_requests_in_flight: usize,
+    /// How long a call may take from its first byte to the start of its
+    /// response (default 60 s): receiving the request, and the state's answer.
+    /// A call over it ends with `CANCELLED`. A watch's events are not bounded
+    /// by it, only its set-up. A client's own deadline (`grpc-timeout`) may
+    /// shorten it.
+    pub request_timeout: Duration,
     /// HTTP/2 streams one connection may have open at once (default 1,100):
     /// above the watch limit, so that one watch too many gets its status
     /// rather than waiting for a stream, and bounding what a connection costs
@@ -98,8 +135,11 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
-            max_watches_per_connection: 1_000,
+            max_watches_per_client: 1_000,
             max_watches: 10_000,
+            max_connections: 1_000,
+            max_requests_in_flight: 128,
+            request_timeout: Duration::from_secs(60),
             max_concurrent_streams: 1_100,
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(10),
@@ -127,10 +167,19 @@ pub fn max_response_size(max_message_size: usize) -> usize {
 /// response a server with default limits sends.
 pub const DEFAULT_CLIENT_MAX_MESSAGE_SIZE: usize = 2 * DEFAULT_MAX_MESSAGE_SIZE + (1 << 20);
 
-/// Counts the open watches, per connection and in all, and refuses one too many.
+/// Who a watch is counted against (see [`Limits::max_watches_per_client`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Client {
+    /// A verified client certificate: every connection made with it.
+    Certificate(CertificateDer<'static>),
+    /// A connection on a trusted transport: its remote address is unique while it is open.
+    Connection(SocketAddr),
+}
+
+/// Counts the open watches, per client and in all, and refuses one too many.
 #[derive(Debug)]
 pub(crate) struct WatchCounter {
-    per_connection: usize,
+    per_client: usize,
     total: usize,
     open: Mutex<Counts>,
 }
@@ -138,23 +187,21 @@ pub(crate) struct WatchCounter {
 #[derive(Debug, Default)]
 struct Counts {
     total: usize,
-    /// By the peer's address: a TCP connection's remote address is unique
-    /// while it is open. Unix socket callers (the socket's owner) have no
-    /// address and count only towards the total.
-    by_peer: HashMap<SocketAddr, usize>,
+    by_client: HashMap<Client, usize>,
 }
 
 impl WatchCounter {
     pub(crate) fn new(limits: &Limits) -> Arc<Self> {
         Arc::new(WatchCounter {
-            per_connection: limits.max_watches_per_connection,
+            per_client: limits.max_watches_per_client,
             total: limits.max_watches,
             open: Mutex::new(Counts::default()),
         })
     }
 
-    /// Counts one more watch of `peer`, or refuses it with `RESOURCE_EXHAUSTED`.
-    pub(crate) fn open(self: &Arc<Self>, peer: Option<SocketAddr>) -> Result<WatchPermit, Status> {
+    /// Counts one more watch of `client` (`None`: counted only in all), or
+    /// refuses it with `RESOURCE_EXHAUSTED`.
+    pub(crate) fn open(self: &Arc<Self>, client: Option<Client>) -> Result<WatchPermit, Status> {
         let mut open = self.open.lock();
         if open.total >= self.total {
             return Err(Status::resource_exhausted(format!(
@@ -162,18 +209,19 @@ impl WatchCounter {
                 self.total
             )));
         }
-        if let Some(peer) = peer {
-            let count = open.by_peer.entry(peer).or_insert(0);
-            if *count >= self.per_connection {
+        if let Some(client) = &client {
+            let count = open.by_client.get(client).copied().unwrap_or(0);
+            if count >= self.per_client {
                 return Err(Status::resource_exhausted(format!(
-                    "this connection holds its limit of {} open watches; close some before opening more",
-                    self.per_connection
+                    "this client holds its limit of {} open watches (over all its connections); \
+                     close some before opening more",
+                    self.per_client
                 )));
             }
-            *count += 1;
+            open.by_client.insert(client.clone(), count + 1);
         }
         open.total += 1;
-        Ok(WatchPermit { counter: Arc::clone(self), peer })
+        Ok(WatchPermit { counter: Arc::clone(self), client })
     }
 }
 
@@ -181,21 +229,87 @@ impl WatchCounter {
 #[derive(Debug)]
 pub(crate) struct WatchPermit {
     counter: Arc<WatchCounter>,
-    peer: Option<SocketAddr>,
+    client: Option<Client>,
 }
 
 impl Drop for WatchPermit {
     fn drop(&mut self) {
         let mut open = self.counter.open.lock();
         open.total = open.total.saturating_sub(1);
-        if let Some(peer) = self.peer
-            && let Some(count) = open.by_peer.get_mut(&peer)
+        if let Some(client) = &self.client
+            && let Some(count) = open.by_client.get_mut(client)
         {
             *count -= 1;
             if *count == 0 {
-                open.by_peer.remove(&peer);
+                open.by_client.remove(client);
             }
         }
+    }
+}
+
+/// The connections `incoming` yields, at most `max` open at once: the next
+/// is not accepted until one of them is dropped.
+pub(crate) fn capped<IO, E>(
+    incoming: impl Stream<Item = Result<IO, E>> + Send + 'static,
+    max: usize,
+) -> impl Stream<Item = Result<Counted<IO>, E>> + Send + 'static
+where
+    IO: Send + 'static,
+    E: Send + 'static,
+{
+    let open = Arc::new(Semaphore::new(max.clamp(1, Semaphore::MAX_PERMITS)));
+    futures_util::stream::unfold((Box::pin(incoming), open), |(mut incoming, open)| async move {
+        // Never closed, so never an error.
+        let permit = Arc::clone(&open).acquire_owned().await.ok()?;
+        let accepted = futures_util::StreamExt::next(&mut incoming).await?;
+        Some((accepted.map(|io| Counted { io, _permit: permit }), (incoming, open)))
+    })
+}
+
+/// A connection counted towards [`Limits::max_connections`] until it is dropped.
+#[derive(Debug)]
+pub(crate) struct Counted<IO> {
+    io: IO,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl<IO: Connected> Connected for Counted<IO> {
+    type ConnectInfo = IO::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.io.connect_info()
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Counted<IO> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
@@ -204,20 +318,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn watches_are_counted_per_connection_and_in_all() {
-        let limits = Limits { max_watches_per_connection: 2, max_watches: 3, ..Limits::default() };
+    fn watches_are_counted_per_client_and_in_all() {
+        let limits = Limits { max_watches_per_client: 2, max_watches: 4, ..Limits::default() };
         let counter = WatchCounter::new(&limits);
-        let a: SocketAddr = "127.0.0.1:1000".parse().expect("address");
-        let b: SocketAddr = "127.0.0.1:1001".parse().expect("address");
-        let first = counter.open(Some(a)).expect("first");
-        let _second = counter.open(Some(a)).expect("second");
-        let refused = counter.open(Some(a)).expect_err("a third on one connection");
+        let a = Client::Connection("127.0.0.1:1000".parse().expect("address"));
+        let b = Client::Certificate(CertificateDer::from(vec![1, 2, 3]));
+        let first = counter.open(Some(a.clone())).expect("first");
+        let _second = counter.open(Some(a.clone())).expect("second");
+        let refused = counter.open(Some(a.clone())).expect_err("a third of one client");
         assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
-        let _other = counter.open(Some(b)).expect("another connection");
+        assert!(refused.message().contains("this client"), "{}", refused.message());
+        let _other = counter.open(Some(b.clone())).expect("another client");
+        let _unix = counter.open(None).expect("a caller counted only in all");
         let refused = counter.open(None).expect_err("over the total");
         assert!(refused.message().contains("server"), "{}", refused.message());
         drop(first);
         let _again = counter.open(Some(a)).expect("a released watch frees its place");
+        assert_eq!(counter.open.lock().by_client.get(&b), Some(&1));
+    }
+
+    #[tokio::test]
+    async fn connections_past_the_cap_wait_until_one_closes() {
+        use futures_util::{FutureExt as _, StreamExt as _};
+
+        let incoming = futures_util::stream::iter((0..3).map(|_| Ok::<_, std::io::Error>(tokio::io::duplex(64).0)));
+        let mut connections = std::pin::pin!(capped(incoming, 2));
+        let first = connections.next().await.expect("a first connection").expect("accepted");
+        let _second = connections.next().await.expect("a second connection").expect("accepted");
+        assert!(connections.next().now_or_never().is_none(), "a third is not accepted while two are open");
+        drop(first);
+        let third = connections.next().now_or_never().expect("accepted once one closed");
+        assert!(matches!(third, Some(Ok(_))));
+        assert!(connections.next().now_or_never().is_none(), "the cap holds again");
     }
 
     #[test]

@@ -23,10 +23,12 @@ use tokio::sync::watch;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::server::{Router, TcpIncoming};
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+use tower::layer::util::{Identity as NoLayer, Stack};
+use tower::limit::GlobalConcurrencyLimitLayer;
 
 use crate::auth::Authenticator;
 use crate::endpoint::Endpoint;
-use crate::limits::Limits;
+use crate::limits::{Limits, capped};
 use crate::service::StateService;
 
 /// The server's half of mutual TLS, in PEM.
@@ -155,11 +157,12 @@ impl Server {
         authenticator: Authenticator,
         stopped: watch::Receiver<bool>,
         tls: Option<ServerTlsConfig>,
-    ) -> Result<Router, ServeError> {
+    ) -> Result<Router<Stack<GlobalConcurrencyLimitLayer, NoLayer>>, ServeError> {
         let limits = self.limits;
         let service = StateService::with_security(self.state, authenticator, stopped, limits.clone())
             .into_server(limits.max_message_size);
         let mut builder = tonic::transport::Server::builder()
+            .timeout(limits.request_timeout)
             .max_concurrent_streams(limits.max_concurrent_streams)
             .http2_keepalive_interval(Some(limits.keepalive_interval))
             .http2_keepalive_timeout(Some(limits.keepalive_timeout))
@@ -167,7 +170,9 @@ impl Server {
         if let Some(tls) = tls {
             builder = builder.tls_config(tls)?;
         }
-        Ok(builder.add_service(service))
+        // One semaphore shared by every connection's service.
+        let in_flight = limits.max_requests_in_flight.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+        Ok(builder.layer(GlobalConcurrencyLimitLayer::new(in_flight)).add_service(service))
     }
 
     /// Serves the connections `incoming` yields, without transport security
@@ -200,16 +205,17 @@ impl Server {
     #[cfg(feature = "testing")]
     pub async fn serve_incoming<IO, E>(
         self,
-        incoming: impl futures_core::Stream<Item = Result<IO, E>>,
+        incoming: impl futures_core::Stream<Item = Result<IO, E>> + Send + 'static,
     ) -> Result<(), ServeError>
     where
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + tonic::transport::server::Connected + Unpin + Send + 'static,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+        E: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
     {
         // Never stopped: the watches end with their connections.
         let (_, stopped) = watch::channel(false);
+        let max_connections = self.limits.max_connections;
         let router = self.router(Authenticator::Trusted, stopped, None)?;
-        Ok(router.serve_with_incoming(incoming).await?)
+        Ok(router.serve_with_incoming(capped(incoming, max_connections)).await?)
     }
 }
 
@@ -268,11 +274,12 @@ impl Listening {
                     let incoming = TcpIncoming::from(listener)
                         .with_nodelay(Some(true))
                         .with_keepalive(Some(limits.keepalive_interval));
-                    Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
+                    Box::pin(router.serve_with_incoming_shutdown(capped(incoming, limits.max_connections), signal))
                 }
                 Listener::Unix(listener, path) => {
                     _cleanup = RemoveOnDrop(path);
-                    Box::pin(router.serve_with_incoming_shutdown(UnixListenerStream::new(listener), signal))
+                    let incoming = capped(UnixListenerStream::new(listener), limits.max_connections);
+                    Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
                 }
             };
         // Once the signal fired, calls in flight get `shutdown_grace` to end;

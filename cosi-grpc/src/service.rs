@@ -30,7 +30,7 @@ use tonic::{Request, Response, Status};
 
 use crate::auth::{Authenticator, Role};
 use crate::convert::{self, QueryError};
-use crate::limits::{Limits, WATCH_RESPONSE_TARGET, WatchCounter, WatchPermit, max_response_size};
+use crate::limits::{Client, Limits, WATCH_RESPONSE_TARGET, WatchCounter, WatchPermit, max_response_size};
 use crate::proto;
 use crate::status::{Rpc, denied, to_status};
 
@@ -89,6 +89,17 @@ impl StateService {
         self.authenticator
             .role(request.peer_certs())
             .ok_or_else(|| denied("the client certificate grants no COSI role".to_owned()))
+    }
+
+    /// Who the caller's watches count against: its certificate over mutual
+    /// TLS, else its connection (`None` on a Unix socket).
+    fn client<T>(&self, request: &Request<T>) -> Option<Client> {
+        match self.authenticator {
+            Authenticator::Certificates => {
+                request.peer_certs().and_then(|chain| chain.first().cloned()).map(Client::Certificate)
+            }
+            Authenticator::Trusted => request.remote_addr().map(Client::Connection),
+        }
     }
 
     fn check_write(role: Role) -> Result<(), Status> {
@@ -420,7 +431,7 @@ impl proto::state_server::State for StateService {
     async fn watch(&self, request: Request<proto::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
         let role = self.role(&request)?;
         // Counted before anything is set up; released when the stream is dropped.
-        let permit = self.watches.open(request.remote_addr())?;
+        let permit = self.watches.open(self.client(&request))?;
         let request = request.into_inner();
         let r#type = request.r#type.clone();
         // Watched before the check, so that no change of definition slips between the two.

@@ -1,6 +1,7 @@
 //! A hostile client against the server's limits (see `limits.rs`): too many
-//! watches, huge queries, oversized responses; each gets a clear status while
-//! another client keeps being served. Also the failures that used to stay
+//! watches, huge queries, oversized responses, half-sent requests, too many
+//! connections; each gets a clear status or waits its turn while another
+//! client keeps being served. Also the failures that used to stay
 //! silent or say too much: backend error texts, and a shutdown stuck on a call.
 
 mod support;
@@ -21,6 +22,34 @@ use tonic::transport::Channel;
 
 const NS: &str = "hostile";
 const TYPE: &str = "Targets.test.cosi.dev";
+
+/// A unary call over a raw HTTP/2 connection whose request declares 100
+/// bytes and sends 2: the server has begun to receive it and waits for the
+/// rest. Dropping it resets the stream.
+struct HalfSent {
+    response: h2::client::ResponseFuture,
+    _body: h2::SendStream<bytes::Bytes>,
+}
+
+async fn half_sent(address: std::net::SocketAddr) -> HalfSent {
+    let tcp = tokio::net::TcpStream::connect(address).await.expect("connect");
+    let (mut sender, connection) = h2::client::handshake(tcp).await.expect("an HTTP/2 handshake");
+    tokio::spawn(connection);
+    let request = http::Request::post(format!("http://{address}/cosi.resource.State/Get"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .expect("a request");
+    let (response, mut body) = sender.send_request(request, false).expect("a stream");
+    // Uncompressed, 100 bytes long; two of them.
+    body.send_data(bytes::Bytes::from_static(&[0, 0, 0, 0, 100, 0x0a, 0x00]), false).expect("send");
+    HalfSent { response, _body: body }
+}
+
+/// Whether `future` is still pending after a while: for what must wait.
+async fn still_waits<T>(future: &mut (impl Future<Output = T> + Unpin)) -> bool {
+    tokio::time::timeout(Duration::from_millis(500), future).await.is_err()
+}
 
 /// Serves `server` on loopback; returns its address.
 async fn start(server: Server) -> std::net::SocketAddr {
@@ -68,7 +97,7 @@ async fn is_served(other: &Client) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_opening_thousands_of_watches_is_refused_and_others_are_served() {
-    let limit = Limits::default().max_watches_per_connection;
+    let limit = Limits::default().max_watches_per_client;
     let address = start(Server::new(MemoryState::default())).await;
     let mut hostile = raw(address).await;
     let mut open = Vec::new();
@@ -351,4 +380,70 @@ async fn shutdown_ends_within_its_grace_period_despite_a_stuck_call() {
     assert!(!call.is_finished(), "the call was indeed stuck");
     let refused = tokio::net::TcpStream::connect(address).await;
     assert!(refused.is_err(), "the server no longer listens");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_requests_wait_for_their_turn_and_hold_no_more() {
+    let day = Duration::from_secs(86_400);
+    let limits = Limits { max_requests_in_flight: 2, request_timeout: day, ..Limits::default() };
+    let address = start(Server::new(MemoryState::default()).limits(limits)).await;
+    let first = half_sent(address).await;
+    let _second = half_sent(address).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // Both places are taken: a third call, whole and well-formed, waits.
+    let mut other = raw(address).await;
+    let get = proto::GetRequest { namespace: NS.into(), r#type: TYPE.into(), id: "x".into(), options: None };
+    let mut waiting = Box::pin(async move { other.get(get).await });
+    assert!(still_waits(&mut waiting).await, "a third request was answered while two held their places");
+
+    // A reset stream gives its place back.
+    drop(first);
+    let status = within(waiting).await.expect_err("not found");
+    assert_eq!(status.code(), Code::NotFound);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_never_finished_is_cancelled_after_the_timeout_and_watches_go_on() {
+    let timeout = Duration::from_millis(300);
+    let address =
+        start(Server::new(MemoryState::default()).limits(Limits { request_timeout: timeout, ..Limits::default() }))
+            .await;
+    let well_behaved = client(address).await;
+    let kind = Kind::new(NS, PathResource::TYPE);
+    let mut watch = within(well_behaved.watch_kind_dynamic(&kind, WatchKindOptions::default())).await.expect("a watch");
+
+    let half = half_sent(address).await;
+    let response = within(half.response).await.expect("a response, not a hang");
+    let status = response.headers().get("grpc-status").expect("a trailers-only status");
+    assert_eq!(status, "1", "CANCELLED: {:?}", response.headers());
+
+    // The watch outlived the timeout several times over and still streams.
+    tokio::time::sleep(3 * timeout).await;
+    within(well_behaved.create(Typed::new_in(NS, "late", PathResource::default()), CreateOptions::default()))
+        .await
+        .expect("create");
+    let event = within(watch.recv()).await.expect("the watch is still open");
+    assert!(matches!(event, Event::Created { ref resource, .. } if resource.id() == "late"), "{event:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_over_the_cap_waits_until_another_closes() {
+    let address =
+        start(Server::new(MemoryState::default()).limits(Limits { max_connections: 2, ..Limits::default() })).await;
+    let get = || proto::GetRequest { namespace: NS.into(), r#type: TYPE.into(), id: "x".into(), options: None };
+    let mut first = raw(address).await;
+    let mut second = raw(address).await;
+    for connection in [&mut first, &mut second] {
+        assert_eq!(within(connection.get(get())).await.expect_err("not found").code(), Code::NotFound);
+    }
+
+    let mut third = Box::pin(async move {
+        let mut third =
+            StateClient::new(Channel::from_shared(format!("http://{address}")).expect("uri").connect_lazy());
+        third.get(get()).await
+    });
+    assert!(still_waits(&mut third).await, "a third connection was served while two were open");
+    drop(first);
+    assert_eq!(within(third).await.expect_err("not found").code(), Code::NotFound);
 }

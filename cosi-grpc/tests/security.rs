@@ -14,7 +14,9 @@ use cosi::state::{
     WatchKindOptions, WatchOptions,
 };
 use cosi_grpc::testing::Pki;
-use cosi_grpc::{ADMIN_ROLE, Client, ClientSecurity, ClientTls, Endpoint, READER_ROLE, Security, ServeError, Server};
+use cosi_grpc::{
+    ADMIN_ROLE, Client, ClientSecurity, ClientTls, Endpoint, Limits, READER_ROLE, Security, ServeError, Server,
+};
 
 const PUBLIC_TYPE: &str = "Hostnames.test.cosi.dev";
 const SENSITIVE_TYPE: &str = "Secrets.test.cosi.dev";
@@ -36,6 +38,10 @@ struct Fixture {
 impl Fixture {
     /// A TLS server in front of a state with one public and one sensitive type, one resource of each.
     async fn start() -> Self {
+        Fixture::start_with(Limits::default()).await
+    }
+
+    async fn start_with(limits: Limits) -> Self {
         let state = MemoryState::default();
         let registry = Registry::new(&state);
         registry.register_defaults().await.expect("register the meta definitions");
@@ -82,6 +88,7 @@ impl Fixture {
 
         let pki = Pki::new("cosi test CA");
         let listening = Server::new(state)
+            .limits(limits)
             .bind(&"tcp://127.0.0.1:0".parse().expect("endpoint"), Security::MutualTls(pki.server_tls()))
             .await
             .expect("the TLS server binds");
@@ -91,7 +98,12 @@ impl Fixture {
     }
 
     async fn client(&self, organizations: &[&str]) -> Result<Client, cosi_grpc::ConnectError> {
-        Client::connect(&self.endpoint, ClientSecurity::MutualTls(self.pki.client_tls(organizations))).await
+        self.connect(self.pki.client_tls(organizations)).await
+    }
+
+    /// A new connection with this certificate.
+    async fn connect(&self, tls: ClientTls) -> Result<Client, cosi_grpc::ConnectError> {
+        Client::connect(&self.endpoint, ClientSecurity::MutualTls(tls)).await
     }
 }
 
@@ -343,4 +355,42 @@ async fn a_definition_created_again_as_sensitive_is_seen_at_once() {
 
     let err = reader.get_dynamic(&resource).await.expect_err("now sensitive");
     assert!(is_denied(&err), "expected a refusal, got {err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificates_watches_are_counted_over_all_its_connections() {
+    let fixture = Fixture::start_with(Limits { max_watches_per_client: 2, ..Limits::default() }).await;
+    let certificate = fixture.pki.client_tls(&[READER_ROLE]);
+    async fn watch(client: &Client) -> cosi::Result<cosi::state::Watch> {
+        client.watch_kind_dynamic(&Kind::new(NAMESPACE, PUBLIC_TYPE), WatchKindOptions::default()).await
+    }
+
+    let mut open = Vec::new();
+    let mut connections = Vec::new();
+    for _ in 0..2 {
+        let connection = fixture.connect(certificate.clone()).await.expect("connect");
+        open.push(watch(&connection).await.expect("within the certificate's limit"));
+        connections.push(connection);
+    }
+    let third = fixture.connect(certificate.clone()).await.expect("connect");
+    let refused = watch(&third).await.expect_err("a third watch of one certificate, on a third connection");
+    assert!(refused.to_string().contains("this client holds its limit of 2 open watches"), "{refused}");
+
+    // Another certificate is another client.
+    let other = fixture.client(&[READER_ROLE]).await.expect("connect");
+    let _other = watch(&other).await.expect("another certificate's watch");
+
+    // A closed watch gives its place back to its certificate.
+    open.pop();
+    let mut reopened = None;
+    for _ in 0..100 {
+        match watch(&third).await {
+            Ok(watch) => {
+                reopened = Some(watch);
+                break;
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+        }
+    }
+    assert!(reopened.is_some(), "the place of a closed watch is not given back");
 }

@@ -91,12 +91,27 @@ struct ServeArgs {
     /// The largest request message, in bytes.
     #[arg(long, default_value_t = cosi_grpc::Limits::default().max_message_size)]
     max_message_size: usize,
-    /// The most watches one connection may hold open.
-    #[arg(long, default_value_t = cosi_grpc::Limits::default().max_watches_per_connection)]
-    max_watches_per_connection: usize,
+    /// The most watches one client may hold open: a certificate over all its
+    /// connections, or one connection of an insecure loopback listener.
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().max_watches_per_client)]
+    max_watches_per_client: usize,
     /// The most watches the server holds open in all.
     #[arg(long, default_value_t = cosi_grpc::Limits::default().max_watches)]
     max_watches: usize,
+    /// The most connections open at once; the next waits until one closes.
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().max_connections,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections: usize,
+    /// The most requests received or answered at once, over all connections;
+    /// the next waits until one ends.
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().max_requests_in_flight,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_requests_in_flight: usize,
+    /// Seconds a call may take to receive its request and start its response
+    /// (a watch: its set-up); a call over it is cancelled.
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().request_timeout.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    request_timeout: u64,
     /// Seconds between keepalive pings on an idle connection; a peer that does
     /// not answer within 10 seconds is disconnected.
     #[arg(long, default_value_t = cosi_grpc::Limits::default().keepalive_interval.as_secs())]

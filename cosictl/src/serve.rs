@@ -102,8 +102,11 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     };
     let limits = Limits {
         max_message_size: args.max_message_size,
-        max_watches_per_connection: args.max_watches_per_connection,
+        max_watches_per_client: args.max_watches_per_client,
         max_watches: args.max_watches,
+        max_connections: args.max_connections,
+        max_requests_in_flight: args.max_requests_in_flight,
+        request_timeout: Duration::from_secs(args.request_timeout),
         keepalive_interval: Duration::from_secs(args.keepalive_interval),
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
         ..Limits::default()

@@ -253,7 +253,7 @@ async fn serve_redb_keeps_secrets_closed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_applies_its_limit_flags() {
-    let mut served = serve_with(&["--max-watches-per-connection", "2", "--max-message-size", "65536"]).await;
+    let mut served = serve_with(&["--max-watches-per-client", "2", "--max-message-size", "65536"]).await;
     let endpoint: Endpoint = served.endpoint.parse().expect("endpoint");
     let client = Client::connect(&endpoint, ClientSecurity::Insecure).await.expect("connect");
     let kind = cosi::resource::Kind::new("network", "Hostnames.net.example.org");

@@ -10,8 +10,8 @@
 //! does. tonic reconnects on the next call; while the network refuses, that
 //! call fails.
 //!
-//! Nothing here waits on a real clock: the server's keepalive is set beyond
-//! any run (hyper measures it against the wall clock), and the client's
+//! Nothing here waits on a real clock: the server's keepalive (hyper measures
+//! it against the wall clock) and request timeout are set beyond any run, and the client's
 //! endpoint has tonic's defaults, which set no timeout and no keepalive.
 
 use std::io;
@@ -72,9 +72,11 @@ impl Network {
             incoming,
             links: Mutex::default(),
         });
-        // A ping every day: hyper times keepalive against the wall clock.
+        // A ping every day: hyper times keepalive against the wall clock. And
+        // no call is cut short by a request timeout on a simulated clock.
         let day = Duration::from_secs(24 * 60 * 60);
-        let limits = Limits { keepalive_interval: day, keepalive_timeout: day, ..Limits::default() };
+        let limits =
+            Limits { keepalive_interval: day, keepalive_timeout: day, request_timeout: day, ..Limits::default() };
         let connections = futures_util::stream::unfold(connections, |mut connections| async move {
             connections.recv().await.map(|pipe| (pipe, connections))
         });

@@ -68,10 +68,11 @@ pub fn bootstrap_watch(namespace: &str, r#type: &str, api_version: i32) -> cosi_
 /// runtime and returns a client of it (one connection, never dialled again).
 /// Nothing between them waits on the wall clock or on I/O outside the
 /// runtime, so a test may pause tokio's clock: time moves only when both ends
-/// wait for it. The server's keepalive is set beyond any test.
+/// wait for it. The server's keepalive and request timeout are set beyond
+/// any test.
 pub fn over_a_pipe(state: impl State, limits: Limits) -> Client {
     let day = Duration::from_secs(24 * 60 * 60);
-    let limits = Limits { keepalive_interval: day, keepalive_timeout: day, ..limits };
+    let limits = Limits { keepalive_interval: day, keepalive_timeout: day, request_timeout: day, ..limits };
     let (client_end, server_end) = tokio::io::duplex(64 << 10);
     let incoming = futures_util::stream::iter([Ok::<_, std::io::Error>(server_end)]);
     tokio::spawn(Server::new(state).limits(limits).serve_incoming(incoming));
