@@ -519,6 +519,25 @@ async fn controller_status(
     machine.until::<ControllerStatus>(pointer, controller, predicate).await
 }
 
+/// A directory that is not a sandbox (`--sandbox ~`, say) is refused, and
+/// nothing in it is touched: each boot deletes and rebuilds its sandbox's
+/// `proc/`, `run/` and `etc/`.
+#[tokio::test(flavor = "current_thread")]
+async fn a_directory_that_is_not_a_sandbox_is_refused() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::fs::create_dir(dir.path().join("etc")).expect("etc/");
+    std::fs::write(dir.path().join("etc/keep"), "mine\n").expect("etc/keep");
+
+    let error = Os::boot(Options::new(dir.path()).timings(Timings::instant())).await.expect_err("not a sandbox");
+    assert!(error.to_string().contains("is not a sandbox"), "{error}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("etc/keep")).expect("etc/keep survives"), "mine\n");
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("list")
+        .map(|entry| entry.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["etc"], "nothing is written");
+}
+
 /// A `machine.yaml` that names a file outside `etc/` is refused with a clear
 /// error, and so is a file behind a link that leads out; nothing is written
 /// outside the sandbox.

@@ -19,7 +19,10 @@ use example_os::{Options, Os};
 #[command(name = "os", version)]
 struct Args {
     /// The sandbox directory: created with starter files on first boot, and
-    /// the only place the OS writes to.
+    /// the only place the OS writes to. Each boot deletes and rebuilds its
+    /// `proc/`, `run/` and `etc/`, so an existing directory is taken only if
+    /// the OS made it (it has a `.example-os-sandbox` file), or if it is
+    /// empty or holds only the files you edit.
     #[arg(long, default_value = "sandbox")]
     sandbox: PathBuf,
     /// Serves the live page (the controller graph, every resource) on

@@ -46,6 +46,17 @@ pub enum SandboxError {
         /// Where it points.
         target: String,
     },
+    /// The directory holds files of its own and was not made by the OS: it
+    /// is not taken, since each boot deletes `proc/`, `run/` and `etc/`.
+    #[error(
+        "{path} is not a sandbox of the example OS: it is not empty and has no {MARKER} file. Each boot deletes \
+         and rebuilds proc/, run/ and etc/ in its sandbox, so the OS boots only in a new or empty directory, or in \
+         one it made; choose another directory"
+    )]
+    NotASandbox {
+        /// The directory.
+        path: String,
+    },
     /// The file system refused.
     #[error("{operation} {path}: {source}")]
     Io {
@@ -145,18 +156,54 @@ pub struct SandboxRoot {
     root: PathBuf,
 }
 
+/// The file that marks a directory as a sandbox, written when the OS makes it.
+pub const MARKER: &str = ".example-os-sandbox";
+
+/// What the marker says to whoever finds it.
+const MARKER_TEXT: &str =
+    "This directory is a sandbox of the example OS: each boot deletes and rebuilds proc/, run/ and etc/.\n";
+
 /// Tells temporary files of concurrent atomic writes apart.
 static TEMPORARY: AtomicU64 = AtomicU64::new(0);
 
 impl SandboxRoot {
     /// The sandbox at `dir`, created when missing. The root is resolved once
     /// (it may itself be reached through links); everything below it is checked.
+    ///
+    /// Since a boot deletes `proc/`, `run/` and `etc/` of its sandbox, `dir`
+    /// must be one: a directory with the [`MARKER`] file, which this writes
+    /// when it makes the sandbox. An existing directory without it is taken
+    /// only when it is empty, holds nothing but the files the user edits
+    /// (`machine.yaml`, `platform.json`, `cmdline`, written before a first
+    /// boot), or holds the configuration store (a sandbox made before the
+    /// marker was); anything else is refused ([`SandboxError::NotASandbox`]).
     pub fn open(dir: impl AsRef<Path>) -> Result<Self, SandboxError> {
         let dir = dir.as_ref();
         let io = |operation, source| SandboxError::Io { operation, path: dir.display().to_string(), source };
         std::fs::create_dir_all(dir).map_err(|source| io("create the sandbox", source))?;
         let root = dir.canonicalize().map_err(|source| io("resolve the sandbox", source))?;
-        Ok(SandboxRoot { root })
+        let sandbox = SandboxRoot { root };
+        sandbox.claim()?;
+        Ok(sandbox)
+    }
+
+    /// Checks that the root is a sandbox, or may become one; marks it.
+    fn claim(&self) -> Result<(), SandboxError> {
+        let is_file = |path: &str| std::fs::symlink_metadata(self.root.join(path)).is_ok_and(|m| m.is_file());
+        if is_file(MARKER) {
+            return Ok(());
+        }
+        let io = |source| SandboxError::Io { operation: "list", path: self.root.display().to_string(), source };
+        let user_files = [crate::env::MACHINE_YAML, crate::env::PLATFORM_JSON, crate::env::CMDLINE];
+        let mut only_user_files = true;
+        for entry in std::fs::read_dir(&self.root).map_err(io)? {
+            let name = entry.map_err(io)?.file_name();
+            only_user_files &= user_files.iter().any(|file| name == *file);
+        }
+        if !only_user_files && !is_file(crate::boot::CONFIG_STORE) {
+            return Err(SandboxError::NotASandbox { path: self.root.display().to_string() });
+        }
+        self.write_atomic(MARKER, MARKER_TEXT, 0o644).map(drop)
     }
 
     /// The sandbox at `dir`, without touching the disk: the root is taken as
@@ -357,6 +404,40 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let root = SandboxRoot::open(dir.path().join("sandbox")).expect("the sandbox opens");
         (dir, root)
+    }
+
+    #[test]
+    fn opens_only_a_directory_that_is_or_may_become_a_sandbox() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let at = |name: &str| dir.path().join(name);
+        let write = |path: &Path, contents: &str| {
+            std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+            std::fs::write(path, contents).expect("write");
+        };
+
+        // Made: marked. Marked: taken, whatever it holds.
+        SandboxRoot::open(at("new")).expect("a new directory");
+        assert!(at("new").join(MARKER).is_file());
+        write(&at("new/etc/hosts"), "x");
+        SandboxRoot::open(at("new")).expect("a marked sandbox");
+
+        // Empty, only the user's files, or a sandbox made before the marker: taken and marked.
+        std::fs::create_dir(at("empty")).expect("mkdir");
+        write(&at("prepared/machine.yaml"), "hostname: x\n");
+        write(&at("older").join(crate::boot::CONFIG_STORE), "a store");
+        write(&at("older/etc/hosts"), "x");
+        for name in ["empty", "prepared", "older"] {
+            SandboxRoot::open(at(name)).unwrap_or_else(|error| panic!("{name}: {error}"));
+            assert!(at(name).join(MARKER).is_file(), "{name}");
+        }
+
+        // Anything else: refused, and left as it was.
+        write(&at("home/etc/keep"), "mine");
+        let error = SandboxRoot::open(at("home")).expect_err("not a sandbox");
+        assert!(matches!(error, SandboxError::NotASandbox { .. }), "{error}");
+        assert!(error.to_string().contains("rebuilds proc/, run/ and etc/"), "{error}");
+        assert!(!at("home").join(MARKER).exists());
+        assert_eq!(std::fs::read_to_string(at("home/etc/keep")).expect("etc/keep"), "mine");
     }
 
     #[test]
