@@ -605,3 +605,86 @@ async fn sensitive_resources_are_hidden_from_readers() {
     let _ = stop.send(());
     server.await.expect("the server task").expect("the server stops");
 }
+
+/// A memory state whose first write of a `MachineConfig` fails, as a full
+/// disk would fail the configuration store's commit.
+struct FirstConfigWriteFails {
+    inner: Arc<dyn State>,
+    failed: std::sync::atomic::AtomicBool,
+}
+
+impl FirstConfigWriteFails {
+    fn check(&self, resource: &DynamicResource) -> cosi::Result<()> {
+        let config = resource.metadata().r#type() == MachineConfig::TYPE;
+        match config && !self.failed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            true => Err(cosi::Error::backend(std::io::Error::other("injected: the disk is full"))),
+            false => Ok(()),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl State for FirstConfigWriteFails {
+    async fn get_dynamic(&self, pointer: &Pointer) -> cosi::Result<DynamicResource> {
+        self.inner.get_dynamic(pointer).await
+    }
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<DynamicResource>> {
+        self.inner.list_dynamic(kind, options).await
+    }
+    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> cosi::Result<DynamicResource> {
+        self.check(&resource)?;
+        self.inner.create_dynamic(resource, options).await
+    }
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> cosi::Result<DynamicResource> {
+        self.check(&resource)?;
+        self.inner.update_dynamic(resource, options).await
+    }
+    async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> cosi::Result<()> {
+        self.inner.destroy_dynamic(pointer, options).await
+    }
+    async fn watch_dynamic(&self, pointer: &Pointer, options: WatchOptions) -> cosi::Result<cosi::state::Watch> {
+        self.inner.watch_dynamic(pointer, options).await
+    }
+    async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> cosi::Result<cosi::state::Watch> {
+        self.inner.watch_kind_dynamic(kind, options).await
+    }
+}
+
+/// A configuration whose write fails is not lost: the controller restarts
+/// with backoff, reads the same `machine.yaml` again, and stores it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_failed_configuration_write_is_retried() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let sandbox = example_os::sandbox::SandboxRoot::open(dir.path()).expect("the sandbox");
+    sandbox.write_atomic(example_os::MACHINE_YAML, "hostname: kept\n", 0o644).expect("machine.yaml");
+    let env = example_os::Env::new(
+        sandbox,
+        Timings::instant(),
+        example_os::tasks::Tasks::default(),
+        example_os::platform::Cmdline::default(),
+    );
+    let state: Arc<dyn State> =
+        Arc::new(FirstConfigWriteFails { inner: cosi::state::memory(), failed: Default::default() });
+    let mut options = cosi::runtime::RuntimeOptions::default();
+    options.backoff = BackoffOptions { initial: Duration::from_millis(10), ..BackoffOptions::default() };
+    let runtime = Runtime::with_options(Arc::clone(&state), options);
+    runtime
+        .register(example_os::controllers::config::MachineConfigController::new(env.clone()))
+        .expect("the controller registers");
+    runtime.start().expect("the runtime starts");
+
+    let stored = WatchCondition::new().resource(|_: &Typed<MachineConfig>| true);
+    let waited = tokio::time::timeout(WAIT, state.watch_for::<MachineConfig>(MachineConfig::ID, stored)).await;
+    let status = state.get::<ControllerStatus>(Pointer::new(
+        RUNTIME_NAMESPACE,
+        ControllerStatus::TYPE,
+        "config.MachineConfigController",
+    ));
+    let status = status.await.ok();
+    runtime.shutdown().await;
+    env.tasks.shutdown().await;
+    let event = waited.unwrap_or_else(|_| panic!("the configuration is never stored; the controller: {status:?}"));
+    let config = event.expect("a watch").resource().cloned().expect("the configuration");
+    assert_eq!(config.raw, "hostname: kept\n");
+    assert!(status.is_some_and(|status| status.restarts >= 1), "the first write failed");
+}

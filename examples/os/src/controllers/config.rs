@@ -20,8 +20,9 @@ use crate::watch::FileWatch;
 pub struct MachineConfigController {
     env: Env,
     watch: Option<FileWatch>,
-    /// The text last read, accepted or not, so that a wake-up with the file
-    /// unchanged reports nothing again.
+    /// The text last read and done with (stored, or reported invalid), so
+    /// that a wake-up with the file unchanged does nothing again. Set only
+    /// once the configuration is stored: a failed write is retried.
     last_read: Option<String>,
     /// Whether the text last read was invalid, so that fixing it says so
     /// even when the fixed file is the configuration already in force.
@@ -54,16 +55,15 @@ impl MachineConfigController {
         if self.last_read.as_deref() == Some(text.as_str()) {
             return Ok(());
         }
-        self.last_read = Some(text.clone());
         let config = match Config::parse(&text) {
             Ok(config) => config,
             Err(error) => {
                 tracing::error!("{MACHINE_YAML} is invalid, keeping the last good configuration: {error}");
+                self.last_read = Some(text);
                 self.invalid = true;
                 return Ok(());
             }
         };
-        let was_invalid = std::mem::take(&mut self.invalid);
         let before = match ctx.get::<MachineConfig>(MachineConfig::ID).await {
             Ok(current) => Some(current.metadata().version()),
             Err(error) if error.is_not_found() => None,
@@ -75,6 +75,10 @@ impl MachineConfigController {
                 machine.config = config.clone();
             })
             .await?;
+        // Only now is the text done with: had the write failed, the restart
+        // after it would read the same text and must not skip it.
+        self.last_read = Some(text);
+        let was_invalid = std::mem::take(&mut self.invalid);
         if before != Some(stored.metadata().version()) {
             tracing::info!("accepted {MACHINE_YAML} (configuration version {})", stored.metadata().version());
         } else if was_invalid {
