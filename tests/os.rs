@@ -261,6 +261,9 @@ async fn the_guided_tour() {
 
     machine.os.take().expect("the OS runs").shutdown().await.expect("a clean shutdown");
     assert!(!machine.exists(example_os::SOCKET), "the socket is removed at shutdown");
+    // Nothing says the machine is still up: `run/` goes, as a tmpfs would.
+    assert!(!machine.exists(example_os::MACHINE_STATUS_JSON), "the machine's status is cleared at shutdown");
+    assert!(!machine.exists("run/services/web.pid"), "no pid file outlives its service");
 }
 
 async fn booted(machine: &Machine) {

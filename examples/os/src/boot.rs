@@ -191,14 +191,17 @@ impl Os {
         self.shutdown().await
     }
 
-    /// Stops serving, stops the controllers and the OS's tasks, and closes
-    /// the configuration store.
+    /// Stops serving, stops the controllers and the OS's tasks, clears
+    /// `run/` as a tmpfs is cleared at power-off (the machine's status, the
+    /// services' pid files, the fake kernel's links: nothing there may say
+    /// the machine is still up), and closes the configuration store.
     pub async fn shutdown(mut self) -> Result<(), Error> {
         tracing::info!("shutting down");
         if let Some((_, (stop, mut serving))) = self.ui.take() {
             let _ = stop.send(());
             if tokio::time::timeout(SERVER_GRACE, &mut serving).await.is_err() {
                 serving.abort();
+                let _ = serving.await;
             }
         }
         let served = match self.server.take() {
@@ -218,6 +221,10 @@ impl Os {
         };
         self.runtime.shutdown().await;
         self.env.tasks.shutdown().await;
+        // Nothing writes in the sandbox any more.
+        if let Err(error) = self.env.sandbox.remove_dir_all("run") {
+            tracing::warn!("cannot clear run/: {error}");
+        }
         let Os { state, runtime, store, env, .. } = self;
         drop((state, runtime, env));
         // Everything that held the state has ended, so the store's last
