@@ -16,7 +16,8 @@ use crate::tasks::Tasks;
 pub struct Timings {
     /// How long the fake DHCP server takes to answer.
     pub dhcp_lease: Duration,
-    /// How often a DHCP lease is renewed.
+    /// How often the fake DHCP client logs a renewal of its lease (at debug
+    /// level; the lease never expires, so a renewal changes nothing).
     pub dhcp_renew: Duration,
     /// How long the fake NTP server takes to answer.
     pub ntp_sync: Duration,

@@ -243,14 +243,16 @@ struct Operator {
 
 /// Runs the network operators: for each `OperatorSpec` whose link is up, a
 /// fake DHCP client task that leases `10.0.<index>.15/24` (DNS
-/// `10.0.<index>.3`) after the DHCP delay and renews it. When the lease
-/// arrives, the task wakes the controller, which publishes it in the
+/// `10.0.<index>.3`) after the DHCP delay. When the lease arrives, the task
+/// wakes the controller, which publishes its address and DNS server in the
 /// operator layer; when the link goes down or the spec goes away, the task
-/// stops and its specs are removed.
+/// stops and its specs are removed. The fake server sends no hostname, so
+/// the operator layer has none. The lease never expires: the task only logs
+/// a renewal (at debug level) every `dhcp_renew`, which changes nothing.
 #[controller(
     name = "network.OperatorSpecController",
     inputs = [Weak<OperatorSpec>, Weak<LinkStatus>],
-    outputs = [Shared<HostnameSpec>, Shared<ResolverSpec>, Shared<AddressSpec>],
+    outputs = [Shared<ResolverSpec>, Shared<AddressSpec>],
     inventory = false,
 )]
 #[derive(Default)]
@@ -336,14 +338,14 @@ impl OperatorSpecController {
             })
             .await?;
         }
-        ctx.cleanup_outputs_in::<HostnameSpec>(NETWORK_CONFIG).await?;
         ctx.cleanup_outputs_in::<ResolverSpec>(NETWORK_CONFIG).await?;
         ctx.cleanup_outputs_in::<AddressSpec>(NETWORK_CONFIG).await?;
         Ok(())
     }
 }
 
-/// The fake DHCP client of one link.
+/// The fake DHCP client of one link: a lease after the DHCP delay, then a
+/// renewal logged every `dhcp_renew` (the lease never expires or changes).
 async fn dhcp_client(
     id: String,
     link: String,
