@@ -691,3 +691,50 @@ async fn a_failed_configuration_write_is_retried() {
     assert_eq!(config.raw, "hostname: kept\n");
     assert!(status.is_some_and(|status| status.restarts >= 1), "the first write failed");
 }
+
+/// A service that keeps crashing waits longer before each restart: its
+/// crashes in a row are counted, so its backoff grows instead of starting
+/// over at each restart.
+#[tokio::test(flavor = "current_thread")]
+async fn a_crashing_service_waits_longer_each_time() {
+    let logs = Logs::default();
+    let _capture = logs.capture();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let sandbox = dir.path().join("sandbox");
+    std::fs::create_dir(&sandbox).expect("the sandbox");
+    let yaml = example_os::machine_config::STARTER.replace("crashAfter: 5s", "crashAfter: 50ms");
+    std::fs::write(sandbox.join("machine.yaml"), yaml).expect("machine.yaml");
+    let backoff = BackoffOptions {
+        initial: Duration::from_millis(100),
+        multiplier: 2.0,
+        jitter: 0.0,
+        max: Duration::from_secs(5),
+    };
+    let options = Options::new(&sandbox).timings(Timings::instant()).backoff(backoff);
+    let os = Os::boot(options).await.expect("the OS boots");
+    let client = Client::connect(os.endpoint(), ClientSecurity::Insecure).await.expect("the client connects");
+
+    // When each process of `flaky` starts (a new pid, running).
+    let mut watch = client.watch::<ServiceStatus>("flaky", WatchOptions::default()).await.expect("a watch");
+    let mut starts = Vec::new();
+    let mut pids = std::collections::BTreeSet::new();
+    let started = async {
+        while starts.len() < 6 {
+            let Some(event) = watch.recv().await else { panic!("the watch ended") };
+            if let Some(status) = event.resource()
+                && status.state == ServiceState::Running
+                && status.pid.is_some_and(|pid| pids.insert(pid))
+            {
+                starts.push(tokio::time::Instant::now());
+            }
+        }
+    };
+    tokio::time::timeout(WAIT, started).await.expect("flaky restarts five times");
+    os.shutdown().await.expect("a clean shutdown");
+
+    // The first start may come before the watch did; the gaps after it are
+    // the crash (50 ms) plus 200, 400, 800 and 1,600 ms of backoff.
+    let gaps: Vec<Duration> = starts[1..].windows(2).map(|pair| pair[1] - pair[0]).collect();
+    assert!(gaps[3] > gaps[0] * 3, "the restarts come no slower: {gaps:?}");
+    assert!(gaps.windows(2).all(|pair| pair[1] > pair[0]), "each restart waits longer: {gaps:?}");
+}

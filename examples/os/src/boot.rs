@@ -29,6 +29,12 @@ pub const CONFIG_STORE: &str = "var/lib/cosi/config.redb";
 /// How long shutdown waits for gRPC calls in flight before it drops them.
 const SERVER_GRACE: Duration = Duration::from_secs(3);
 
+/// COSI's backoff (500 ms, times 1.5), capped at 10 s: a controller or a
+/// service retries at least that often.
+pub(crate) fn default_backoff() -> BackoffOptions {
+    BackoffOptions { max: Duration::from_secs(10), ..BackoffOptions::default() }
+}
+
 /// How to boot.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -37,7 +43,9 @@ pub struct Options {
     pub sandbox: PathBuf,
     /// The fake delays.
     pub timings: Timings,
-    /// The backoff of failing controllers and service restarts.
+    /// The backoff of failing controllers and service restarts: COSI's,
+    /// capped at 10 s (not 60 s), so that a fixed mistake is picked up
+    /// within seconds.
     pub backoff: BackoffOptions,
     /// Where to serve the live page (`cosi-ui`), if at all.
     pub ui: Option<SocketAddr>,
@@ -46,7 +54,7 @@ pub struct Options {
 impl Options {
     /// Boots in `sandbox`, with the default timings.
     pub fn new(sandbox: impl Into<PathBuf>) -> Self {
-        Options { sandbox: sandbox.into(), timings: Timings::default(), backoff: BackoffOptions::default(), ui: None }
+        Options { sandbox: sandbox.into(), timings: Timings::default(), backoff: default_backoff(), ui: None }
     }
 
     /// With other timings ([`Timings::instant`] for tests).
@@ -114,6 +122,7 @@ impl Os {
         prepare(&sandbox, &*state).await?;
         let cmdline = Cmdline::parse(&sandbox.read(CMDLINE)?.unwrap_or_default());
         let mut env = Env::new(sandbox, options.timings, Tasks::default(), cmdline);
+        env.backoff = options.backoff;
         register_namespaces(&*state).await?;
         // Bound before the controllers start, so that the banner has its URL.
         let ui = match options.ui {
@@ -273,4 +282,16 @@ async fn prepare(sandbox: &SandboxRoot, state: &dyn State) -> Result<(), Error> 
     }
     Kernel::new(sandbox.clone()).reset()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_controller_or_service_retries_within_ten_seconds() {
+        let options = Options::new("sandbox");
+        assert_eq!(options.backoff.max, Duration::from_secs(10));
+        assert_eq!(options.backoff.initial, BackoffOptions::default().initial);
+    }
 }

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use cosi::runtime::BackoffOptions;
+
 use crate::kernel::Kernel;
 use crate::platform::Cmdline;
 use crate::sandbox::SandboxRoot;
@@ -69,12 +71,22 @@ pub struct Env {
     pub cmdline: Cmdline,
     /// The live page's URL, when it is served: the banner shows it.
     pub ui_url: Option<String>,
+    /// The backoff of crashing services (the runtime's, for failing controllers).
+    pub backoff: BackoffOptions,
 }
 
 impl Env {
     /// The environment of a booted sandbox.
     pub fn new(sandbox: SandboxRoot, timings: Timings, tasks: Tasks, cmdline: Cmdline) -> Self {
-        Env { kernel: Kernel::new(sandbox.clone()), sandbox, tasks, timings, cmdline, ui_url: None }
+        Env {
+            kernel: Kernel::new(sandbox.clone()),
+            sandbox,
+            tasks,
+            timings,
+            cmdline,
+            ui_url: None,
+            backoff: crate::boot::default_backoff(),
+        }
     }
 }
 

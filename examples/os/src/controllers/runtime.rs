@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use cosi::controller::{ReducedMetadata, Requeue, Waker};
+use cosi::backoff::Backoff;
+use cosi::controller::{BoxError, ReducedMetadata, Requeue, RequeueError, Waker};
 use cosi::prelude::*;
 use parking_lot::Mutex;
 
@@ -23,6 +24,10 @@ use crate::tasks::Task;
 
 /// How often a service writes a heartbeat when `machine.yaml` does not say.
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// How long a service's process must stay up for its earlier crashes to be
+/// forgotten: its next crash is restarted after the backoff's first delay.
+pub const STABLE_AFTER: Duration = Duration::from_secs(10);
 
 /// `sysctls:` of `machine.yaml` become `KernelParamSpec`s. A key removed
 /// from the file is torn down; once `runtime.KernelParamSpecController` has
@@ -170,6 +175,8 @@ struct Process {
     /// Set by the process when it exits, with why; it then queues its
     /// service, so the controller sees the exit at once.
     exit: Arc<Mutex<Option<String>>>,
+    /// When it started, to tell a crash after a stable run from one in a row.
+    started: Instant,
     _task: Task,
 }
 
@@ -180,7 +187,11 @@ struct Process {
 ///
 /// A queue controller: each service is an item, up to four are reconciled at
 /// once, and each has its own backoff, so a crashing service (`crashAfter`)
-/// is restarted with backoff while the others go on. A changed
+/// is restarted with backoff while the others go on. The controller counts
+/// each service's crashes in a row and asks for the delay itself
+/// ([`RequeueError`]): the runtime's backoff of an item starts over at every
+/// success, and each restart is one. The delay grows with each crash, and
+/// starts over once a process has stayed up [`STABLE_AFTER`]. A changed
 /// `EtcFileStatus` or `TimeStatus` is mapped to the services that wait for
 /// it. Nothing polls a running service: its process queues the service
 /// itself when it exits ([`Waker::wake_item`]), as a real supervisor
@@ -197,23 +208,27 @@ pub struct ServiceController {
     env: Env,
     processes: Mutex<BTreeMap<String, Process>>,
     next_pid: AtomicU32,
+    /// Each service's crashes in a row, as the backoff before its next restart.
+    crashes: Mutex<BTreeMap<String, Backoff>>,
 }
 
 impl ServiceController {
     /// The controller for the sandbox of `env`.
     pub fn new(env: Env) -> Self {
-        ServiceController { env, processes: Mutex::default(), next_pid: AtomicU32::new(0) }
+        ServiceController { env, processes: Mutex::default(), next_pid: AtomicU32::new(0), crashes: Mutex::default() }
     }
 
-    async fn reconcile(&self, ctx: &Ctx<Self>, item: &Pointer) -> Result<Requeue, Error> {
+    async fn reconcile(&self, ctx: &Ctx<Self>, item: &Pointer) -> Result<Requeue, BoxError> {
         let name = item.id();
         let Some(spec) = optional(ctx.get::<ServiceSpec>(item).await)? else {
             self.stop(name, "its spec is gone");
+            self.crashes.lock().remove(name);
             return Ok(Requeue::Never);
         };
         let finalizer = ctx.name().to_owned();
         if spec.metadata().phase() == Phase::TearingDown {
             self.stop(name, "it was removed from machine.yaml");
+            self.crashes.lock().remove(name);
             match ctx.destroy::<ServiceStatus>(name).await {
                 Ok(()) => (),
                 Err(error) if error.is_not_found() => (),
@@ -272,7 +287,8 @@ impl ServiceController {
                 Ok(Requeue::Never)
             }
             Some(reason) => {
-                self.processes.lock().remove(name);
+                let process = self.processes.lock().remove(name);
+                let delay = self.next_restart(name, process.map(|process| process.started.elapsed()));
                 let status = ctx
                     .modify::<ServiceStatus>(name, |status| {
                         status.state = ServiceState::Crashed;
@@ -282,8 +298,8 @@ impl ServiceController {
                         status.message.clone_from(&reason);
                     })
                     .await?;
-                tracing::warn!("service {name} crashed ({reason}); restart {} follows with backoff", status.restarts);
-                Err(Error::Several(vec![format!("service {name} crashed: {reason}")]))
+                tracing::warn!("service {name} crashed ({reason}); restart {} in {delay:.1?}", status.restarts);
+                Err(RequeueError::new(format!("service {name} crashed: {reason}"), delay).into())
             }
         }
     }
@@ -297,6 +313,18 @@ impl ServiceController {
             _ => false,
         });
         Ok(affected.map(|service| service.metadata().pointer().clone()).collect())
+    }
+
+    /// How long to wait before restarting `name`, whose process crashed
+    /// after being `up` that long: the next delay of its backoff, which
+    /// starts over when the process had run [`STABLE_AFTER`].
+    fn next_restart(&self, name: &str, up: Option<Duration>) -> Duration {
+        let mut crashes = self.crashes.lock();
+        let backoff = crashes.entry(name.to_owned()).or_insert_with(|| Backoff::new(self.env.backoff));
+        if up.is_some_and(|up| up >= STABLE_AFTER) {
+            backoff.reset();
+        }
+        backoff.next_delay()
     }
 
     /// What `spec` waits for: files not yet written, the time not yet synchronized.
@@ -364,7 +392,7 @@ impl ServiceController {
                 }
             }
         });
-        Ok(Process { pid, spec: spec.spec().clone(), exit, _task: task })
+        Ok(Process { pid, spec: spec.spec().clone(), exit, started: Instant::now(), _task: task })
     }
 
     /// Stops the process of `name`, if it runs.
