@@ -738,3 +738,30 @@ async fn a_crashing_service_waits_longer_each_time() {
     assert!(gaps[3] > gaps[0] * 3, "the restarts come no slower: {gaps:?}");
     assert!(gaps.windows(2).all(|pair| pair[1] > pair[0]), "each restart waits longer: {gaps:?}");
 }
+
+/// A `net.json` the user broke makes no controller fail: the address that
+/// cannot be applied meanwhile is reported, and applied once the file is fixed.
+#[tokio::test(flavor = "current_thread")]
+async fn a_broken_net_json_fails_no_controller() {
+    let logs = Logs::default();
+    let _capture = logs.capture();
+    let machine = Machine::boot(&logs).await;
+    machine.until::<AddressStatus>("eth1/192.168.50.10/24", "the static address", |_| true).await;
+    machine.settled().await;
+    let good = machine.read("run/kernel/net.json");
+
+    machine.overwrite("run/kernel/net.json", "{ not json");
+    machine.logs.until(&["net.json is invalid", "the links and addresses stay as last seen"]).await;
+    machine.edit("machine.yaml", "addresses: [192.168.50.10/24]", "addresses: [192.168.50.10/24, 192.168.60.10/24]");
+    machine.until::<AddressSpec>("eth1/192.168.60.10/24", "the new address's spec", |_| true).await;
+    let line = machine.logged(&["cannot apply the addresses", "when the file is fixed"]).await;
+    assert!(line.contains("net.json is invalid"), "{line}");
+    let status = controller_status(&machine, "network.AddressSpecController", |_| true).await;
+    assert!(status.healthy && status.restarts == 0 && status.last_error.is_none(), "{status:?}");
+
+    machine.save("run/kernel/net.json", &good);
+    machine.until::<AddressStatus>("eth1/192.168.60.10/24", "the new address", |_| true).await;
+    assert!(machine.read("run/kernel/net.json").contains("192.168.60.10/24"));
+    let status = controller_status(&machine, "network.AddressSpecController", |_| true).await;
+    assert_eq!(status.restarts, 0, "{status:?}");
+}
