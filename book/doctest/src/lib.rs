@@ -1,5 +1,6 @@
 //! The book (`book/src`), one module per chapter, so that `cargo test -p
-//! cosi-book` compiles and runs every Rust snippet in it as a doctest. A
+//! cosi-book` compiles and runs every Rust snippet in it as a doctest; the
+//! README's too (its snippet runs until Ctrl-C, so it is only compiled). A
 //! snippet meant not to build is a `compile_fail` doctest with the error code
 //! the chapter shows; `tests/chapters.rs` checks that the compiler messages
 //! the chapters quote are the ones `ui-tests/` records, and that the graphs
@@ -21,3 +22,5 @@ pub mod wire {}
 pub mod recipes {}
 #[doc = include_str!("../../src/example-os.md")]
 pub mod example_os {}
+#[doc = include_str!("../../../README.md")]
+pub mod readme {}
