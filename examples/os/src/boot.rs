@@ -110,7 +110,15 @@ impl Os {
 
         sandbox.create_dir_all("var/lib/cosi")?;
         let store_path = sandbox.resolve(CONFIG_STORE)?;
-        let store = RedbState::open(&store_path, cosi_redb::Options::default())
+        // Opening reads the whole file, which blocks: on the blocking pool,
+        // as `RedbState::open` asks, not on the runtime's threads.
+        let opening = store_path.clone();
+        let opened =
+            match tokio::task::spawn_blocking(move || RedbState::open(opening, cosi_redb::Options::default())).await {
+                Ok(opened) => opened,
+                Err(error) => std::panic::resume_unwind(error.into_panic()),
+            };
+        let store = opened
             .map_err(|source| Error::Store { path: store_path.display().to_string(), source: Box::new(source) })?;
         let store = Arc::new(store);
         let durable: Arc<dyn State> = Arc::clone(&store) as Arc<dyn State>;
