@@ -155,6 +155,17 @@ proptest! {
     }
 
     #[test]
+    fn finalizers_read_as_a_list_are_a_set(names in finalizer_names()) {
+        // Each name twice, as a store or a peer could send them.
+        let twice: Vec<&String> = names.iter().chain(&names).collect();
+        let read: Finalizers = serde_json::from_str(&serde_json::to_string(&twice).expect("JSON")).expect("a list");
+        let distinct: BTreeSet<&String> = names.iter().collect();
+        prop_assert_eq!(read.len(), distinct.len());
+        let added: Finalizers = names.iter().map(String::as_str).collect();
+        prop_assert!(read == added && added == read, "{read} and {added}");
+    }
+
+    #[test]
     fn timestamps_do_not_affect_equality(created in time(), updated in time()) {
         let left = metadata();
         let mut right = left.clone();

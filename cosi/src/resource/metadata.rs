@@ -680,9 +680,16 @@ impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Labels {
 }
 
 /// The finalizers of a resource: an ordered set of names, compared as a set.
-#[derive(Clone, Debug, Default, Eq, Serialize, Deserialize)]
+/// A list read from a store or the wire keeps the first of each name, as Go does.
+#[derive(Clone, Debug, Default, Eq, Serialize)]
 #[serde(transparent)]
 pub struct Finalizers(Vec<String>);
+
+impl<'de> Deserialize<'de> for Finalizers {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Vec::<String>::deserialize(deserializer).map(Finalizers::from_iter)
+    }
+}
 
 impl Finalizers {
     /// Adds `name`; returns whether it was absent.
