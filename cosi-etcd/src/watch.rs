@@ -11,7 +11,11 @@
 //! breaks (a dropped connection, an etcd restart) the pump reopens it from the
 //! revision after the last one it saw, so no event is lost or repeated; when
 //! etcd has compacted that revision meanwhile, the reader gets `Errored`
-//! (`InvalidBookmark`) instead of a silent gap.
+//! (`InvalidBookmark`) instead of a silent gap. The last one it saw includes
+//! etcd's progress notifications, which tell an idle watch that it has every
+//! event up to a later revision (etcd sends them every 10 minutes by default,
+//! `--experimental-watch-progress-notify-interval`), so an idle watch resumes
+//! past a compaction of what other kinds wrote meanwhile.
 //!
 //! Nothing fails silently or forever:
 //! - Every failed attempt to reopen is logged (a warning), with a backoff
@@ -397,6 +401,9 @@ impl Pump {
             key: self.key.clone(),
             range_end: if self.prefix { prefix_end(&self.key) } else { Vec::new() },
             start_revision: self.next_revision,
+            // An idle watch learns how far it is current, so that a reopened
+            // one does not start from a revision compacted since its last event.
+            progress_notify: true,
             prev_kv: true,
             // Responses larger than etcd's request limit come in pieces, each
             // within the client's message limit; the client joins them again.
@@ -498,6 +505,13 @@ impl Pump {
                 };
                 self.queue.fail(error);
                 return Ok(false);
+            }
+            if response.events.is_empty() && !response.created {
+                // A progress notification: every event up to its revision was sent.
+                if let Some(header) = &response.header {
+                    self.next_revision = self.next_revision.max(header.revision + 1);
+                }
+                continue;
             }
             let mut batch = Vec::new();
             for event in &response.events {

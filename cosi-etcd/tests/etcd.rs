@@ -215,6 +215,37 @@ async fn bookmarks_of_compacted_revisions_are_invalid() {
     }
 }
 
+/// An idle watch resumes after a break even when etcd compacted, meanwhile,
+/// the revisions other kinds wrote since the watch's last event: etcd's
+/// progress notifications told the watch it had seen everything up to them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_watch_resumes_past_a_compaction_of_what_others_wrote() {
+    // Compaction affects every prefix: an etcd of its own, which tells idle
+    // watches their progress every 100 ms instead of every 10 minutes.
+    let Some(server) = EtcdServer::start_with_flags(&["--experimental-watch-progress-notify-interval=100ms"]) else {
+        return;
+    };
+    let proxy = Proxy::start(&server).await;
+    let prefix = unique_prefix("idle");
+    let watcher = connect(&proxy.endpoint(), &prefix).await;
+    let mut watch = watcher.watch_kind_dynamic(&Counter::kind(), WatchKindOptions::default()).await.unwrap();
+    let writer = connect(&server.endpoint(), &prefix).await;
+    let raw = Raw::new(&writer);
+    for i in 0..10 {
+        raw.put(format!("/elsewhere/{i}"), "another kind's value").await.unwrap();
+    }
+    // Time for a few notifications to reach the idle watch; not a measurement.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    proxy.cut_off().await;
+    raw.compact(raw.revision().await.unwrap()).await.unwrap();
+    proxy.restore();
+    writer.create(Typed::new("after", Counter::default()), CreateOptions::default()).await.unwrap();
+    let event = within("the create after the compaction", watch.recv()).await.unwrap();
+    assert_eq!(event.event_type(), EventType::Created, "resumed, not failed: {event:?}");
+    assert_eq!(event.resource().map(|r| r.id()), Some("after"));
+}
+
 /// etcd leaves out the previous value of an event whose previous revision it
 /// compacted, as a tail watch starting at the compaction revision reads it:
 /// an update there is still an update, and a resource replaced there by a
