@@ -14,6 +14,14 @@
 //!
 //! Everything a stream holds (its watches and its hub) ends when the client
 //! closes the stream, or when the server shuts down.
+//!
+//! The hub never waits for its client: when the client's buffer is full
+//! (a client that stopped reading, or reads slower than the state
+//! changes), the hub and the watches end, and the stream ends after what
+//! the buffer holds; the page's `EventSource` reconnects and starts over.
+//! Waiting instead would stop the watches, and, through a gRPC state, the
+//! unread watch data would fill the connection's flow-control window,
+//! which every other stream and request of the page shares.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
@@ -36,7 +44,7 @@ use crate::model::{Change, ControllerView, Count};
 
 /// How many watch events may wait for the hub; a watch waits when it is full.
 const WATCH_BUFFER: usize = 1024;
-/// How many events may wait for the client.
+/// How many events may wait for the client; one more ends its stream.
 const CLIENT_BUFFER: usize = 1024;
 /// The window reconciles per second are measured over.
 const RATE_WINDOW: Duration = Duration::from_secs(5);
@@ -166,21 +174,23 @@ impl Hub {
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let sent = tokio::select! {
-                () = cancel.cancelled() => return,
-                () = self.events.closed() => return,
+                () = cancel.cancelled() => break,
+                () = self.events.closed() => break,
                 message = watched.recv() => match message {
                     Some(message) => self.handle(message).await,
-                    None => return,
+                    None => break,
                 },
                 _ = ticks.tick() => self.tick().await,
             };
             if !sent {
-                return;
+                break;
             }
         }
+        // The watches end with the hub, whatever ended it.
+        cancel.cancel();
     }
 
-    /// Handles one watch message; `false` once the client is gone.
+    /// Handles one watch message; `false` once the client is gone or too slow.
     async fn handle(&mut self, message: Watched) -> bool {
         let (kind, event) = match message {
             Watched::Failed(kind, error) => {
@@ -313,9 +323,18 @@ impl Hub {
         true
     }
 
+    /// Queues one event for the client; `false` once the client is gone,
+    /// or when its buffer is full: then its stream ends.
     async fn send(&self, name: &str, data: &impl serde::Serialize) -> bool {
         let event = SseEvent::default().event(name).json_data(data).unwrap_or_else(|_| SseEvent::default());
-        self.events.send(event).await.is_ok()
+        match self.events.try_send(event) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::debug!("an event stream's client reads too slowly: its stream ends, for it to start over");
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
     }
 }
 

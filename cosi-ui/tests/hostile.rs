@@ -1,0 +1,115 @@
+//! Clients that do not play along: one that stops reading its event stream
+//! while the state changes. The page stays up for everyone else.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use cosi::prelude::*;
+use cosi_grpc::{Client, Endpoint, Security, Server};
+use cosi_ui::{Config, Ui};
+use support::{EventClient, Number, get};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+/// A bound against a hang, not a timing assertion.
+const HANG: Duration = Duration::from_secs(20);
+
+/// The speller's program served over gRPC on a unix socket, and a client
+/// of it: one connection, which a page shares among all its users, as
+/// `cosictl ui` does. Its connection window (256 KiB) is smaller than what
+/// one watch may leave unread (1 MiB), as the defaults' (5 MiB, 2 MiB) are
+/// with three busy kinds, so that a few thousand changes show what a
+/// watch nobody reads does to the others.
+async fn over_grpc() -> (Arc<dyn State>, Arc<dyn State>, Runtime, tempfile::TempDir) {
+    let (state, runtime) = support::program().await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let socket = dir.path().join("cosi.sock");
+    let endpoint = Endpoint::Unix(socket.clone());
+    let listening = Server::new(Arc::clone(&state)).bind(&endpoint, Security::Insecure).await.expect("bind");
+    tokio::spawn(listening.serve());
+    let channel = tonic::transport::Endpoint::from_static("http://localhost")
+        .initial_connection_window_size(256 << 10)
+        .initial_stream_window_size(1 << 20)
+        .connect_with_connector(tower::service_fn(move |_| {
+            let socket = socket.clone();
+            async move { tokio::net::UnixStream::connect(socket).await.map(hyper_util::rt::TokioIo::new) }
+        }))
+        .await
+        .expect("connect");
+    (state, Arc::new(Client::from_channel(channel)), runtime, dir)
+}
+
+/// A client that asks for the event stream, then reads nothing until
+/// [`drain`](Stalled::drain): its receive buffer is small, so what the
+/// server sends piles up on the server's side.
+struct Stalled {
+    stream: TcpStream,
+}
+
+impl Stalled {
+    async fn open(address: SocketAddr) -> Stalled {
+        let socket = TcpSocket::new_v4().expect("a socket");
+        socket.set_recv_buffer_size(4096).expect("a small receive buffer");
+        let mut stream = socket.connect(address).await.expect("connect");
+        let request = format!("GET /api/events HTTP/1.0\r\nHost: {address}\r\nAccept: text/event-stream\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("request");
+        Stalled { stream }
+    }
+
+    /// Reads everything until the server ends the stream; the events read.
+    async fn drain(mut self) -> usize {
+        let mut received = Vec::new();
+        self.stream.read_to_end(&mut received).await.expect("read");
+        String::from_utf8_lossy(&received).matches("\nevent:").count()
+    }
+}
+
+/// Updates one number `changes` times, waiting every 100 changes until
+/// `live` has seen the last, so that the writer goes as fast as a client
+/// that reads, and no faster. The number's ID is long (1,000 bytes), so
+/// that each change is a large event.
+async fn churn(state: &Arc<dyn State>, live: &mut EventClient, changes: i64) {
+    let id = "n".repeat(1000);
+    state.create(Typed::new(id.clone(), Number { value: 0 }), CreateOptions::default()).await.expect("create");
+    for value in 1..=changes {
+        let updated =
+            state.modify::<Number>(&id, UpdateOptions::default(), |number| number.value = value).await.expect("update");
+        if value % 100 == 0 || value == changes {
+            let version = updated.metadata().version().to_string();
+            live.until("resource", |change| {
+                change["type"] == Number::TYPE && change["id"] == id.as_str() && change["version"] == version.as_str()
+            })
+            .await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_hurts_only_itself() {
+    let (state, remote, _runtime, _dir) = over_grpc().await;
+    let ui = Ui::new(remote, Config::default());
+    let listening = ui.bind().await.expect("bind");
+    let address = listening.local_addr();
+    let server = tokio::spawn(listening.serve());
+
+    let stalled = Stalled::open(address).await;
+    let mut live = EventClient::open(address).await;
+    live.until("ready", |_| true).await;
+    // About twice what the stalled client's buffers (the kernel's and the
+    // server's) hold; the live client sees every change as it comes.
+    churn(&state, &mut live, 6_000).await;
+
+    // The state behind the page still answers, through the same connection.
+    let (status, _, body) = tokio::time::timeout(HANG, get(&ui, "/api/summary")).await.expect("the summary");
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // The stalled client, once it reads, finds its stream ended (after the
+    // events it had been sent): its EventSource reconnects and starts over.
+    let events = tokio::time::timeout(HANG, stalled.drain()).await.expect("the stalled stream ends");
+    assert!(events > 0, "{events} events");
+    live.close();
+    server.abort();
+}
