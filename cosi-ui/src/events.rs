@@ -25,6 +25,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
+use std::future::Future as _;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
@@ -37,7 +38,7 @@ use cosi::state::{Event, WatchKindOptions};
 use futures_util::Stream;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::sync::{CancellationToken, DropGuard, WaitForCancellationFutureOwned};
 
 use crate::Ui;
 use crate::model::{Change, ControllerView, Count};
@@ -52,6 +53,9 @@ const RATE_WINDOW: Duration = Duration::from_secs(5);
 /// The event stream of one client.
 pub(crate) struct EventStream {
     events: mpsc::Receiver<SseEvent>,
+    /// Ready once the server stops: the stream ends then, before what its
+    /// buffer still holds.
+    stopping: Pin<Box<WaitForCancellationFutureOwned>>,
     /// Cancels the stream's tasks when the client goes.
     _cancel: DropGuard,
     _open: OpenGuard,
@@ -61,6 +65,9 @@ impl Stream for EventStream {
     type Item = Result<SseEvent, Infallible>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.stopping.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
         self.events.poll_recv(cx).map(|event| event.map(Ok))
     }
 }
@@ -148,7 +155,12 @@ pub(crate) async fn open(ui: &Ui, kinds: Vec<(String, String)>) -> cosi::Result<
     let tick = ui.config.tick;
     let hub_cancel = cancel.clone();
     tokio::spawn(hub.run(watched_rx, tick, hub_cancel));
-    Ok(EventStream { events: events_rx, _cancel: cancel.drop_guard(), _open: OpenGuard::new(ui, false) })
+    Ok(EventStream {
+        events: events_rx,
+        stopping: Box::pin(ui.shutdown.clone().cancelled_owned()),
+        _cancel: cancel.drop_guard(),
+        _open: OpenGuard::new(ui, false),
+    })
 }
 
 /// One controller as the hub last saw it.

@@ -43,6 +43,7 @@ pub mod columns;
 mod events;
 pub mod layout;
 mod model;
+mod server;
 
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -64,6 +65,10 @@ pub struct Config {
     pub status_namespace: String,
     /// How often the event stream recomputes reconciles per second.
     pub tick: Duration,
+    /// How long stopping waits for open connections (default 10 s): event
+    /// streams end at once, but a client that reads nothing cannot be told;
+    /// then its connection is closed.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for Config {
@@ -72,6 +77,7 @@ impl Default for Config {
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             status_namespace: RUNTIME_NAMESPACE.to_owned(),
             tick: Duration::from_secs(1),
+            shutdown_grace: Duration::from_secs(10),
         }
     }
 }
@@ -81,6 +87,13 @@ impl Config {
     #[must_use]
     pub fn listen(mut self, listen: SocketAddr) -> Self {
         self.listen = listen;
+        self
+    }
+
+    /// Waits at most `grace` for open connections when stopping.
+    #[must_use]
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
         self
     }
 }
@@ -96,9 +109,6 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
-    /// Serving failed.
-    #[error("the page's server failed: {0}")]
-    Serve(std::io::Error),
 }
 
 /// The page's server for one state. Cheap to clone: clones share the state
@@ -183,25 +193,24 @@ impl Listening {
     ///
     /// # Errors
     ///
-    /// When accepting connections fails for good.
+    /// None yet: accept errors (such as running out of file descriptors)
+    /// are logged and retried.
     pub async fn serve(self) -> Result<(), Error> {
         self.serve_with_shutdown(std::future::pending()).await
     }
 
-    /// Serves until `signal` completes; open event streams are closed then.
+    /// Serves until `signal` completes. Then open event streams end, and
+    /// connections get [`Config::shutdown_grace`] to finish their responses
+    /// before they are closed: a client that reads nothing cannot hold the
+    /// server up.
     ///
     /// # Errors
     ///
-    /// When accepting connections fails for good.
+    /// None yet: accept errors (such as running out of file descriptors)
+    /// are logged and retried.
     pub async fn serve_with_shutdown(self, signal: impl Future<Output = ()> + Send + 'static) -> Result<(), Error> {
-        let router = self.ui.router();
-        let shutdown = self.ui.shutdown.clone();
-        // Event streams never end by themselves: they are ended first, so
-        // that the graceful shutdown has no connection to wait for.
-        let signal = async move {
-            signal.await;
-            shutdown.cancel();
-        };
-        axum::serve(self.listener, router).with_graceful_shutdown(signal).await.map_err(Error::Serve)
+        let Listening { ui, listener, .. } = self;
+        server::serve(listener, ui.router(), &ui.config, ui.shutdown.clone(), signal).await;
+        Ok(())
     }
 }

@@ -1,5 +1,6 @@
 //! Clients that do not play along: one that stops reading its event stream
-//! while the state changes. The page stays up for everyone else.
+//! while the state changes. The page stays up for everyone else, and
+//! stops when asked.
 
 mod support;
 
@@ -112,4 +113,30 @@ async fn a_client_that_stops_reading_hurts_only_itself() {
     assert!(events > 0, "{events} events");
     live.close();
     server.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_stops_while_a_client_reads_nothing() {
+    let (state, _runtime) = support::program().await;
+    let ui = Ui::new(Arc::clone(&state), Config::default().shutdown_grace(Duration::from_secs(1)));
+    let listening = ui.bind().await.expect("bind");
+    let address = listening.local_addr();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(listening.serve_with_shutdown(async {
+        let _ = stopped.await;
+    }));
+
+    let stalled = Stalled::open(address).await;
+    let mut live = EventClient::open(address).await;
+    live.until("ready", |_| true).await;
+    // Until the server cannot write to the stalled client any more.
+    churn(&state, &mut live, 6_000).await;
+
+    stop.send(()).expect("the server runs");
+    let served = tokio::time::timeout(HANG, server).await.expect("the server stops");
+    served.expect("no panic").expect("a clean stop");
+    assert_eq!((ui.open_streams(), ui.open_watches()), (0, 0));
+    // Both streams ended with the server.
+    while live.next().await.is_some() {}
+    tokio::time::timeout(HANG, stalled.drain()).await.expect("the stalled stream ends");
 }
