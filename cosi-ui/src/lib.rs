@@ -9,6 +9,12 @@
 //! [`ControllerStatus`](cosi::runtime::ControllerStatus) resources the runtime
 //! publishes, which are also the graph `cosictl graph` prints.
 //!
+//! What one client may hold is bounded ([`Config`]): the time to send a
+//! request's headers, the connections served at once, and the events
+//! waiting for it (a client that reads too slowly has its event stream
+//! ended, and its browser reconnects). Stopping waits a bounded time for
+//! open connections.
+//!
 //! The page shows what its state handle may read: through a gRPC connection
 //! with the `cosi:reader` role, sensitive types are refused by the server, as
 //! with `cosictl get`.
@@ -69,6 +75,13 @@ pub struct Config {
     /// streams end at once, but a client that reads nothing cannot be told;
     /// then its connection is closed.
     pub shutdown_grace: Duration,
+    /// How long a client may take to send a request's headers (default
+    /// 10 s), and how long a connection may stay idle between requests;
+    /// then the connection is closed.
+    pub header_read_timeout: Duration,
+    /// The most connections served at once (default 256; at least one):
+    /// more wait to be accepted until one closes.
+    pub max_connections: usize,
 }
 
 impl Default for Config {
@@ -78,6 +91,8 @@ impl Default for Config {
             status_namespace: RUNTIME_NAMESPACE.to_owned(),
             tick: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(10),
+            max_connections: 256,
         }
     }
 }
@@ -94,6 +109,20 @@ impl Config {
     #[must_use]
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.shutdown_grace = grace;
+        self
+    }
+
+    /// Closes a connection whose request headers take longer than `timeout`.
+    #[must_use]
+    pub fn header_read_timeout(mut self, timeout: Duration) -> Self {
+        self.header_read_timeout = timeout;
+        self
+    }
+
+    /// Serves at most `connections` connections at once.
+    #[must_use]
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.max_connections = connections;
         self
     }
 }

@@ -1,6 +1,7 @@
 //! Clients that do not play along: one that stops reading its event stream
-//! while the state changes. The page stays up for everyone else, and
-//! stops when asked.
+//! while the state changes, one that never finishes its request, many that
+//! connect and say nothing. The page stays up for everyone else, and stops
+//! when asked.
 
 mod support;
 
@@ -139,4 +140,61 @@ async fn the_server_stops_while_a_client_reads_nothing() {
     // Both streams ended with the server.
     while live.next().await.is_some() {}
     tokio::time::timeout(HANG, stalled.drain()).await.expect("the stalled stream ends");
+}
+
+/// The page of the speller's program, served with `config`; its address.
+async fn serve(config: Config) -> (SocketAddr, Runtime, tokio::task::JoinHandle<Result<(), cosi_ui::Error>>) {
+    let (state, runtime) = support::program().await;
+    let listening = Ui::new(state, config).bind().await.expect("bind");
+    let address = listening.local_addr();
+    (address, runtime, tokio::spawn(listening.serve()))
+}
+
+/// `GET /api/summary` on `stream`, and the status line of the answer.
+async fn summary_on(mut stream: TcpStream, address: SocketAddr) -> String {
+    let request = format!("GET /api/summary HTTP/1.0\r\nHost: {address}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("request");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.expect("response");
+    String::from_utf8_lossy(&response).lines().next().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_never_finished_is_closed() {
+    let (address, _runtime, server) = serve(Config::default().header_read_timeout(Duration::from_millis(300))).await;
+    let mut partial = TcpStream::connect(address).await.expect("connect");
+    partial.write_all(b"GET /api/summary HTTP/1.1\r\nHost: 127.0.0.1").await.expect("part of a request");
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(HANG, partial.read_to_end(&mut answer)).await.expect("the connection is closed");
+    // Closed, with a 408 or without a word.
+    assert!(read.is_err() || answer.is_empty() || answer.starts_with(b"HTTP/1.1 408"), "{answer:?}");
+    // The page still serves others.
+    let status = summary_on(TcpStream::connect(address).await.expect("connect"), address).await;
+    assert!(status.contains(" 200 "), "{status}");
+    server.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_limit_wait_for_a_free_one() {
+    let (address, _runtime, server) = serve(Config::default().max_connections(2)).await;
+    // Two connections that say nothing hold both places.
+    let first = TcpStream::connect(address).await.expect("connect");
+    let _second = TcpStream::connect(address).await.expect("connect");
+    let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let third = TcpStream::connect(address).await.expect("connect");
+    let answered = tokio::spawn({
+        let freed = Arc::clone(&freed);
+        async move {
+            let status = summary_on(third, address).await;
+            (status, freed.load(std::sync::atomic::Ordering::SeqCst))
+        }
+    });
+    // Time for the third to be served, were it not waiting (not a bound on anything).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    freed.store(true, std::sync::atomic::Ordering::SeqCst);
+    drop(first);
+    let (status, after) = tokio::time::timeout(HANG, answered).await.expect("the third is served").expect("no panic");
+    assert!(status.contains(" 200 "), "{status}");
+    assert!(after, "the third connection was served while two others held both places");
+    server.abort();
 }
