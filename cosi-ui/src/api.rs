@@ -1,11 +1,23 @@
 //! The HTTP routes: the page's assets, the JSON and YAML endpoints, and the
 //! event stream. Errors are JSON objects `{"error": "..."}` with the status
 //! that fits: 400 for a malformed name, 403 when the state refuses, 404 for
-//! what does not exist, 502 when the state cannot be reached.
+//! what does not exist, 421 for a request under a name that is not
+//! loopback's, 502 when the state cannot be reached.
+//!
+//! Every route answers only requests for a loopback name (`localhost`,
+//! `*.localhost`, a loopback address), whatever the port: a web page
+//! elsewhere whose name its owner rebinds to 127.0.0.1 (DNS rebinding) is
+//! requested under its own name, and the browser would let it read the
+//! answers. The port is not checked: only a tunnel or a proxy the user set
+//! up reaches the page under another port than its own.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use axum::Json;
-use axum::extract::{Path, Query, State as Extract};
-use axum::http::{StatusCode, Uri, header};
+use axum::extract::{Path, Query, Request, State as Extract};
+use axum::http::uri::Authority;
+use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::middleware::Next;
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -36,7 +48,44 @@ pub(crate) fn router(ui: Ui) -> axum::Router {
         .route("/api/resources/{namespace}/{type}/{id}", get(resource))
         .route("/api/events", get(events))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(loopback_only))
         .with_state(ui)
+}
+
+/// Refuses a request for a name that is not loopback's (in its `Host`, or
+/// in an absolute request target); see the module's documentation.
+async fn loopback_only(request: Request, next: Next) -> Response {
+    let target = request.uri().authority().map(|authority| authority.as_str().as_bytes());
+    let hosts = request.headers().get_all(header::HOST).iter().map(HeaderValue::as_bytes);
+    for host in target.into_iter().chain(hosts) {
+        let loopback = Authority::try_from(host).is_ok_and(|authority| is_loopback_name(authority.host()));
+        if !loopback {
+            let host = String::from_utf8_lossy(host);
+            return Failure(
+                StatusCode::MISDIRECTED_REQUEST,
+                format!(
+                    "this page answers requests for localhost or a loopback address only, not for {host:?} \
+                     (a web page elsewhere may have rebound its name to this machine)"
+                ),
+            )
+            .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// `localhost`, a name under `.localhost` (which browsers resolve to
+/// loopback themselves), or a loopback address (IPv6 in brackets).
+fn is_loopback_name(host: &str) -> bool {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    if let Some(address) = host.strip_prefix('[').and_then(|rest| rest.strip_suffix(']')) {
+        return address.parse::<Ipv6Addr>().is_ok_and(|address| address.to_canonical().is_loopback());
+    }
+    if let Ok(address) = host.parse::<Ipv4Addr>() {
+        return address.is_loopback();
+    }
+    let host = host.to_ascii_lowercase();
+    host == "localhost" || host.ends_with(".localhost")
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {

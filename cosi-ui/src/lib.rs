@@ -9,6 +9,12 @@
 //! [`ControllerStatus`](cosi::runtime::ControllerStatus) resources the runtime
 //! publishes, which are also the graph `cosictl graph` prints.
 //!
+//! The page has no authentication or TLS of its own: [`Ui::bind`] refuses an
+//! address that is not loopback, and every route answers only requests for
+//! a loopback name (`localhost`, `*.localhost`, a loopback address, with
+//! any port), so that a web page elsewhere whose name is rebound to
+//! 127.0.0.1 (DNS rebinding) cannot read it through a browser (421).
+//!
 //! What one client may hold is bounded ([`Config`]): the time to send a
 //! request's headers, the connections served at once, and the events
 //! waiting for it (a client that reads too slowly has its event stream
@@ -65,7 +71,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Config {
-    /// The address to listen on; loopback, on a free port, by default.
+    /// The address to listen on: a loopback address ([`Ui::bind`] refuses
+    /// others); 127.0.0.1 on a free port by default.
     pub listen: SocketAddr,
     /// The namespace the runtimes publish their controller statuses in.
     pub status_namespace: String,
@@ -130,6 +137,14 @@ impl Config {
 /// Why the page cannot be served.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The address is not a loopback address: the page has no
+    /// authentication or TLS, so it is served on loopback only (as
+    /// `cosi-grpc` serves without TLS on loopback only).
+    #[error(
+        "refusing to serve the page on {0}: it has no authentication or TLS, so it listens on loopback only \
+         (from another machine, reach it through a tunnel such as `ssh -L PORT:127.0.0.1:PORT HOST`)"
+    )]
+    NotLoopback(SocketAddr),
     /// The address could not be bound.
     #[error("cannot listen on {address}: {source}")]
     Bind {
@@ -179,9 +194,12 @@ impl Ui {
     ///
     /// # Errors
     ///
-    /// When the address cannot be bound.
+    /// When the address is not a loopback address, or cannot be bound.
     pub async fn bind(&self) -> Result<Listening, Error> {
         let address = self.config.listen;
+        if !address.ip().to_canonical().is_loopback() {
+            return Err(Error::NotLoopback(address));
+        }
         let listener =
             tokio::net::TcpListener::bind(address).await.map_err(|source| Error::Bind { address, source })?;
         let local = listener.local_addr().map_err(|source| Error::Bind { address, source })?;

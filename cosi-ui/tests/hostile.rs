@@ -1,7 +1,8 @@
 //! Clients that do not play along: one that stops reading its event stream
 //! while the state changes, one that never finishes its request, many that
-//! connect and say nothing. The page stays up for everyone else, and stops
-//! when asked.
+//! connect and say nothing, a web page elsewhere that rebinds its name to
+//! loopback. The page stays up for everyone else, stops when asked, and
+//! answers no one but its own origin.
 
 mod support;
 
@@ -197,4 +198,54 @@ async fn connections_beyond_the_limit_wait_for_a_free_one() {
     assert!(status.contains(" 200 "), "{status}");
     assert!(after, "the third connection was served while two others held both places");
     server.abort();
+}
+
+/// `GET path` through the router with `Host: host`: the status and the body.
+async fn get_for_host(ui: &Ui, path: &str, host: &str) -> (StatusCode, String) {
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+
+    let request = axum::http::Request::get(path).header("host", host).body(axum::body::Body::empty()).expect("request");
+    let response = ui.router().oneshot(request).await.expect("infallible");
+    let status = response.status();
+    let body = response.into_body().collect().await.expect("body").to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_loopback_names_are_answered() {
+    let (state, _runtime) = support::program().await;
+    let ui = Ui::new(state, Config::default());
+    // A page of evil.example whose name now resolves to 127.0.0.1: the
+    // browser sends its own name.
+    for host in ["evil.example:8080", "evil.example", "192.168.1.7:8080", "localhost.evil.example:8080", "[::2]:80"] {
+        for path in ["/", "/api/summary", "/api/events", "/nope"] {
+            let (status, body) = get_for_host(&ui, path, host).await;
+            assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "{host} {path}: {body}");
+            let error: serde_json::Value = serde_json::from_str(&body).expect("a JSON error");
+            assert!(error["error"].as_str().unwrap_or_default().contains("loopback"), "{body}");
+        }
+    }
+    // Any port: a tunnel (`ssh -L 9000:127.0.0.1:PORT`) reaches the page
+    // under the tunnel's port.
+    for host in ["127.0.0.1:8080", "localhost:8080", "LocalHost", "[::1]:9000", "127.1.2.3", "page.localhost:80"] {
+        let (status, body) = get_for_host(&ui, "/api/summary", host).await;
+        assert_eq!(status, StatusCode::OK, "{host}: {body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_listens_on_loopback_only() {
+    let (state, _runtime) = support::program().await;
+    for address in ["0.0.0.0:0", "[::]:0"] {
+        let address: SocketAddr = address.parse().expect("an address");
+        let ui = Ui::new(Arc::clone(&state), Config::default().listen(address));
+        let error = ui.bind().await.expect_err("refused");
+        assert!(error.to_string().contains("loopback"), "{error}");
+    }
+    let ui = Ui::new(state, Config::default().listen("[::1]:0".parse().expect("an address")));
+    // Where the machine has no IPv6 loopback, binding fails, but is not refused.
+    if let Err(error) = ui.bind().await {
+        assert!(!error.to_string().contains("refusing"), "{error}");
+    }
 }

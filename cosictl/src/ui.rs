@@ -11,9 +11,10 @@ use crate::{CliError, ConnectArgs};
 
 #[derive(Args)]
 pub struct UiArgs {
-    /// Where to serve the page: IP:PORT. Loopback on a free port by default;
-    /// the page has no authentication of its own, so anyone who reaches
-    /// another address reads what this connection may read.
+    /// Where to serve the page: a loopback IP:PORT (127.0.0.1 on a free
+    /// port by default). The page has no authentication or TLS of its own,
+    /// so other addresses are refused, as `serve --insecure` refuses them;
+    /// from another machine, use a tunnel (`ssh -L`).
     #[arg(long, default_value_t = SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))]
     listen: SocketAddr,
 }
