@@ -17,6 +17,12 @@ struct Link {
     mtu: u32,
 }
 
+#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[resource(type = "RouteTables.net.example.org", namespace = "network")]
+struct RouteTable {
+    routes: Vec<Vec<u32>>,
+}
+
 fn hostname(name: &str) -> HostnameSpec {
     HostnameSpec { hostname: name.to_owned(), domain: None }
 }
@@ -82,6 +88,26 @@ fn an_encoded_spec_is_kept_byte_for_byte_and_decodes_from_its_yaml() {
     );
     let err = Typed::<HostnameSpec>::try_from(&garbage).unwrap_err();
     assert!(err.is_invalid_argument() && err.to_string().contains("cannot decode"), "{err}");
+}
+
+/// A typed read of a spec whose YAML aliases expand past any document of its
+/// length (60 KB of text, 10^8 numbers) is refused, without expanding it.
+#[test]
+fn a_typed_read_refuses_an_alias_bomb() {
+    let bomb = format!("base: &a [{}]\nroutes: [{}]\n", ["0"; 10_000].join(","), ["*a"; 10_000].join(","));
+    let resource = DynamicResource::encoded(
+        Metadata::new("network", RouteTable::TYPE, "main"),
+        EncodedSpec { proto: vec![], yaml: Some(bomb) },
+    );
+    let err = Typed::<RouteTable>::try_from(&resource).unwrap_err();
+    assert!(err.is_invalid_argument() && err.to_string().contains("expands through its aliases"), "{err}");
+
+    let legitimate = DynamicResource::encoded(
+        Metadata::new("network", RouteTable::TYPE, "main"),
+        EncodedSpec { proto: vec![], yaml: Some("base: &a [1, 2]\nroutes: [*a, *a, [3]]\n".into()) },
+    );
+    let typed = Typed::<RouteTable>::try_from(&legitimate).unwrap();
+    assert_eq!(typed.routes, [vec![1, 2], vec![1, 2], vec![3]]);
 }
 
 #[test]

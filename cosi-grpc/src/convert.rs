@@ -159,14 +159,15 @@ fn definition_to_proto(definition: &ResourceDefinition) -> proto::meta::Resource
 }
 
 /// A resource definition from its spec, whatever its form: typed, or encoded
-/// by any client, read from the YAML text when it decodes,
-/// else the protobuf bytes (Go writes both; other writers may write one).
+/// by any client, read from the YAML text when it decodes (within the bound
+/// `cosi::resource::from_yaml` sets on aliases), else the protobuf bytes (Go
+/// writes both; other writers may write one).
 pub fn definition_from_spec(spec: Spec<'_>) -> Option<ResourceDefinition> {
     if let Some(definition) = spec.downcast::<ResourceDefinition>() {
         return Some(definition.clone());
     }
     let encoded = spec.as_encoded()?;
-    if let Some(definition) = encoded.yaml.as_deref().and_then(|text| serde_yaml_ng::from_str(text).ok()) {
+    if let Some(definition) = encoded.yaml.as_deref().and_then(|text| cosi::resource::from_yaml(text).ok()) {
         return Some(definition);
     }
     let wire = proto::meta::ResourceDefinitionSpec::decode(encoded.proto.as_slice()).ok()?;
@@ -420,6 +421,25 @@ mod tests {
         let back =
             resource_from_proto(Some(resource_to_proto(&tombstone).expect("encodes")), "resource").expect("decodes");
         assert!(back.is_tombstone());
+    }
+
+    #[test]
+    fn a_definition_whose_aliases_expand_too_far_is_not_decoded_from_its_yaml() {
+        let columns = "printColumns: [{name: a, jsonPath: '{.a}'}]\n";
+        let head = format!("type: Things.test.cosi.dev\ndisplayType: Thing\ndefaultNamespace: ns\n{columns}");
+        let definition = |yaml: String| {
+            let metadata = Metadata::new("meta", "ResourceDefinitions.meta.cosi.dev", "things.test.cosi.dev");
+            definition_from_spec(
+                DynamicResource::encoded(metadata, EncodedSpec { proto: vec![], yaml: Some(yaml) }).spec(),
+            )
+        };
+        // 50 KB of text for 100 MB of aliases.
+        let bomb = format!("{head}note: &a {}\naliases: [{}]\n", "x".repeat(10_000), ["*a"; 10_000].join(","));
+        assert_eq!(definition(bomb), None);
+
+        let legitimate = definition(format!("{head}aliases: [&t thing]\nallAliases: [*t]\n")).expect("decodes");
+        assert_eq!((legitimate.aliases, legitimate.all_aliases), (vec!["thing".to_owned()], vec!["thing".to_owned()]));
+        assert_eq!(legitimate.print_columns.len(), 1);
     }
 
     #[test]

@@ -14,8 +14,9 @@
 //!
 //! and divide the total by the count it prints on standard error. The
 //! argument names the operation (`create`, `create-owned`, `get`, `update`,
-//! `list`, `chain`); without `--bench` (`cargo test --benches`) each runs a
-//! few times, as a smoke test.
+//! `list`, `decode`, `chain`); without `--bench` (`cargo test --benches`)
+//! each runs a few times, as a smoke test. `decode` is a typed read of a spec
+//! that arrived encoded (another client's), decoded from its YAML text.
 //!
 //! `chain` counts a trip down `runtime.rs`'s chain of 10 controllers, which
 //! runs in many tasks: on a current-thread runtime (a multi-thread one adds
@@ -33,6 +34,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use cosi::prelude::*;
+use cosi::resource::EncodedSpec;
 
 #[path = "common/state.rs"]
 mod bench_state;
@@ -97,6 +99,12 @@ async fn measure_list(state: &Arc<dyn State>, ops: usize) {
     }
 }
 
+async fn measure_decode(resource: &DynamicResource, ops: usize) {
+    for _ in 0..ops {
+        black_box(Typed::<BenchSpec>::try_from(black_box(resource)).unwrap());
+    }
+}
+
 /// The trips down the chain, counted alone: every task of the chain runs
 /// inside this call, on the current-thread runtime.
 #[inline(never)]
@@ -156,6 +164,13 @@ fn main() {
         if wanted("update") {
             eprintln!("update: {ops} operations");
             measured(measure_update(&state, &BenchSpec::pointer("r000000"), ops)).await;
+        }
+        if wanted("decode") {
+            let yaml = format!("value: 42\npayload: {}\n", "x".repeat(256));
+            let encoded = EncodedSpec { proto: Vec::new(), yaml: Some(yaml) };
+            let resource = DynamicResource::encoded(Metadata::new("bench", BenchSpec::TYPE, "r000000"), encoded);
+            eprintln!("decode: {ops} operations");
+            measured(measure_decode(&resource, ops)).await;
         }
         if wanted("list") {
             let lists = ops / 1000 + 1;

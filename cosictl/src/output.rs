@@ -44,7 +44,7 @@ impl Printer {
         match self.format {
             Format::Table => {
                 let metadata = row.resource.metadata();
-                let spec = spec_value(row.resource);
+                let spec = spec_value(row.resource).unwrap_or(Value::Null);
                 let mut cells = Vec::new();
                 if self.watch {
                     cells.push(row.event.unwrap_or("").to_owned());
@@ -110,10 +110,13 @@ impl Printer {
     }
 }
 
-/// The spec as a JSON value, from its YAML text; `null` without one.
-fn spec_value(resource: &DynamicResource) -> Value {
-    let text = resource.spec().as_encoded().and_then(|encoded| encoded.yaml.as_deref());
-    text.and_then(|text| serde_yaml_ng::from_str::<Value>(text).ok()).unwrap_or(Value::Null)
+/// The spec as a JSON value, from its YAML text; `null` without one, and
+/// why when the text does not decode (or its aliases expand it too far).
+fn spec_value(resource: &DynamicResource) -> Result<Value, String> {
+    match resource.spec().as_encoded().and_then(|encoded| encoded.yaml.as_deref()) {
+        Some(text) => cosi::resource::from_yaml::<Value>(text).map_err(|err| err.to_string()),
+        None => Ok(Value::Null),
+    }
 }
 
 fn document(row: Row<'_>) -> Value {
@@ -122,6 +125,14 @@ fn document(row: Row<'_>) -> Value {
         document.insert("event".into(), Value::String(event.into()));
     }
     document.insert("metadata".into(), serde_json::to_value(row.resource.metadata()).unwrap_or(Value::Null));
-    document.insert("spec".into(), spec_value(row.resource));
+    match spec_value(row.resource) {
+        Ok(spec) => {
+            document.insert("spec".into(), spec);
+        }
+        Err(error) => {
+            document.insert("spec".into(), Value::Null);
+            document.insert("specError".into(), Value::String(format!("the spec's YAML cannot be shown: {error}")));
+        }
+    }
     Value::Object(document)
 }

@@ -154,6 +154,30 @@ async fn get_resolves_aliases_and_prints_every_format() {
     served.terminate().await;
 }
 
+/// A spec whose YAML aliases expand 60 KB of text to 10^8 values is not
+/// expanded: `get` prints it without its columns, and says why its spec is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_does_not_expand_an_alias_bomb() {
+    let mut served = serve().await;
+    let client = populate(&served.endpoint).await;
+    let bomb = format!("hostname: &a [{}]\nmore: [{}]\n", ["0"; 10_000].join(","), ["*a"; 10_000].join(","));
+    client
+        .create_dynamic(resource("Hostnames.net.example.org", "bomb", &bomb), CreateOptions::default())
+        .await
+        .expect("create");
+
+    let table = stdout(&get(&served.endpoint, &["hostname", "bomb"]));
+    let lines: Vec<Vec<&str>> = table.lines().map(|line| line.split_whitespace().collect()).collect();
+    assert_eq!(lines[1], ["network", "Hostnames.net.example.org", "bomb", "1"], "{table}");
+    let json = stdout(&get(&served.endpoint, &["hostname", "bomb", "-o", "json"]));
+    assert!(json.len() < 1_000, "{} bytes", json.len());
+    let document: serde_json::Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(document["spec"], serde_json::Value::Null);
+    let why = document["specError"].as_str().expect("why the spec is missing");
+    assert!(why.contains("expands through its aliases"), "{why}");
+    served.terminate().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_names_the_types_that_share_an_automatically_derived_alias() {
     let mut served = serve().await;

@@ -4,7 +4,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::resource::{Metadata, Pointer, Resource};
+use crate::resource::{Metadata, Pointer, Resource, from_yaml};
 
 /// A resource whose spec type is not known statically: metadata plus an opaque spec.
 ///
@@ -190,7 +190,7 @@ impl<'a> Spec<'a> {
     pub(crate) fn decode<S: Resource>(self) -> Result<S, String> {
         match self.as_encoded() {
             Some(EncodedSpec { yaml: Some(text), .. }) => {
-                serde_yaml_ng::from_str(text).map_err(|err| format!("cannot decode the spec as {}: {err}", S::TYPE))
+                from_yaml(text).map_err(|err| format!("cannot decode the spec as {}: {err}", S::TYPE))
             }
             Some(EncodedSpec { yaml: None, .. }) => {
                 Err(format!("the spec of this {} has no text form to decode", S::TYPE))

@@ -9,6 +9,7 @@ mod dynamic;
 mod metadata;
 mod query;
 mod typed;
+mod yaml;
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -23,6 +24,7 @@ pub use dynamic::{DynamicResource, EncodedSpec, Spec};
 pub use metadata::{Finalizers, Labels, Metadata, ParseError, Phase, Version};
 pub use query::{IdQuery, LabelOp, LabelQuery, LabelTerm};
 pub use typed::{At, Typed};
+pub use yaml::{YamlError, from_yaml};
 
 pub(crate) use cosi_naming as naming;
 pub(crate) use naming::validate_name;
