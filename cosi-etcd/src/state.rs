@@ -213,9 +213,10 @@ enum Outcome {
     Stored(Option<(Box<DynamicResource>, i64)>),
 }
 
-/// COSI's checks of an update, in order: owner, version, phase.
+/// COSI's checks of an update, in order: owner (the writer's, and the one
+/// the new metadata names), version, phase.
 fn check_update(pointer: &Pointer, old: &Metadata, resource: &DynamicResource, options: &UpdateOptions) -> Result<()> {
-    check_owner(pointer, old, options.owner.as_deref())?;
+    options.check_owner(resource.metadata(), old)?;
     if resource.metadata().version() != old.version() {
         return Err(Error::VersionConflict {
             pointer: pointer.clone(),
@@ -239,8 +240,10 @@ fn check_destroy(pointer: &Pointer, old: &Metadata, options: &DestroyOptions) ->
     Ok(())
 }
 
+/// A destroy's or a teardown's owner against the stored one; an empty owner
+/// is none, as `Metadata::set_owner` has it.
 fn check_owner(pointer: &Pointer, stored: &Metadata, owner: Option<&str>) -> Result<()> {
-    if stored.owner() == owner {
+    if stored.owner() == owner.filter(|owner| !owner.is_empty()) {
         return Ok(());
     }
     Err(Error::OwnerConflict { pointer: pointer.clone(), owner: stored.owner().map(Into::into) })
@@ -333,7 +336,7 @@ impl State for EtcdState {
             let mut next = resource.clone();
             let metadata = next.metadata_mut();
             codec::stamp(metadata, old.version().next(), old.created());
-            // Ownership is not the writer's to change.
+            // The owner, checked unchanged: the stored one.
             metadata.set_owner(old.owner());
             let value = codec::encode(&next).map_err(Error::backend)?;
             match self.write_if(&key, mod_revision, self.put_ops(kind_key.clone(), key.clone(), value)).await? {

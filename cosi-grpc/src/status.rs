@@ -17,9 +17,10 @@
 //! | backend failure | `UNAVAILABLE` |
 //!
 //! On Update, `INVALID_ARGUMENT` means a phase conflict to a Go client, so
-//! a malformed Update (a bad version or phase, a name that fails validation)
-//! goes as `UNKNOWN`, as Go's server sends it, rather than as a conflict that
-//! did not happen. The codes alone are still ambiguous (`PERMISSION_DENIED` is
+//! a malformed Update (a bad version or phase, a name that fails validation,
+//! metadata naming another owner than the stored one) goes as `UNKNOWN`, as
+//! Go's server sends its plain errors, rather than as a conflict that did not
+//! happen. The codes alone are still ambiguous (`PERMISSION_DENIED` is
 //! both an owner conflict and a refused role), so a Rust server also sends the
 //! error itself in the `cosi-error-bin` trailer, which Go peers ignore. A Rust client rebuilds the
 //! exact error from it, and falls back to Go's reading of the code without it.

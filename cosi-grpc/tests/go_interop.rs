@@ -137,7 +137,8 @@ fn our_client_reads_go_resource_definitions() {
 // `lenient` leaves out the two cases that check where this implementation is
 // stricter than Go COSI on purpose, not how the wire behaves:
 // `invalid_bookmark` (Go accepts a bookmark of another namespace of the same
-// type) and `invalid_input` (Go accepts empty namespaces and IDs).
+// type) and `invalid_input` (Go accepts empty namespaces and IDs, and stores
+// the owner an update's metadata names).
 cosi::state_conformance_tests!(our_suite_against_go_server, go_server_if_available, optional, lenient);
 
 async fn go_server_if_available() -> Option<Client> {

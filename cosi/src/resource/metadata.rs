@@ -243,9 +243,9 @@ impl Metadata {
         self.owner = Some(name);
     }
 
-    /// Takes the owner of `stored`, the version this metadata replaces:
-    /// ownership is not a writer's to change, and the new version shares the
-    /// stored one's string.
+    /// Takes the owner of `stored`, the version this metadata replaces, whose
+    /// owner the update checked is the same (an update cannot change it): the
+    /// new version shares the stored one's string.
     #[inline]
     pub(crate) fn keep_owner(&mut self, stored: &Metadata) {
         let same = match (&self.owner, &stored.owner) {

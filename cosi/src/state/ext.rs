@@ -548,14 +548,17 @@ pub(crate) async fn teardown<S: State + ?Sized>(
     options: TeardownOptions,
 ) -> Result<bool> {
     let current = state.get_dynamic(pointer).await?;
-    if current.metadata().owner() != options.owner.as_deref() {
+    // Already torn down, by its owner or another: nothing to write, so
+    // nothing to check the owner for (as in Go COSI).
+    if current.metadata().phase() == Phase::TearingDown {
+        return Ok(current.metadata().finalizers().is_empty());
+    }
+    // An empty owner is none, as `Metadata::set_owner` has it.
+    if current.metadata().owner() != options.owner.as_deref().filter(|owner| !owner.is_empty()) {
         return Err(Error::OwnerConflict {
             pointer: pointer.clone(),
             owner: current.metadata().owner().map(Into::into),
         });
-    }
-    if current.metadata().phase() == Phase::TearingDown {
-        return Ok(current.metadata().finalizers().is_empty());
     }
     let update = UpdateOptions { owner: options.owner, expected_phase: Some(Phase::Running) };
     let stored = match update_with(state, pointer, update, |resource| {

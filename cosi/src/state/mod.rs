@@ -57,6 +57,9 @@ pub fn memory() -> Arc<dyn State> {
 ///   version and stores the next one; both return the stored resource.
 /// - Writes check, in order: existence, owner (exact match, `None` only matches
 ///   unowned resources), version, expected phase.
+/// - The owner is set at create: an update whose metadata names another owner
+///   than the stored one is an [`Error::InvalidArgument`] and changes nothing
+///   ([`UpdateOptions::check_owner`]).
 /// - `destroy_dynamic` fails while finalizers remain.
 /// - Watches deliver events in order; a watcher that falls behind the history
 ///   gets one [`Event::Errored`] and the watch ends.

@@ -1,7 +1,7 @@
 //! Options of state operations. Each is a plain struct with a `Default` and
 //! builder methods, so `ListOptions::default().label(query)` reads as it does.
 
-use crate::resource::{IdQuery, LabelQuery, Phase};
+use crate::resource::{IdQuery, LabelQuery, Metadata, Phase};
 use crate::state::{Bookmark, Error, Event, Result};
 
 /// Filters of a list.
@@ -141,6 +141,34 @@ impl UpdateOptions {
     pub fn with_owner(mut self, owner: Option<impl Into<String>>) -> Self {
         self.owner = owner.map(Into::into);
         self
+    }
+
+    /// Checks the owners of an update of `stored` to `metadata`; for state
+    /// implementations. The caller must write as the stored owner, else an
+    /// [`Error::OwnerConflict`]; and the new metadata must name the stored
+    /// owner, else an [`Error::InvalidArgument`]: the owner is set at create
+    /// and an update cannot change it.
+    ///
+    /// Go COSI stores whatever owner the new metadata names, once the option
+    /// matches; we refuse instead, so that a resource's one writer never
+    /// changes under it, and the refusal changes nothing (it does not, as
+    /// ignoring the new owner would, report a write to a Go client as
+    /// failed after storing it).
+    pub fn check_owner(&self, metadata: &Metadata, stored: &Metadata) -> Result<()> {
+        let pointer = metadata.pointer();
+        // An empty owner is none, as `Metadata::set_owner` has it.
+        if self.owner.as_deref().filter(|owner| !owner.is_empty()) != stored.owner() {
+            return Err(Error::OwnerConflict { pointer: pointer.clone(), owner: stored.owner().map(Into::into) });
+        }
+        if metadata.owner() != stored.owner() {
+            let name = |owner: Option<&str>| owner.map_or_else(|| "no owner".to_owned(), |owner| format!("{owner:?}"));
+            return Err(Error::invalid_argument(format!(
+                "cannot update {pointer}: an update cannot change the owner (its metadata names {}, the resource is owned by {})",
+                name(metadata.owner()),
+                name(stored.owner())
+            )));
+        }
+        Ok(())
     }
 }
 

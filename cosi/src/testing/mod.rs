@@ -155,8 +155,8 @@ fn runtime() -> tokio::runtime::Runtime {
 /// - `optional, lenient`: as `optional`, without the two cases where `cosi` is
 ///   stricter than Go COSI on purpose ([`state::invalid_bookmark`]: Go takes a
 ///   bookmark of another namespace of the same type; [`state::invalid_input`]:
-///   Go takes empty namespaces and IDs). For running the suite against a Go
-///   COSI peer.
+///   Go takes empty namespaces and IDs, and stores the owner an update's
+///   metadata names). For running the suite against a Go COSI peer.
 ///
 /// See the [`testing`](crate::testing) module for what the cases expect of a backend.
 #[macro_export]

@@ -401,8 +401,10 @@ impl Inner {
     }
 }
 
+/// A destroy's or a teardown's owner against the stored one; an empty owner
+/// is none, as `Metadata::set_owner` has it.
 fn check_owner(pointer: &Pointer, stored: &DynamicResource, owner: Option<&str>) -> Result<()> {
-    if stored.metadata().owner() == owner {
+    if stored.metadata().owner() == owner.filter(|owner| !owner.is_empty()) {
         return Ok(());
     }
     Err(Error::OwnerConflict { pointer: pointer.clone(), owner: stored.metadata().owner().map(Into::into) })
@@ -480,15 +482,16 @@ fn check_create(current: Option<&DynamicResource>, resource: &DynamicResource, r
     }
 }
 
-/// An update against what is stored under its ID now; sets the version,
-/// the timestamps and the owner of the resource to store.
+/// An update against what is stored under its ID now; sets the version
+/// and the timestamps of the resource to store, and gives it the stored
+/// owner's string.
 fn check_update(current: Option<&DynamicResource>, metadata: &mut Metadata, options: &UpdateOptions) -> Result<()> {
     let pointer = metadata.pointer();
     let Some(old) = current else {
         return Err(Error::NotFound(pointer.clone()));
     };
     let stored = old.metadata();
-    check_owner(pointer, old, options.owner.as_deref())?;
+    options.check_owner(metadata, stored)?;
     if metadata.version() != stored.version() {
         return Err(Error::VersionConflict {
             pointer: pointer.clone(),

@@ -3,7 +3,8 @@
 use super::support::*;
 
 /// Malformed requests are invalid arguments, never panics: empty or whitespace names,
-/// malformed label queries, options that exclude each other.
+/// malformed label queries, options that exclude each other, an owner in the
+/// metadata that the write cannot record.
 pub async fn invalid_input(state: Arc<dyn State>) {
     let ns = namespace("invalid-input");
     let kind = path_kind(&ns);
@@ -133,4 +134,45 @@ pub async fn invalid_input(state: Arc<dyn State>) {
     .await;
     let err = fails("get of the rejected create", state.get_dynamic(&path_pointer(&ns, "owned"))).await;
     assert!(err.is_not_found(), "a rejected create should store nothing, got {err:?}");
+
+    update_cannot_change_the_owner(&state, &ns).await;
+}
+
+/// An update whose metadata names another owner than the stored one is an
+/// invalid argument and changes nothing: the owner is set at create. (Go
+/// COSI stores the new owner, so the lenient suite leaves this out.)
+async fn update_cannot_change_the_owner(state: &Arc<dyn State>, ns: &str) {
+    let kind = path_kind(ns);
+    let mut events = Reader::new(
+        "the kind watch",
+        ok("watch kind", state.watch_kind_dynamic(&kind, WatchKindOptions::default())).await,
+        false,
+    );
+    let unowned = ok("create unowned", state.create_dynamic(path(ns, "unowned"), CreateOptions::default())).await;
+    let owned = ok("create owned", state.create_dynamic(path(ns, "owned-by-a"), CreateOptions::owner("a"))).await;
+    check_event(&events.next().await, EventType::Created, unowned.metadata().pointer());
+    check_event(&events.next().await, EventType::Created, owned.metadata().pointer());
+
+    let with_owner = |resource: &DynamicResource, owner: Option<&str>| {
+        let mut resource = DynamicResource::clone(resource);
+        resource.metadata_mut().set_owner(owner);
+        resource
+    };
+    let refused = [
+        ("claiming an unowned resource", with_owner(&unowned, Some("b")), UpdateOptions::default()),
+        ("handing a resource over", with_owner(&owned, Some("b")), UpdateOptions::owner("a")),
+        ("releasing a resource", with_owner(&owned, None), UpdateOptions::owner("a")),
+    ];
+    for (what, update, options) in refused {
+        expect_invalid_argument(format!("an update {what}"), state.update_dynamic(update, options)).await;
+    }
+    for before in [&unowned, &owned] {
+        let pointer = before.metadata().pointer();
+        let after = ok(format!("get {pointer}"), state.get_dynamic(pointer)).await;
+        assert_eq!(after.metadata().owner(), before.metadata().owner(), "a refused update changed the owner");
+        assert_eq!(after.metadata().version(), before.metadata().version(), "a refused update wrote");
+    }
+    // Had a refused update written, its event would come before this one.
+    ok("create a barrier", state.create_dynamic(path(ns, "barrier"), CreateOptions::default())).await;
+    check_event(&events.next().await, EventType::Created, &path_pointer(ns, "barrier"));
 }

@@ -137,7 +137,8 @@ pub async fn teardown_and_destroy(state: Arc<dyn State>) {
     assert!(err.is_not_found(), "get after teardown_and_destroy: expected not found, got {err:?}");
 }
 
-/// A second teardown writes nothing; teardown of a missing resource is not found.
+/// A second teardown writes nothing, whoever asks; an empty owner is none;
+/// teardown of a missing resource is not found.
 pub async fn teardown_is_idempotent(state: Arc<dyn State>) {
     let ns = namespace("teardown-is-idempotent");
     let kind = path_kind(&ns);
@@ -159,12 +160,22 @@ pub async fn teardown_is_idempotent(state: Arc<dyn State>) {
 
     let ready = ok("second teardown", state.teardown_dynamic(&pointer, TeardownOptions::owner("owner"))).await;
     assert!(ready, "a second teardown should report the same readiness");
+    // Torn down already, there is nothing to write: another writer's teardown
+    // reports the readiness too, and is no owner conflict (as in Go COSI).
+    let ready = ok("a teardown by another", state.teardown_dynamic(&pointer, TeardownOptions::owner("another"))).await;
+    assert!(ready, "a teardown by another of a resource torn down should report its readiness");
     let got = ok("get", state.get_dynamic(&pointer)).await;
     assert_eq!(got.metadata().version(), torn_down.metadata().version(), "a second teardown should write nothing");
 
     // Had the second teardown written, its event would come before this one.
     ok("create a barrier", state.create_dynamic(path(&ns, "barrier"), CreateOptions::default())).await;
     check_event(&events.next().await, EventType::Created, &path_pointer(&ns, "barrier"));
+
+    // An empty owner is none: it tears down and destroys an unowned resource.
+    let unowned = path_pointer(&ns, "unowned");
+    ok("create unowned", state.create_dynamic(path(&ns, "unowned"), CreateOptions::default())).await;
+    ok("teardown as the empty owner", state.teardown_dynamic(&unowned, TeardownOptions::owner(""))).await;
+    ok("destroy as the empty owner", state.destroy_dynamic(&unowned, DestroyOptions::owner(""))).await;
 
     let missing = path_pointer(&ns, "missing");
     let err =
