@@ -12,7 +12,8 @@ use std::sync::Mutex;
 
 use cosi::controller::Registration;
 use cosi::controller::{
-    Conflict, Controller, Declaration, Declared, Entry, InputDecl, Outcome, OutputDecl, OutputKind, QueueRule, Requeue,
+    Conflict, Controller, Declaration, Declared, Entry, InputDecl, NameRule, Outcome, OutputDecl, OutputKind,
+    QueueRule, Requeue,
 };
 use cosi::prelude::*;
 use cosi::runtime::RuntimeError;
@@ -43,7 +44,7 @@ const fn output<T: Resource>(kind: OutputKind) -> OutputDecl {
 }
 
 /// Declarations written by hand, as `#[controller]` would refuse to write them.
-const DECLARATIONS: [Declaration; 12] = [
+const DECLARATIONS: [Declaration; 15] = [
     declaration("", &[], &[], None),
     declaration(
         "outputs-twice",
@@ -72,6 +73,15 @@ const DECLARATIONS: [Declaration; 12] = [
     declaration("reader", &[input::<Spec>(InputKind::Weak)], &[output::<Status>(OutputKind::Exclusive)], None),
     declaration("queue", &[input::<Spec>(InputKind::Primary)], &[], Some(1)),
     declaration("writer", &[], &[output::<Status>(OutputKind::Shared)], None),
+    // More broken ones.
+    declaration("runtime", &[], &[], None),
+    declaration("two words", &[], &[], None),
+    declaration(
+        "woken-in-its-namespace",
+        &[input::<Status>(InputKind::Weak).in_namespace("default")],
+        &[output::<Status>(OutputKind::Exclusive)],
+        None,
+    ),
 ];
 const READER: usize = 9;
 const QUEUE: usize = 10;
@@ -167,7 +177,7 @@ fn hand(n: usize) -> Option<Registration> {
             }
         };
     }
-    hands!(0 1 2 3 4 5 6 7 8 9 10 11)
+    hands!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14)
 }
 
 fn registration(n: usize) -> Registration {
@@ -178,6 +188,22 @@ fn registration(n: usize) -> Registration {
 fn empty_name() {
     assert_declaration(0, Conflict::EmptyName);
     assert_ui("controller/fail/empty-name", Conflict::EmptyName);
+}
+
+#[test]
+fn reserved_name() {
+    assert_declaration(12, Conflict::ReservedName { name: "runtime" });
+    let renamed = refusal([registration(READER).with_name("runtime")]);
+    assert_eq!(renamed, Conflict::ReservedName { name: "runtime" }.to_string());
+    assert_ui("controller/fail/reserved-name", Conflict::ReservedName { name: "runtime" });
+}
+
+#[test]
+fn invalid_name() {
+    let invalid = |name| Conflict::InvalidName { name, reason: NameRule::Whitespace };
+    assert_declaration(13, invalid("two words"));
+    assert_eq!(refusal([registration(READER).with_name(" reader")]), invalid(" reader").to_string());
+    assert_ui("controller/fail/name-with-whitespace", invalid(" hostname"));
 }
 
 #[test]
@@ -212,6 +238,18 @@ fn duplicate_input() {
 fn output_is_input() {
     let woken = Conflict::OutputIsInput { controller: "woken-by-itself", r#type: Status::TYPE, kind: InputKind::Weak };
     assert_declaration(3, woken);
+    // Naming the namespace the output lives in changes nothing.
+    let named =
+        Conflict::OutputIsInput { controller: "woken-in-its-namespace", r#type: Status::TYPE, kind: InputKind::Weak };
+    assert_declaration(14, named);
+    assert_ui(
+        "controller/fail/output-is-input-in-its-namespace",
+        Conflict::OutputIsInput {
+            controller: "reconcile_status",
+            r#type: "Statuses.example.org",
+            kind: InputKind::Weak,
+        },
+    );
     assert_ui(
         "controller/fail/output-is-input",
         Conflict::OutputIsInput { controller: "reconcile_status", r#type: "Status", kind: InputKind::Weak },

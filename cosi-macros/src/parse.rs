@@ -7,7 +7,7 @@ use std::fmt::Display;
 use proc_macro2::TokenTree;
 use syn::ext::IdentExt;
 use syn::parse::ParseStream;
-use syn::{Expr, Ident, Lit, LitStr, Token};
+use syn::{Expr, Ident, Lit, LitStr, Path, Token};
 
 use crate::ctxt::Ctxt;
 
@@ -79,6 +79,14 @@ pub(crate) fn value(input: ParseStream<'_>, key: &Ident, syntax: &str) -> syn::R
     }
     let _: Token![=] = input.parse()?;
     input.parse()
+}
+
+/// `= path::to::item`.
+pub(crate) fn path(input: ParseStream<'_>, key: &Ident, syntax: &str) -> syn::Result<Path> {
+    match value(input, key, syntax)? {
+        Expr::Path(expr) if expr.attrs.is_empty() && expr.qself.is_none() => Ok(expr.path),
+        expr => Err(syn::Error::new_spanned(expr, format_args!("expected a path: `{syntax}`"))),
+    }
 }
 
 /// `= "..."`.

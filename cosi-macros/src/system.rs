@@ -6,6 +6,9 @@
 //! evaluation of `cosi::controller::check_graph` over the controllers'
 //! `DECLARATION`s: two exclusive writers of one type, or two controllers with
 //! one name, fail the build with the same message the runtime would give.
+//!
+//! `#[system(crate = path::to::cosi)]`, among the attributes, points the
+//! expansion at `cosi` when it is not `::cosi`.
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
@@ -15,14 +18,23 @@ use syn::spanned::Spanned;
 use syn::{Attribute, Ident, Path, Token, Visibility, bracketed, token};
 
 use crate::ctxt::Ctxt;
+use crate::parse::{Once, entries, path, unknown_key};
+
+/// The keywords of `#[system(...)]`.
+mod kw {
+    pub(crate) const SYSTEM: &str = "system";
+    pub(crate) const CRATE: &str = "crate";
+    pub(crate) const KEYS: &[&str] = &[CRATE];
+}
 
 /// The whole macro, from the invocation to the items (or the errors).
 pub(crate) fn expand(input: TokenStream) -> TokenStream {
-    let system: System = match syn::parse2(input) {
+    let mut system: System = match syn::parse2(input) {
         Ok(system) => system,
         Err(error) => return error.into_compile_error(),
     };
     let cx = Ctxt::default();
+    options(&cx, &mut system);
     check(&cx, &system);
     match cx.check() {
         Ok(()) => expand_system(&system, false),
@@ -37,6 +49,8 @@ pub(crate) fn expand(input: TokenStream) -> TokenStream {
 
 /// `#[attrs] vis Name = [path, ...]`.
 struct System {
+    /// The path of the `cosi` crate, `::cosi` unless `#[system(crate = ...)]` says otherwise.
+    krate: Path,
     attrs: Vec<Attribute>,
     vis: Visibility,
     ident: Ident,
@@ -54,7 +68,37 @@ impl Parse for System {
         let bracket = bracketed!(content in input);
         let controllers = content.parse_terminated(Path::parse, Token![,])?;
         let _: Option<Token![;]> = input.parse()?;
-        Ok(System { attrs, vis, ident, bracket, controllers })
+        Ok(System { krate: syn::parse_quote!(::cosi), attrs, vis, ident, bracket, controllers })
+    }
+}
+
+/// Takes the `#[system(...)]` attributes, which the struct does not get, out of `attrs`.
+fn options(cx: &Ctxt, system: &mut System) {
+    let mut krate = Once::default();
+    system.attrs.retain(|attr| {
+        if !attr.path().is_ident(kw::SYSTEM) {
+            return true;
+        }
+        let parsed = attr.parse_args_with(|input: ParseStream<'_>| {
+            entries(cx, input, |key, input| {
+                if key == kw::CRATE {
+                    // crate = path::to::cosi
+                    let value = path(input, key, "crate = path::to::cosi")?;
+                    krate.set(cx, key, value);
+                    Ok(())
+                } else {
+                    Err(unknown_key(key, kw::KEYS, "#[system(...)]"))
+                }
+            });
+            Ok(())
+        });
+        if let Err(error) = parsed {
+            cx.syn_error(error);
+        }
+        false
+    });
+    if let Some(krate) = krate.value {
+        system.krate = krate;
     }
 }
 
@@ -76,8 +120,8 @@ fn check(cx: &Ctxt, system: &System) {
 }
 
 fn expand_system(system: &System, stub: bool) -> TokenStream {
-    let System { attrs, vis, ident, bracket, controllers } = system;
-    let private = quote!(::cosi::__private);
+    let System { krate, attrs, vis, ident, bracket, controllers } = system;
+    let private = quote!(#krate::__private);
     let controllers: Vec<&Path> = controllers.iter().collect();
     let declarations = controllers.iter().map(|path| quote!(&<#path as #private::Declared>::DECLARATION));
     let entries = controllers.iter().map(|path| {
@@ -88,9 +132,12 @@ fn expand_system(system: &System, stub: bool) -> TokenStream {
             }
         }
     });
+    // The local is interpolated, so that it keeps the span of its declaration
+    // when the paths come from a `macro_rules!` metavariable.
+    let runtime = Ident::new("__cosi_runtime", proc_macro2::Span::call_site());
     let registrations = controllers
         .iter()
-        .map(|path| quote_spanned!(path.span()=> __cosi_runtime.register(<#path as #private::Default>::default())?;));
+        .map(|path| quote_spanned!(path.span()=> #runtime.register(<#path as #private::Default>::default())?;));
     let doc = format!("The system of {} controllers declared with `cosi::system!`.", controllers.len());
     let doc = (!attrs.iter().any(|attr| attr.path().is_ident("doc"))).then(|| quote!(#[doc = #doc]));
     let assertion = (!stub).then(|| {
@@ -114,12 +161,66 @@ fn expand_system(system: &System, stub: bool) -> TokenStream {
 
             /// A runtime over `state` with every controller of the system registered, built with `Default`.
             pub fn runtime(state: impl #private::State) -> #private::Result<#private::Runtime, #private::RuntimeError> {
-                let __cosi_runtime = #private::Runtime::new(state);
+                let #runtime = #private::Runtime::new(state);
                 #(#registrations)*
-                #private::Result::Ok(__cosi_runtime)
+                #private::Result::Ok(#runtime)
             }
         }
 
         #assertion
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    use super::expand;
+
+    #[test]
+    fn the_crate_path_is_the_one_given() {
+        let output = expand(quote! {
+            /// Docs.
+            #[system(crate = my::cosi)]
+            pub MyOs = [first, second::Second]
+        })
+        .to_string();
+        assert!(!output.contains("compile_error"), "{output}");
+        assert!(
+            output.contains(&quote!(<first as my::cosi::__private::Declared>::DECLARATION).to_string()),
+            "{output}"
+        );
+        assert!(output.contains(&quote!(my::cosi::__private::Runtime::new(state)).to_string()), "{output}");
+        // Every path to `cosi` starts from `my`, and the option is not an attribute of the struct.
+        let elsewhere = output.replace(&quote!(my::cosi::).to_string(), "");
+        assert!(!elsewhere.contains(":: cosi ::"), "{output}");
+        assert!(!output.contains("[system"), "{output}");
+        assert!(output.contains("Docs."), "{output}");
+    }
+
+    #[test]
+    fn the_crate_path_is_cosi_by_default() {
+        let output = expand(quote!(MyOs = [first])).to_string();
+        assert!(output.contains(&quote!(<first as ::cosi::__private::Declared>::DECLARATION).to_string()), "{output}");
+    }
+
+    #[test]
+    fn an_unknown_option_is_an_error() {
+        let output = expand(quote! {
+            #[system(krate = my::cosi)]
+            MyOs = [first]
+        })
+        .to_string();
+        assert!(output.contains("unknown key `krate` in `#[system(...)]`, did you mean `crate`?"), "{output}");
+        // The struct is still declared, so that its uses compile on.
+        assert!(
+            output.contains(
+                &quote!(
+                    struct MyOs;
+                )
+                .to_string()
+            ),
+            "{output}"
+        );
     }
 }

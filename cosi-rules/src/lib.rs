@@ -171,14 +171,18 @@ pub struct InputRef<'a> {
     /// The dependency kind.
     pub kind: InputKind,
     /// Whether the namespace was chosen explicitly: a controller may read a
-    /// kind of its output type in a namespace it names (a sum of sums), but
-    /// not where it writes by default.
+    /// kind of its output type in another namespace it names (a sum of
+    /// sums), but not where it writes by default.
     pub explicit_namespace: bool,
 }
 
 /// A view of one output for the rules.
 #[derive(Clone, Copy, Debug)]
 pub struct OutputRef<'a> {
+    /// The namespace the type lives in by default; empty where not known
+    /// (the macro sees a type's path, and at run time an instance writes
+    /// where it chooses).
+    pub namespace: &'a str,
     /// The type.
     pub r#type: &'a str,
     /// Exclusive or shared.
@@ -248,6 +252,20 @@ pub enum Conflict<'a> {
     },
     /// An empty controller name.
     EmptyName,
+    /// A controller named as the runtime itself ([`RESERVED_NAME`]).
+    ReservedName {
+        /// The name.
+        name: &'a str,
+    },
+    /// A controller name with whitespace or a control character, or longer
+    /// than a state's longest ID: the name is the ID of the controller's
+    /// status and the owner of its outputs, and stricter than an ID.
+    InvalidName {
+        /// The name.
+        name: &'a str,
+        /// What is wrong with it.
+        reason: NameRule,
+    },
     /// An input given at run time of a type the controller does not declare.
     UndeclaredInput {
         /// The controller.
@@ -264,6 +282,15 @@ pub enum Conflict<'a> {
         /// What is wrong with it, as the naming rules say.
         reason: &'a str,
     },
+}
+
+/// What [`Conflict::InvalidName`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameRule {
+    /// A whitespace or control character.
+    Whitespace,
+    /// More than [`MAX_NAME_LEN`] bytes.
+    TooLong,
 }
 
 /// What [`Conflict::InvalidQueue`] found.
@@ -322,7 +349,7 @@ impl<'a> Conflict<'a> {
                 "` and also reads it as a `",
                 kind.variant(),
                 "` input, so its own writes would wake it: read it as a `DestroyReady` or `MappedDestroyReady` \
-                 input, or in a namespace named explicitly",
+                 input, or name another namespace for it",
             ]),
             Conflict::MixedInputKinds { controller, kind } if kind.is_queue() => Message::new(&[
                 "controller `",
@@ -355,6 +382,22 @@ impl<'a> Conflict<'a> {
                 "` has no `Primary` input; add one: its resources are the items the controller reconciles",
             ]),
             Conflict::EmptyName => Message::new(&["a controller has an empty name; give it one"]),
+            Conflict::ReservedName { name } => Message::new(&[
+                "the controller name `",
+                name,
+                "` is reserved: the runtime owns the controller statuses under it; choose another",
+            ]),
+            Conflict::InvalidName { name, reason: NameRule::Whitespace } => Message::new(&[
+                "the controller name `",
+                name,
+                "` contains whitespace or a control character: a controller's name is the ID of its status and \
+                 the owner of its outputs; remove them",
+            ]),
+            Conflict::InvalidName { reason: NameRule::TooLong, .. } => Message::new(&[
+                "a controller name is longer than ",
+                MAX_NAME_LEN_TEXT,
+                " bytes, the most a state takes as an ID; shorten it",
+            ]),
             Conflict::UndeclaredInput { controller, namespace, r#type } => Message::new(&[
                 "controller `",
                 controller,
@@ -451,11 +494,59 @@ impl ConstText {
     }
 }
 
-/// A controller has a name: it owns what the controller writes.
-pub const fn empty_name(name: &str) -> Result<(), Conflict<'static>> {
-    match name.is_empty() {
-        true => Err(Conflict::EmptyName),
-        false => Ok(()),
+/// The name the runtime owns the controller statuses under; no controller may take it.
+pub const RESERVED_NAME: &str = "runtime";
+
+/// The longest controller name, in bytes: the longest ID a state takes
+/// (`cosi-naming`'s `MAX_NAME_LEN`, which a test compares).
+pub const MAX_NAME_LEN: usize = 1024;
+
+/// [`MAX_NAME_LEN`] as text, for a message put together in `const` evaluation.
+const MAX_NAME_LEN_TEXT: &str = "1024";
+
+/// A controller's name is the owner of what it writes and the ID of its
+/// status: not empty, not [`RESERVED_NAME`], without whitespace or control
+/// characters, and at most [`MAX_NAME_LEN`] bytes.
+pub const fn controller_name(name: &str) -> Result<(), Conflict<'_>> {
+    if name.is_empty() {
+        return Err(Conflict::EmptyName);
+    }
+    if str_eq(name, RESERVED_NAME) {
+        return Err(Conflict::ReservedName { name });
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(Conflict::InvalidName { name, reason: NameRule::TooLong });
+    }
+    let bytes = name.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let (c, width) = decode(bytes, i);
+        // `char::is_control` is not `const`; the control characters are the category Cc.
+        if c.is_whitespace() || matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}') {
+            return Err(Conflict::InvalidName { name, reason: NameRule::Whitespace });
+        }
+        i += width;
+    }
+    Ok(())
+}
+
+/// The character starting at byte `i` of the UTF-8 `bytes`, and its width.
+const fn decode(bytes: &[u8], i: usize) -> (char, usize) {
+    let first = bytes[i] as u32;
+    let (mut code, width) = match first {
+        0x00..=0x7f => return (first as u8 as char, 1),
+        0xc0..=0xdf => (first & 0x1f, 2),
+        0xe0..=0xef => (first & 0x0f, 3),
+        _ => (first & 0x07, 4),
+    };
+    let mut k = 1;
+    while k < width {
+        code = (code << 6) | (bytes[i + k] as u32 & 0x3f);
+        k += 1;
+    }
+    match char::from_u32(code) {
+        Some(c) => (c, width),
+        None => (char::REPLACEMENT_CHARACTER, width),
     }
 }
 
@@ -487,14 +578,18 @@ pub const fn duplicate_input<'a>(
 }
 
 /// A controller is not woken by its own writes: an output can only be a
-/// destroy-ready input, or an input in a namespace named explicitly (a sum of
-/// sums reads integers in one namespace and writes them to another).
+/// destroy-ready input, or an input in another namespace than the output's,
+/// named explicitly (a sum of sums reads integers in one namespace and
+/// writes them to another). Naming the output's own namespace changes
+/// nothing; where that namespace is not known, a namespace named is taken
+/// to be another.
 pub const fn output_is_input<'a>(
     controller: &'a str,
     input: InputRef<'a>,
     output: OutputRef<'_>,
 ) -> Result<(), Conflict<'a>> {
-    match str_eq(input.r#type, output.r#type) && !input.kind.is_destroy_ready() && !input.explicit_namespace {
+    let elsewhere = input.explicit_namespace && !str_eq(input.namespace, output.namespace);
+    match str_eq(input.r#type, output.r#type) && !input.kind.is_destroy_ready() && !elsewhere {
         true => Err(Conflict::OutputIsInput { controller, r#type: input.r#type, kind: input.kind }),
         false => Ok(()),
     }
@@ -590,6 +685,9 @@ mod tests {
             Conflict::DuplicateInput { controller, namespace, r#type },
             Conflict::DuplicateInput { controller, namespace: "", r#type },
             Conflict::EmptyName,
+            Conflict::ReservedName { name: RESERVED_NAME },
+            Conflict::InvalidName { name: " c", reason: NameRule::Whitespace },
+            Conflict::InvalidName { name: "c", reason: NameRule::TooLong },
             Conflict::UndeclaredInput { controller, namespace, r#type },
             Conflict::InvalidInput { controller, reason: "id is empty" },
         ];
@@ -635,11 +733,11 @@ mod tests {
     #[test]
     fn each_rule_finds_its_conflict() {
         let input = |r#type, kind| InputRef { namespace: "ns", r#type, id: None, kind, explicit_namespace: false };
-        let output = |r#type, kind| OutputRef { r#type, kind };
+        let output = |r#type, kind| OutputRef { namespace: "ns", r#type, kind };
         let (weak, strong) = (input("A", InputKind::Weak), input("A", InputKind::Strong));
         let (shared, exclusive) = (output("A", OutputKind::Shared), output("A", OutputKind::Exclusive));
-        assert_eq!(empty_name(""), Err(Conflict::EmptyName));
-        assert_eq!(empty_name("c"), Ok(()));
+        assert_eq!(controller_name(""), Err(Conflict::EmptyName));
+        assert_eq!(controller_name("c"), Ok(()));
 
         assert_eq!(
             duplicate_output("c", shared, exclusive),
@@ -654,7 +752,17 @@ mod tests {
 
         let woken = Err(Conflict::OutputIsInput { controller: "c", r#type: "A", kind: InputKind::Weak });
         assert_eq!(output_is_input("c", weak, shared), woken);
-        assert_eq!(output_is_input("c", InputRef { explicit_namespace: true, ..weak }, shared), Ok(()));
+        assert_eq!(output_is_input("c", InputRef { explicit_namespace: true, ..weak }, shared), woken);
+        let elsewhere = InputRef { namespace: "other", explicit_namespace: true, ..weak };
+        assert_eq!(output_is_input("c", elsewhere, shared), Ok(()));
+        assert_eq!(
+            output_is_input("c", InputRef { explicit_namespace: true, ..weak }, OutputRef { namespace: "", ..shared }),
+            Ok(())
+        );
+        assert_eq!(
+            output_is_input("c", InputRef { namespace: "", ..weak }, OutputRef { namespace: "", ..shared }),
+            woken
+        );
         assert_eq!(output_is_input("c", input("A", InputKind::DestroyReady), exclusive), Ok(()));
         assert_eq!(output_is_input("c", input("A", InputKind::MappedDestroyReady), exclusive), Ok(()));
         assert_eq!(output_is_input("c", input("B", InputKind::Weak), exclusive), Ok(()));
@@ -679,10 +787,37 @@ mod tests {
     }
 
     #[test]
+    fn a_controller_name_is_one_a_state_takes_as_an_id() {
+        assert_eq!(controller_name(RESERVED_NAME), Err(Conflict::ReservedName { name: "runtime" }));
+        for name in ["runtime-1", "network.HostnameController", "é-ß", "控制器", "a-b_c"] {
+            assert_eq!(controller_name(name), Ok(()), "{name:?}");
+        }
+        for name in [" a", "a ", "a b", "a\tb", "a\nb", "a\u{7f}", "a\u{85}", "a\u{a0}b", "a\u{3000}", "\u{2028}"] {
+            let whitespace = Err(Conflict::InvalidName { name, reason: NameRule::Whitespace });
+            assert_eq!(controller_name(name), whitespace, "{name:?}");
+        }
+        let longest = "é".repeat(MAX_NAME_LEN / 2);
+        assert_eq!(controller_name(&longest), Ok(()));
+        let too_long = format!("{longest}a");
+        assert_eq!(
+            controller_name(&too_long),
+            Err(Conflict::InvalidName { name: &too_long, reason: NameRule::TooLong })
+        );
+        // The runtime's own check of the name, at compile time.
+        const _: () = assert!(controller_name("hostname").is_ok() && controller_name("host name").is_err());
+    }
+
+    #[test]
+    fn the_longest_name_is_the_one_of_the_naming_rules() {
+        assert_eq!(MAX_NAME_LEN, cosi_naming::MAX_NAME_LEN);
+        assert_eq!(MAX_NAME_LEN_TEXT, MAX_NAME_LEN.to_string());
+    }
+
+    #[test]
     fn a_type_has_one_exclusive_writer_or_only_shared_ones() {
         let (exclusive, shared) = (
-            OutputRef { r#type: "T", kind: OutputKind::Exclusive },
-            OutputRef { r#type: "T", kind: OutputKind::Shared },
+            OutputRef { namespace: "ns", r#type: "T", kind: OutputKind::Exclusive },
+            OutputRef { namespace: "ns", r#type: "T", kind: OutputKind::Shared },
         );
         let conflict = |exclusive| Err(Conflict::OutputConflict { first: "a", second: "b", exclusive, r#type: "T" });
         assert_eq!(output_conflict("a", exclusive, "b", shared), conflict("a"));

@@ -11,7 +11,7 @@ use syn::parse::{ParseStream, Parser};
 use syn::{Expr, GenericArgument, Ident, Lit, LitBool, LitInt, LitStr, Path, PathArguments, Token, Type, token};
 
 use crate::ctxt::Ctxt;
-use crate::parse::{Once, closest, entries, quoted, skip_entry, string, unknown_key, value};
+use crate::parse::{Once, closest, entries, path, quoted, skip_entry, string, unknown_key, value};
 
 /// Every keyword of the grammar.
 pub(crate) mod kw {
@@ -120,10 +120,7 @@ impl Builder {
             self.inventory.set(cx, key, value);
         } else if key == kw::CRATE {
             // crate = path::to::cosi
-            let value = match value(input, key, "crate = path::to::cosi")? {
-                Expr::Path(expr) if expr.attrs.is_empty() && expr.qself.is_none() => expr.path,
-                expr => return Err(syn::Error::new_spanned(expr, "expected a path: `crate = path::to::cosi`")),
-            };
+            let value = path(input, key, "crate = path::to::cosi")?;
             self.krate.set(cx, key, value);
         } else {
             return Err(unknown_key(key, kw::KEYS, "#[controller(...)]"));

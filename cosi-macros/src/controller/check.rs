@@ -109,22 +109,17 @@ fn check_generics(cx: &Ctxt, generics: &Generics, what: &str) {
     }
 }
 
-/// The declared name, by default the item's; a state must accept it as an owner.
+/// The declared name, by default the item's, if it is one a controller may
+/// take (`cosi-rules`' `controller_name`, which the runtime applies again to
+/// the name a registration gives).
 fn check_name(cx: &Ctxt, args: &Args, ident: &syn::Ident) -> Option<String> {
-    let Some(name) = &args.name else {
-        return Some(ident.unraw().to_string());
-    };
-    if let Err(conflict) = rules::empty_name(&name.value()) {
-        cx.error_spanned_by(name, conflict);
-        return None;
+    let name = args.name.as_ref().map_or_else(|| ident.unraw().to_string(), syn::LitStr::value);
+    match (rules::controller_name(&name), &args.name) {
+        (Ok(()), _) => return Some(name),
+        (Err(conflict), Some(literal)) => cx.error_spanned_by(literal, conflict),
+        (Err(conflict), None) => cx.error_spanned_by(ident, conflict),
     }
-    match naming::validate_name("controller name", &name.value()) {
-        Ok(()) => Some(name.value()),
-        Err(reason) => {
-            cx.error_spanned_by(name, reason);
-            None
-        }
-    }
+    None
 }
 
 /// `(namespace = "...", id = "...")` must be names a state accepts.
@@ -142,7 +137,8 @@ fn check_narrowing(cx: &Ctxt, args: &Args, controller: &str) {
 
 /// The rules of `cosi-rules` over the entries as written, each broken one
 /// reported under its entry. Types are their paths as written; a namespace
-/// not named is left empty, as the rules expect where it is not known.
+/// not named, and every output's, is left empty, as the rules expect where
+/// it is not known.
 fn check_declaration(cx: &Ctxt, args: &Args, controller: &str, queue: bool, concurrency: Option<usize>) {
     let input_keys: Vec<(String, Option<String>, Option<String>)> = args
         .inputs
@@ -172,7 +168,7 @@ fn check_declaration(cx: &Ctxt, args: &Args, controller: &str, queue: bool, conc
         .outputs
         .iter()
         .zip(&output_types)
-        .filter_map(|(output, r#type)| Some((OutputRef { r#type, kind: output.kind? }, output)))
+        .filter_map(|(output, r#type)| Some((OutputRef { namespace: "", r#type, kind: output.kind? }, output)))
         .collect();
 
     for (i, (output, entry)) in outputs.iter().enumerate() {

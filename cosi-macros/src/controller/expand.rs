@@ -10,6 +10,7 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
+use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, Item, ItemFn, PathArguments, ReturnType, Type};
 
@@ -60,7 +61,7 @@ pub(crate) fn controller(definition: &Definition<'_>) -> TokenStream {
     }
 }
 
-/// `errors`, the item, and stubs: a `Declared` impl with an empty declaration,
+/// `errors`, the item, and stubs: a `Declared` impl that declares nothing but its name,
 /// the controller trait, `Register`, and the access markers of every type the
 /// attribute names, so that the body and the uses of the controller add no
 /// errors of their own. Generic structs and items that are neither functions
@@ -102,6 +103,7 @@ pub(crate) fn fallback(item: &Item, args: &Args, errors: syn::Error) -> TokenStr
         },
     };
     let access = access_impls(&private, ident, &args.inputs, &args.outputs);
+    let name = stub_name(args, ident);
     quote! {
         #errors
         #item
@@ -110,7 +112,7 @@ pub(crate) fn fallback(item: &Item, args: &Args, errors: syn::Error) -> TokenStr
             #[automatically_derived]
             impl #private::Declared for #ident {
                 const DECLARATION: #private::Declaration = #private::Declaration {
-                    name: "",
+                    name: #name,
                     inputs: &[],
                     outputs: &[],
                     concurrency: #private::Option::None,
@@ -128,6 +130,20 @@ pub(crate) fn fallback(item: &Item, args: &Args, errors: syn::Error) -> TokenStr
 
             #access
         };
+    }
+}
+
+/// The name of a stub: the one given if valid, else the item's if valid,
+/// else the item's with a suffix (`runtime` is reserved). A `system!` that
+/// lists the controller checks the stub's declaration, which must not add an
+/// error of its own (an empty or reserved name would).
+fn stub_name(args: &Args, ident: &Ident) -> String {
+    let valid = |name: &String| cosi_rules::controller_name(name).is_ok();
+    let item = ident.unraw().to_string();
+    match args.name.as_ref().map(syn::LitStr::value).filter(valid) {
+        Some(name) => name,
+        None if valid(&item) => item,
+        None => format!("{item}-with-errors"),
     }
 }
 
@@ -170,7 +186,10 @@ fn complete_ctx(ty: &mut Type, ident: &Ident) {
 /// `impl Controller` or `impl QueueController`, calling the user's function or methods, and `impl Register`.
 ///
 /// Calls are spanned on the user's code, so that a wrong signature or return
-/// type is reported there. A struct's methods are called from free functions
+/// type is reported there. The locals they use are interpolated, with the
+/// call-site span of their declarations: spanned on a name that comes from a
+/// `macro_rules!` metavariable, they would take that macro's hygiene and not
+/// be the variables declared. A struct's methods are called from free functions
 /// beside the trait impl, not from inside it: there the trait's own
 /// `reconcile` is in scope, and a struct without an inherent `reconcile`
 /// would compile into a call to itself (see `missing_method` for what it
@@ -180,7 +199,8 @@ fn controller_impl(private: &TokenStream, ident: &Ident, shape: &Shape<'_>) -> T
     match shape {
         Shape::Fn(function) => {
             let output = output_span(&function.sig.output, function.sig.ident.span());
-            let call = quote_spanned!(output=> #private::IntoOutcome::into_outcome(#ident(__cosi_ctx).await));
+            let ctx = format_ident!("__cosi_ctx");
+            let call = quote_spanned!(output=> #private::IntoOutcome::into_outcome(#ident(#ctx).await));
             quote! {
                 #[automatically_derived]
                 impl #private::Controller for #ident {
@@ -199,8 +219,9 @@ fn controller_impl(private: &TokenStream, ident: &Ident, shape: &Shape<'_>) -> T
         }
         Shape::Struct(_) => {
             let missing = missing_method(private, ident, "reconcile", 2);
+            let [future, this, ctx] = locals(["__cosi_future", "__cosi_self", "__cosi_ctx"]);
             let call = quote_spanned! {ident.span()=>
-                let __cosi_future = #private::reconcile_method::<#ident, _>(#ident::reconcile(__cosi_self, __cosi_ctx));
+                let #future = #private::reconcile_method::<#ident, _>(#ident::reconcile(#this, #ctx));
             };
             quote! {
                 fn __cosi_reconcile<'s, 'c>(
@@ -229,14 +250,15 @@ fn controller_impl(private: &TokenStream, ident: &Ident, shape: &Shape<'_>) -> T
         }
         Shape::Queue { mapped, .. } => {
             let missing = missing_method(private, ident, "reconcile", 3);
+            let [future, this, ctx, item] = locals(["__cosi_future", "__cosi_self", "__cosi_ctx", "__cosi_item"]);
             let call = quote_spanned! {ident.span()=>
-                let __cosi_future =
-                    #private::reconcile_method::<#ident, _>(#ident::reconcile(__cosi_self, __cosi_ctx, __cosi_item));
+                let #future = #private::reconcile_method::<#ident, _>(#ident::reconcile(#this, #ctx, #item));
             };
             let map = mapped.then(|| {
                 let missing = missing_method(private, ident, "map", 3);
+                let [future, this, ctx, input] = locals(["__cosi_future", "__cosi_self", "__cosi_ctx", "__cosi_input"]);
                 let call = quote_spanned! {ident.span()=>
-                    let __cosi_future = #private::map_method::<#ident, _>(#ident::map(__cosi_self, __cosi_ctx, __cosi_input));
+                    let #future = #private::map_method::<#ident, _>(#ident::map(#this, #ctx, #input));
                 };
                 let map_fn = quote! {
                     fn __cosi_map<'s, 'c, 'i>(
@@ -292,6 +314,11 @@ fn controller_impl(private: &TokenStream, ident: &Ident, shape: &Shape<'_>) -> T
             }
         }
     }
+}
+
+/// The generated locals `names`, spanned as `quote!` spans their declarations.
+fn locals<const N: usize>(names: [&str; N]) -> [Ident; N] {
+    names.map(|name| Ident::new(name, proc_macro2::Span::call_site()))
 }
 
 /// A trait, local to the function that calls `ident::method`, that gives

@@ -169,6 +169,80 @@ mod tests {
     }
 
     #[test]
+    fn the_crate_path_is_the_one_given() {
+        for (args, item) in [
+            (
+                quote!(inputs = [Weak<A>], outputs = [Shared<B>], crate = my::cosi),
+                quote!(
+                    async fn f(ctx: &mut Ctx) {}
+                ),
+            ),
+            (
+                quote!(inputs = [Weak<A>], crate = my::cosi),
+                quote!(
+                    struct S;
+                ),
+            ),
+            (
+                quote!(inputs = [Primary<A>, Mapped<B>], crate = my::cosi),
+                quote!(
+                    struct Q;
+                ),
+            ),
+            // The stubs beside an error.
+            (
+                quote!(inputs = [Wek<A>], crate = my::cosi),
+                quote!(
+                    async fn f(ctx: &mut Ctx) {}
+                ),
+            ),
+            (
+                quote!(inputs = [Primary<A>], nmae = "q", crate = my::cosi),
+                quote!(
+                    struct Q;
+                ),
+            ),
+        ] {
+            let output = expand(args, item).to_string();
+            assert!(output.contains(&quote!(my::cosi::__private::Declared).to_string()), "{output}");
+            let elsewhere = output.replace(&quote!(my::cosi::).to_string(), "");
+            assert!(!elsewhere.contains(":: cosi ::"), "{output}");
+        }
+    }
+
+    #[test]
+    fn a_stub_declares_the_name_of_its_item() {
+        let declared = |name: &str| quote!(name: #name).to_string();
+        let output = expand(
+            quote!(inputs = [Wek<A>]),
+            quote!(
+                async fn hostname(ctx: &mut Ctx) {}
+            ),
+        )
+        .to_string();
+        assert_eq!(errors(&output).len(), 1, "{output}");
+        assert!(output.contains(&declared("hostname")), "{output}");
+        let output = expand(
+            quote!(inputs = [Wek<A>], name = "host"),
+            quote!(
+                struct r#Hostname;
+            ),
+        )
+        .to_string();
+        assert!(output.contains(&declared("host")), "{output}");
+        // A name the rules refuse is not declared again: the item's is.
+        let output = expand(
+            quote!(name = " host"),
+            quote!(
+                struct Hostname;
+            ),
+        )
+        .to_string();
+        assert_eq!(errors(&output).len(), 1, "{output}");
+        assert!(output.contains(&declared("Hostname")), "{output}");
+    }
+
+    #[test]
     fn other_items_pass_through_with_the_error() {
         let output = expand(
             quote!(),

@@ -11,7 +11,7 @@ use syn::parse::ParseStream;
 use syn::{Attribute, Expr, ExprArray, Ident, LitStr, MacroDelimiter, Meta, Path, Token, parenthesized, token};
 
 use crate::ctxt::Ctxt;
-use crate::parse::{Once, as_string, closest, entries, string, unknown_key, value};
+use crate::parse::{Once, as_string, closest, entries, path, string, unknown_key, value};
 
 /// Every keyword of the grammar.
 pub(crate) mod kw {
@@ -164,14 +164,6 @@ fn string_list(cx: &Ctxt, input: ParseStream<'_>, key: &Ident, syntax: &str) -> 
         }
     }
     Ok(list)
-}
-
-/// `= path::to::item`.
-fn path(input: ParseStream<'_>, key: &Ident, syntax: &str) -> syn::Result<Path> {
-    match value(input, key, syntax)? {
-        Expr::Path(expr) if expr.attrs.is_empty() && expr.qself.is_none() => Ok(expr.path),
-        expr => Err(syn::Error::new_spanned(expr, format_args!("expected a path: `{syntax}`"))),
-    }
 }
 
 /// A bare key: any `= value` or `(...)` after it is an error on that value.

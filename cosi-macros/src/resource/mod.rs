@@ -178,6 +178,18 @@ mod tests {
     }
 
     #[test]
+    fn a_stub_impl_takes_the_crate_path_given() {
+        let input = quote! {
+            #[resource(namespace = "network", crate = my::cosi)]
+            struct LinkSpec {}
+        };
+        let output = derive(input).to_string();
+        assert!(output.contains(&quote!(impl my::cosi::__private::Resource for LinkSpec).to_string()), "{output}");
+        let elsewhere = output.replace(&quote!(my::cosi::).to_string(), "");
+        assert!(!elsewhere.contains(":: cosi ::"), "{output}");
+    }
+
+    #[test]
     fn every_error_is_reported() {
         let input = quote! {
             #[resource(type = "links.net", namespace = "", alias = [], sensitive = true, aliases = ["A", "b", "b"])]

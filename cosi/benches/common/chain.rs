@@ -7,7 +7,10 @@ use cosi::prelude::*;
 use cosi::state::Watch;
 
 #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[resource(type = "Nums.bench.cosi.dev", namespace = "c0")]
+// The chain names every namespace it reads and writes; the default is
+// none of them, so that a link's declared input (`c0`) is not where its
+// declared output is.
+#[resource(type = "Nums.bench.cosi.dev", namespace = "chain")]
 pub struct Num {
     pub value: i64,
 }
@@ -56,7 +59,7 @@ impl Chain {
         }
         let head = Pointer::new("c0", Num::TYPE, "x");
         let tail = Pointer::new(format!("c{links}"), Num::TYPE, "x");
-        state.create(Typed::new("x", Num { value: 0 }), CreateOptions::default()).await.expect("create");
+        state.create(Typed::new_in("c0", "x", Num { value: 0 }), CreateOptions::default()).await.expect("create");
         runtime.start().expect("start");
         let tail = state.watch_dynamic(&tail, WatchOptions::default()).await.expect("watch");
         let mut chain = Chain { state, runtime, head, tail };

@@ -12,7 +12,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use cosi_rules as rules;
-pub use cosi_rules::{Conflict, InputKind, InputRef, OutputKind, OutputRef, QueueRule};
+pub use cosi_rules::{Conflict, InputKind, InputRef, NameRule, OutputKind, OutputRef, QueueRule};
 
 use crate::resource::{Kind, Pointer, Resource, ResourceDefinition};
 
@@ -92,7 +92,7 @@ impl OutputDecl {
 
     /// The output as the rules see it.
     pub const fn to_ref(&self) -> OutputRef<'static> {
-        OutputRef { r#type: self.r#type, kind: self.kind }
+        OutputRef { namespace: self.namespace, r#type: self.r#type, kind: self.kind }
     }
 }
 
@@ -268,12 +268,13 @@ pub struct Entry<'a> {
     pub outputs: &'a [OutputDecl],
 }
 
-/// Checks one controller's own declaration: a name, no output twice, queue
-/// settings that make a queue controller, inputs of its shape, no input
-/// twice, no output that is also a waking input.
+/// Checks one controller's own declaration: a name a state takes (and not
+/// the runtime's own), no output twice, queue settings that make a queue
+/// controller, inputs of its shape, no input twice, no output that is also a
+/// waking input.
 pub const fn check_declaration(declaration: &Declaration) -> Result<(), Conflict<'static>> {
     let Declaration { name, inputs, outputs, concurrency } = *declaration;
-    if let Err(conflict) = rules::empty_name(name) {
+    if let Err(conflict) = rules::controller_name(name) {
         return Err(conflict);
     }
     let mut i = 0;
@@ -309,7 +310,7 @@ pub const fn check_declaration(declaration: &Declaration) -> Result<(), Conflict
             }
             j += 1;
         }
-        if let Err(conflict) = output_is_input(name, inputs[i].to_ref(), outputs) {
+        if let Err(conflict) = output_is_input(name, inputs[i].to_ref(), outputs, true) {
             return Err(conflict);
         }
         i += 1;
@@ -317,7 +318,8 @@ pub const fn check_declaration(declaration: &Declaration) -> Result<(), Conflict
     Ok(())
 }
 
-/// Checks a controller's inputs against each other and against its outputs.
+/// Checks the inputs a controller is given at run time against each other
+/// and against its outputs, wherever the controller writes those.
 pub const fn check_inputs<'a>(
     controller: &'a str,
     inputs: &[InputRef<'a>],
@@ -332,7 +334,7 @@ pub const fn check_inputs<'a>(
             }
             j += 1;
         }
-        if let Err(conflict) = output_is_input(controller, inputs[i], outputs) {
+        if let Err(conflict) = output_is_input(controller, inputs[i], outputs, false) {
             return Err(conflict);
         }
         i += 1;
@@ -340,14 +342,23 @@ pub const fn check_inputs<'a>(
     Ok(())
 }
 
+/// `declared`: whether `input` is declared, so that the outputs are where
+/// their declaration says. An instance given inputs at run time writes where
+/// it chooses (a merge, to its target), so its outputs' namespaces are not
+/// known there, and any namespace it names is taken to be another.
 const fn output_is_input<'a>(
     controller: &'a str,
     input: InputRef<'a>,
     outputs: &[OutputDecl],
+    declared: bool,
 ) -> Result<(), Conflict<'a>> {
     let mut k = 0;
     while k < outputs.len() {
-        if let Err(conflict) = rules::output_is_input(controller, input, outputs[k].to_ref()) {
+        let mut output = outputs[k].to_ref();
+        if !declared {
+            output.namespace = "";
+        }
+        if let Err(conflict) = rules::output_is_input(controller, input, output) {
             return Err(conflict);
         }
         k += 1;
@@ -416,17 +427,27 @@ pub(crate) fn check_runtime_inputs(
             return Err(conflict.to_string());
         }
         rules::input_shape(name, declaration.is_queue(), view).map_err(|conflict| conflict.to_string())?;
-        let valid = match &input.id {
-            Some(id) => input.kind.pointer(&**id).validate(),
-            None => input.kind.validate(),
-        };
-        if let Err(reason) = valid {
-            return Err(Conflict::InvalidInput { controller: name, reason: &reason }.to_string());
-        }
+        check_input_names(name, input)?;
     }
     let views: Vec<InputRef<'_>> = inputs.iter().map(Input::to_ref).collect();
     check_inputs(name, &views, declaration.outputs).map_err(|conflict| conflict.to_string())?;
     Ok(inputs)
+}
+
+/// Checks the namespaces and IDs a controller declares, as a state would:
+/// `#[controller]` checks them in tokens, but a `Declared` impl written by
+/// hand can name any string.
+pub(crate) fn check_declared_inputs(name: &str, declaration: &Declaration) -> std::result::Result<(), String> {
+    declaration.inputs.iter().try_for_each(|declared| check_input_names(name, &Input::from(declared)))
+}
+
+/// The namespace, type and ID of `input` are names a state accepts.
+fn check_input_names(name: &str, input: &Input) -> std::result::Result<(), String> {
+    let valid = match &input.id {
+        Some(id) => input.kind.pointer(&**id).validate(),
+        None => input.kind.validate(),
+    };
+    valid.map_err(|reason| Conflict::InvalidInput { controller: name, reason: &reason }.to_string())
 }
 
 /// Compile-time entry point of `cosi::system!`: panics (a compile error in a

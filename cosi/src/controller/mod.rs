@@ -57,12 +57,12 @@ use std::future::Future;
 
 pub use access::{Finalizes, Reads, Writes};
 pub use ctx::{Ctx, CtxFuture, DynCtx, TeardownSignal};
-pub(crate) use declaration::check_runtime_inputs;
 pub use declaration::{
     Conflict, Declaration, Entry, Input, InputDecl, InputKind, InputRef, OutputDecl, OutputKind, check_declaration,
     check_graph, check_inputs, check_pair,
 };
-pub use declaration::{OutputRef, QueueRule};
+pub use declaration::{NameRule, OutputRef, QueueRule};
+pub(crate) use declaration::{check_declared_inputs, check_runtime_inputs};
 pub use generic::{MERGE_SOURCE, Merge, QueueTransform, Transform};
 pub use outcome::{BoxError, IntoMapped, IntoOutcome, Outcome, Requeue, RequeueError};
 pub use registration::{Collected, Registration};

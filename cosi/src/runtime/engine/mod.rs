@@ -37,10 +37,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use cosi_rules::empty_name;
+use cosi_rules::controller_name;
 
 use crate::controller::{
-    Body, Conflict, Entry, Host, Registration, check_declaration, check_pair, check_runtime_inputs,
+    Body, Conflict, Entry, Host, Registration, check_declaration, check_declared_inputs, check_pair,
+    check_runtime_inputs,
 };
 use crate::resource::{Kind, ResourceDefinition};
 use crate::runtime::core::Core;
@@ -55,6 +56,9 @@ pub(crate) use routing::reads;
 use driver::Driver;
 use routing::Routes;
 use watch::KindWatch;
+
+// The owner of the statuses is the name the rules keep from controllers.
+const _: () = assert!(matches!(controller_name(RUNTIME_OWNER), Err(Conflict::ReservedName { .. })));
 
 pub(crate) struct Engine {
     state: Arc<dyn State>,
@@ -115,12 +119,8 @@ impl Engine {
         let invalid = |conflict: Conflict<'_>| RuntimeError::InvalidController(conflict.to_string());
         check_declaration(declaration).map_err(invalid)?;
         // A registration may rename the controller: its name is checked again.
-        empty_name(&name).map_err(invalid)?;
-        if &*name == RUNTIME_OWNER {
-            return Err(RuntimeError::InvalidController(format!(
-                "the name `{name}` is reserved for the runtime itself"
-            )));
-        }
+        controller_name(&name).map_err(invalid)?;
+        check_declared_inputs(&name, declaration).map_err(RuntimeError::InvalidController)?;
         let inputs = match inputs {
             Some(inputs) => {
                 check_runtime_inputs(&name, declaration, inputs).map_err(RuntimeError::InvalidController)?
@@ -339,5 +339,90 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         (Some(message), _) => (*message).to_owned(),
         (None, Some(message)) => message.clone(),
         (None, None) => "a panic with a non-string payload".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::{Deserialize, Serialize};
+
+    use crate::controller::{
+        Conflict, Controller, Declaration, Declared, InputDecl, InputKind, NameRule, Outcome, Register, Registration,
+        Requeue,
+    };
+    use crate::resource::{Kind, Resource};
+    use crate::{Ctx, Runtime, RuntimeError};
+
+    #[derive(crate::Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[resource(type = "Specs.engine-test.cosi.dev", namespace = "default")]
+    struct Spec {}
+
+    #[crate::controller(inputs = [Weak<Spec>], inventory = false)]
+    async fn reader(_ctx: &mut Ctx) {}
+
+    /// What the runtime says when it refuses `registration`.
+    fn refusal(registration: Registration) -> String {
+        match Runtime::new(crate::state::memory()).register(registration) {
+            Err(RuntimeError::InvalidController(message)) => message,
+            other => panic!("expected an invalid controller, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_registration_refuses_a_name_a_state_would_not_take() {
+        let whitespace = |name| Conflict::InvalidName { name, reason: NameRule::Whitespace }.to_string();
+        assert_eq!(refusal(reader {}.named(" a")), whitespace(" a"));
+        assert_eq!(refusal(reader {}.named("a\tb")), whitespace("a\tb"));
+        let long = "a".repeat(1025);
+        let too_long = Conflict::InvalidName { name: &long, reason: NameRule::TooLong };
+        assert_eq!(refusal(reader {}.named(long.as_str())), too_long.to_string());
+        assert_eq!(refusal(reader {}.named("runtime")), Conflict::ReservedName { name: "runtime" }.to_string());
+        assert_eq!(refusal(reader {}.named("")), Conflict::EmptyName.to_string());
+        Runtime::new(crate::state::memory()).register(reader {}.named("a")).expect("a valid name");
+    }
+
+    /// A declaration written by hand, with an input `#[controller]` would refuse.
+    struct Hand<const N: usize>;
+
+    const HAND: [Declaration; 3] = [
+        Declaration {
+            name: "hand",
+            inputs: &[InputDecl::of::<Spec>(InputKind::Weak).in_namespace("a b")],
+            outputs: &[],
+            concurrency: None,
+        },
+        Declaration {
+            name: "hand",
+            inputs: &[InputDecl::of::<Spec>(InputKind::Weak).with_id(" x")],
+            outputs: &[],
+            concurrency: None,
+        },
+        Declaration {
+            name: "hand",
+            inputs: &[InputDecl::of::<Spec>(InputKind::Weak).in_namespace("other").with_id("x y")],
+            outputs: &[],
+            concurrency: None,
+        },
+    ];
+
+    impl<const N: usize> Declared for Hand<N> {
+        const DECLARATION: Declaration = HAND[N];
+    }
+
+    impl<const N: usize> Controller for Hand<N> {
+        async fn reconcile(&mut self, _ctx: &mut Ctx<Self>) -> Outcome {
+            Outcome::Done(Requeue::default())
+        }
+    }
+
+    #[test]
+    fn a_registration_refuses_declared_inputs_a_state_would_not_take() {
+        let invalid = |reason: String| Conflict::InvalidInput { controller: "hand", reason: &reason }.to_string();
+        let namespace = Kind::new("a b", Spec::TYPE).validate().expect_err("a namespace with a space");
+        assert_eq!(refusal(Registration::controller(Hand::<0>)), invalid(namespace));
+        let id = Spec::pointer(" x").validate().expect_err("an ID that starts with a space");
+        assert_eq!(refusal(Registration::controller(Hand::<1>)), invalid(id));
+        // An ID may have inner spaces.
+        Runtime::new(crate::state::memory()).register(Registration::controller(Hand::<2>)).expect("valid inputs");
     }
 }
