@@ -11,9 +11,11 @@
 //! answers. The port is not checked: only a tunnel or a proxy the user set
 //! up reaches the page under another port than its own.
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use axum::Json;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State as Extract};
 use axum::http::uri::Authority;
 use axum::http::{HeaderValue, StatusCode, Uri, header};
@@ -21,7 +23,7 @@ use axum::middleware::Next;
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use cosi::resource::{Kind, Pointer};
+use cosi::resource::{Kind, Pointer, ResourceDefinition, Sensitivity};
 use cosi::state::ListOptions;
 use serde::{Deserialize, Serialize};
 
@@ -34,8 +36,8 @@ const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
 const STYLE: &str = include_str!("assets/app.css");
 
-/// The longest namespace, type or ID a request may name.
-const MAX_NAME: usize = 512;
+/// The longest namespace, type or ID a request may name: a state's longest.
+const MAX_NAME: usize = cosi::resource::MAX_NAME_LEN;
 
 pub(crate) fn router(ui: Ui) -> axum::Router {
     axum::Router::new()
@@ -101,6 +103,20 @@ impl IntoResponse for Failure {
     }
 }
 
+/// A path segment that does not decode (`%FF`), or a query that does not
+/// parse (a key twice): JSON as every other error, not axum's plain text.
+impl From<PathRejection> for Failure {
+    fn from(rejection: PathRejection) -> Self {
+        Failure(rejection.status(), rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for Failure {
+    fn from(rejection: QueryRejection) -> Self {
+        Failure(rejection.status(), rejection.body_text())
+    }
+}
+
 impl From<cosi::Error> for Failure {
     fn from(error: cosi::Error) -> Self {
         let status = if error.is_not_found() {
@@ -131,6 +147,24 @@ fn checked<'a>(what: &str, name: &'a str) -> Result<&'a str, Failure> {
     Ok(name)
 }
 
+/// Refuses `type` when the page hides it ([`Config::show_sensitive`](crate::Config::show_sensitive)):
+/// a sensitive type, or one no definition says is not sensitive (it fails
+/// closed, as the `cosi:reader` role does).
+fn check_shown(ui: &Ui, r#type: &str, definitions: &BTreeMap<String, ResourceDefinition>) -> cosi::Result<()> {
+    if ui.config.show_sensitive {
+        return Ok(());
+    }
+    match definitions.get(r#type) {
+        Some(definition) if definition.sensitivity == Sensitivity::NonSensitive => Ok(()),
+        Some(_) => Err(cosi::Error::AccessDenied(format!(
+            "resources of type {type} are sensitive: this page does not show them (`cosictl ui --show-sensitive` does)"
+        ))),
+        None => Err(cosi::Error::AccessDenied(format!(
+            "no definition of type {type} says it is not sensitive: this page does not show it"
+        ))),
+    }
+}
+
 async fn graph(Extract(ui): Extract<Ui>) -> Result<Response, Failure> {
     let definitions = model::definitions(&*ui.state).await?;
     let statuses = model::statuses(&*ui.state, &ui.config.status_namespace).await?;
@@ -149,8 +183,13 @@ async fn summary(Extract(ui): Extract<Ui>) -> Result<Json<Summary>, Failure> {
     let statuses = model::statuses(&*ui.state, &ui.config.status_namespace).await?;
     let mut counts = Vec::new();
     for (namespace, r#type) in model::kinds(&definitions, &statuses) {
-        // A type this connection may not read (sensitive, for a reader) counts as nothing.
-        let count = match ui.state.list_dynamic(&Kind::new(&namespace, &r#type), &ListOptions::default()).await {
+        // A type this connection may not read (sensitive, for a reader), or
+        // the page does not show, counts as nothing.
+        let listed = match check_shown(&ui, &r#type, &definitions) {
+            Ok(()) => ui.state.list_dynamic(&Kind::new(&namespace, &r#type), &ListOptions::default()).await,
+            Err(hidden) => Err(hidden),
+        };
+        let count = match listed {
             Ok(resources) => resources.len(),
             Err(error) if error.is_access_denied() => 0,
             Err(error) => return Err(error.into()),
@@ -189,14 +228,16 @@ struct Row {
 
 async fn list(
     Extract(ui): Extract<Ui>,
-    Path(r#type): Path<String>,
-    Query(query): Query<ListQuery>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<Listing>, Failure> {
+    let (Path(r#type), Query(query)) = (path?, query?);
     let r#type = checked("type", &r#type)?;
     let definitions = model::definitions(&*ui.state).await?;
     let Some(definition) = definitions.get(r#type) else {
         return Err(Failure(StatusCode::NOT_FOUND, format!("no resource definition for the type {type:?}")));
     };
+    check_shown(&ui, r#type, &definitions)?;
     let namespace = match &query.namespace {
         Some(namespace) => checked("namespace", namespace)?.to_owned(),
         None => definition.default_namespace.clone(),
@@ -229,7 +270,7 @@ async fn list(
         display_type: definition.display_type.clone(),
         namespace,
         namespaces,
-        sensitive: definition.sensitivity == cosi::resource::Sensitivity::Sensitive,
+        sensitive: definition.sensitivity == Sensitivity::Sensitive,
         columns: definition.print_columns.iter().map(|column| column.name.clone()).collect(),
         rows,
     }))
@@ -237,9 +278,11 @@ async fn list(
 
 async fn resource(
     Extract(ui): Extract<Ui>,
-    Path((namespace, r#type, id)): Path<(String, String, String)>,
+    path: Result<Path<(String, String, String)>, PathRejection>,
 ) -> Result<Response, Failure> {
+    let Path((namespace, r#type, id)) = path?;
     let pointer = Pointer::new(checked("namespace", &namespace)?, checked("type", &r#type)?, checked("ID", &id)?);
+    check_shown(&ui, &r#type, &model::definitions(&*ui.state).await?)?;
     let resource = ui.state.get_dynamic(&pointer).await?;
     Ok(([(header::CONTENT_TYPE, "application/yaml; charset=utf-8")], model::yaml(&resource)).into_response())
 }
@@ -247,6 +290,8 @@ async fn resource(
 async fn events(Extract(ui): Extract<Ui>) -> Result<Response, Failure> {
     let definitions = model::definitions(&*ui.state).await?;
     let statuses = model::statuses(&*ui.state, &ui.config.status_namespace).await?;
-    let stream = crate::events::open(&ui, model::kinds(&definitions, &statuses).into_iter().collect()).await?;
+    let kinds = model::kinds(&definitions, &statuses);
+    let shown = kinds.into_iter().filter(|(_, r#type)| check_shown(&ui, r#type, &definitions).is_ok()).collect();
+    let stream = crate::events::open(&ui, shown).await?;
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
 }

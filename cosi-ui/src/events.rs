@@ -15,10 +15,11 @@
 //! Everything a stream holds (its watches and its hub) ends when the client
 //! closes the stream, or when the server shuts down.
 //!
-//! The hub never waits for its client: when the client's buffer is full
-//! (a client that stopped reading, or reads slower than the state
-//! changes), the hub and the watches end, and the stream ends after what
-//! the buffer holds; the page's `EventSource` reconnects and starts over.
+//! The hub waits for its client only briefly: when the client's buffer
+//! stays full for a second (a client that stopped reading, or reads slower
+//! than the state changes), the hub and the watches end, and the stream
+//! ends after what the buffer holds; the page's `EventSource` reconnects
+//! and starts over. A burst that a reading client drains in time ends nothing.
 //! Waiting instead would stop the watches, and, through a gRPC state, the
 //! unread watch data would fill the connection's flow-control window,
 //! which every other stream and request of the page shares.
@@ -45,8 +46,12 @@ use crate::model::{Change, ControllerView, Count};
 
 /// How many watch events may wait for the hub; a watch waits when it is full.
 const WATCH_BUFFER: usize = 1024;
-/// How many events may wait for the client; one more ends its stream.
+/// How many events may wait for the client.
 const CLIENT_BUFFER: usize = 1024;
+/// How long the hub waits for room in a full client buffer before it ends
+/// the stream: long enough for a client that reads to take a burst, short
+/// enough that a client that stopped holds its watches up only briefly.
+const SLOW_CLIENT: Duration = Duration::from_secs(1);
 /// The window reconciles per second are measured over.
 const RATE_WINDOW: Duration = Duration::from_secs(5);
 
@@ -336,16 +341,16 @@ impl Hub {
     }
 
     /// Queues one event for the client; `false` once the client is gone,
-    /// or when its buffer is full: then its stream ends.
+    /// or when its buffer stays full for [`SLOW_CLIENT`]: then its stream ends.
     async fn send(&self, name: &str, data: &impl serde::Serialize) -> bool {
         let event = SseEvent::default().event(name).json_data(data).unwrap_or_else(|_| SseEvent::default());
-        match self.events.try_send(event) {
+        match self.events.send_timeout(event, SLOW_CLIENT).await {
             Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
+            Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
                 tracing::debug!("an event stream's client reads too slowly: its stream ends, for it to start over");
                 false
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
+            Err(mpsc::error::SendTimeoutError::Closed(_)) => false,
         }
     }
 }

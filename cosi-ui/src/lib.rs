@@ -23,7 +23,9 @@
 //!
 //! The page shows what its state handle may read: through a gRPC connection
 //! with the `cosi:reader` role, sensitive types are refused by the server, as
-//! with `cosictl get`.
+//! with `cosictl get`. Whatever the state lets it read, it leaves sensitive
+//! types out unless [`Config::show_sensitive`] says otherwise: anyone on the
+//! machine can reach a loopback port.
 //!
 //! # Endpoints
 //!
@@ -89,6 +91,13 @@ pub struct Config {
     /// The most connections served at once (default 256; at least one):
     /// more wait to be accepted until one closes.
     pub max_connections: usize,
+    /// Whether the page shows sensitive types (default no). Anyone on the
+    /// machine can reach a loopback port, so by default the page shows no
+    /// more than the `cosi:reader` role reads, whatever its state would
+    /// let it read: a sensitive type, or one no definition says is not
+    /// sensitive, counts as nothing, its listing and resources are refused
+    /// (403), and the event stream leaves it out.
+    pub show_sensitive: bool,
 }
 
 impl Default for Config {
@@ -100,6 +109,7 @@ impl Default for Config {
             shutdown_grace: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(10),
             max_connections: 256,
+            show_sensitive: false,
         }
     }
 }
@@ -130,6 +140,13 @@ impl Config {
     #[must_use]
     pub fn max_connections(mut self, connections: usize) -> Self {
         self.max_connections = connections;
+        self
+    }
+
+    /// Shows sensitive types too, as far as the state lets the page read them.
+    #[must_use]
+    pub fn show_sensitive(mut self, show: bool) -> Self {
+        self.show_sensitive = show;
         self
     }
 }

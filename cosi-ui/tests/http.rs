@@ -104,7 +104,13 @@ async fn a_resource_is_yaml() {
 async fn bad_paths_have_clear_errors() {
     let (state, _runtime) = support::program().await;
     let ui = Ui::new(state, Config::default());
+    // As long as a state takes: not found, not invalid.
+    let long = format!("/api/resources/default/Words.ui-test.cosi.dev/{}", "a".repeat(1000));
     let cases = [
+        (long.as_str(), StatusCode::NOT_FOUND, "aaaa"),
+        // axum's own refusals, as JSON too.
+        ("/api/resources/default/Words.ui-test.cosi.dev/a%FFb", StatusCode::BAD_REQUEST, "UTF-8"),
+        ("/api/types/Numbers.ui-test.cosi.dev?namespace=a&namespace=b", StatusCode::BAD_REQUEST, "duplicate field"),
         ("/nope", StatusCode::NOT_FOUND, "no such page: /nope"),
         ("/api/nope", StatusCode::NOT_FOUND, "no such page: /api/nope"),
         ("/api/types/Nopes.ui-test.cosi.dev", StatusCode::NOT_FOUND, "no resource definition for the type"),

@@ -1,6 +1,7 @@
 //! The page through a connection with the `cosi:reader` role: a sensitive
 //! type counts as nothing, its listing and its resources are refused (403),
 //! and the event stream leaves it out, while an admin's connection sees it.
+//! And the page's own hiding of sensitive types, whatever its state reads.
 
 mod support;
 
@@ -42,7 +43,8 @@ async fn pages() -> (Ui, Ui, Arc<dyn State>, Runtime) {
             .await
             .expect("the client connects");
         let client: Arc<dyn State> = Arc::new(client);
-        Ui::new(client, Config::default())
+        // The page would hide sensitive types itself: here the server refuses them.
+        Ui::new(client, Config::default().show_sensitive(true))
     };
     (page(READER_ROLE).await, page(ADMIN_ROLE).await, state, runtime)
 }
@@ -80,6 +82,56 @@ async fn a_reader_sees_no_sensitive_type_and_an_admin_does() {
     let (status, _, numbers) = get(&reader, &format!("/api/types/{}?namespace=default", Number::TYPE)).await;
     assert_eq!(status, StatusCode::OK, "{numbers}");
     assert!(numbers.contains("answer"), "{numbers}");
+}
+
+/// Whatever its state lets it read, the page hides sensitive types unless
+/// told to show them: anyone on the machine can reach a loopback port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_hides_sensitive_types_unless_told_to_show_them() {
+    let (_reader, _admin, state, _runtime) = pages().await;
+    let hiding = Ui::new(Arc::clone(&state), Config::default());
+    let showing = Ui::new(Arc::clone(&state), Config::default().show_sensitive(true));
+
+    let (status, _, summary) = get(&hiding, "/api/summary").await;
+    assert_eq!(status, StatusCode::OK, "{summary}");
+    let summary = json(&summary);
+    assert_eq!((count(&summary, Secret::TYPE), count(&summary, Number::TYPE)), (0.into(), 1.into()));
+    assert_eq!(count(&json(&get(&showing, "/api/summary").await.2), Secret::TYPE), 1);
+
+    let listing = format!("/api/types/{}?namespace=default", Secret::TYPE);
+    let resource = format!("/api/resources/default/{}/token", Secret::TYPE);
+    for path in [&listing, &resource] {
+        let (status, _, body) = get(&hiding, path).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {body}");
+        assert!(body.contains("sensitive") && !body.contains("hunter2"), "{path}: {body}");
+        let (status, _, body) = get(&showing, path).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+    }
+    assert!(get(&showing, &resource).await.2.contains("hunter2"));
+    // A type no definition describes might be sensitive: hidden too.
+    let (status, _, body) = get(&hiding, "/api/resources/default/Unknowns.ui-test.cosi.dev/x").await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+
+    // The event stream leaves the hidden type out.
+    let listening = hiding.bind().await.expect("bind");
+    let address = listening.local_addr();
+    let server = tokio::spawn(listening.serve());
+    let mut events = EventClient::open(address).await;
+    events.until("ready", |_| true).await;
+    let later = Secret { value: "hunter3".into() };
+    state.create(Typed::new("later", later), CreateOptions::default()).await.expect("create a secret");
+    state.create(Typed::new("later", Number { value: 3 }), CreateOptions::default()).await.expect("create a number");
+    loop {
+        let (name, data) = tokio::time::timeout(Duration::from_secs(20), events.next())
+            .await
+            .expect("the number's event")
+            .expect("the stream goes on");
+        assert!(data["type"] != Secret::TYPE && !data.to_string().contains("hunter"), "{name} {data}");
+        if name == "resource" && data["type"] == Number::TYPE && data["id"] == "later" {
+            break;
+        }
+    }
+    server.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,12 +17,17 @@ pub struct UiArgs {
     /// from another machine, use a tunnel (`ssh -L`).
     #[arg(long, default_value_t = SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))]
     listen: SocketAddr,
+    /// Show sensitive types too, as far as the connection may read them.
+    /// Off by default: anyone on this machine can reach a loopback port.
+    #[arg(long)]
+    show_sensitive: bool,
 }
 
 pub async fn run(args: UiArgs, connect: &ConnectArgs) -> Result<(), CliError> {
     let client = connect.connect().await?;
     let state: Arc<dyn State> = Arc::new(client);
-    let ui = cosi_ui::Ui::new(state, cosi_ui::Config::default().listen(args.listen));
+    let ui =
+        cosi_ui::Ui::new(state, cosi_ui::Config::default().listen(args.listen).show_sensitive(args.show_sensitive));
     let listening = ui.bind().await?;
     println!("serving the live page of {} on {}", connect.endpoint, listening.url());
     listening.serve_with_shutdown(crate::serve::shutdown_signal()).await?;

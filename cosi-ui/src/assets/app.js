@@ -335,7 +335,7 @@ async function showType(selection) {
   } else {
     sub.append(` in ${listing.namespace}`);
   }
-  if (listing.sensitive) html("p", "sensitive: shown to admin connections only", panel);
+  if (listing.sensitive) html("p", "sensitive: shown because the page was asked to show sensitive types", panel);
   const table = html("table", null, panel);
   table.id = "resources";
   const head = html("tr", null, html("thead", null, table));

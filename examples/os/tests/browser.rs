@@ -174,6 +174,16 @@ async fn the_live_page_shows_the_running_os() {
         .collect();
     expected_types.sort();
     expected_types.dedup();
+    // Sensitive types (the machine configuration, the operator's specs, the
+    // files under /etc) are drawn without a count: the page hides them.
+    let sensitive: Vec<String> = example_os::resources::definitions()
+        .into_iter()
+        .filter(|definition| definition.sensitivity == cosi::resource::Sensitivity::Sensitive)
+        .map(|definition| definition.r#type)
+        .collect();
+    let (hidden, expected_types): (Vec<String>, Vec<String>) =
+        expected_types.into_iter().partition(|r#type| sensitive.contains(r#type));
+    assert_eq!(hidden.len(), 3, "{hidden:?}");
     let mut expected_controllers: Vec<String> =
         graph.controllers.iter().map(|controller| controller.name.clone()).collect();
     expected_controllers.sort();
@@ -194,6 +204,14 @@ async fn the_live_page_shows_the_running_os() {
         .await
         .expect("the script runs");
     assert_eq!(drawn, json!(expected_types));
+    let uncounted = page
+        .execute(
+            "return [...document.querySelectorAll('g.node.type:not([data-count])')].map(g => g.dataset.name).sort()",
+            Vec::new(),
+        )
+        .await
+        .expect("the script runs");
+    assert_eq!(uncounted, json!(hidden));
 
     // The hostname's resources, listed with its print columns; an edit shows within two seconds.
     click(&page, r#"g.node.type[data-name="HostnameStatuses.net.exampleos.dev"]"#).await;
