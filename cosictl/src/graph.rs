@@ -117,7 +117,7 @@ fn render(graph: &Graph, unhealthy: &[Unhealthy], format: Format) -> String {
 fn describe(controller: &Unhealthy) -> String {
     match &controller.last_error {
         Some(error) => {
-            let error = error.split_whitespace().collect::<Vec<_>>().join(" ");
+            let error = crate::output::printable(&error.split_whitespace().collect::<Vec<_>>().join(" "));
             format!("{} is unhealthy: {error}", controller.name)
         }
         None => format!("{} is unhealthy", controller.name),
@@ -136,11 +136,16 @@ mod tests {
 
     #[test]
     fn unhealthy_controllers_are_marked_in_every_format() {
-        let sick = [Unhealthy { name: "b".into(), last_error: Some("boom\nat line 2".into()) }];
+        let sick = [Unhealthy { name: "b".into(), last_error: Some("boom\nat line\u{1b}[2J 2".into()) }];
         let dot = render(&graph(), &sick, Format::Dot);
-        assert!(dot.contains("  // b is unhealthy: boom at line 2\n  c1 [color=red, fontcolor=red];\n}\n"), "{dot}");
+        assert!(
+            dot.contains("  // b is unhealthy: boom at line\\u{1b}[2J 2\n  c1 [color=red, fontcolor=red];\n}\n"),
+            "{dot}"
+        );
         let mermaid = render(&graph(), &sick, Format::Mermaid);
-        assert!(mermaid.ends_with("  %% b is unhealthy: boom at line 2\n  style c1 stroke:#d00,color:#d00\n"));
+        assert!(
+            mermaid.ends_with("  %% b is unhealthy: boom at line\\u{1b}[2J 2\n  style c1 stroke:#d00,color:#d00\n")
+        );
         let json: serde_json::Value = serde_json::from_str(&render(&graph(), &sick, Format::Json)).expect("json");
         assert_eq!(json["unhealthy"][0]["name"], "b");
         let back: Graph = serde_json::from_value(json).expect("the JSON reads back as a graph");

@@ -131,11 +131,12 @@ struct ConnectArgs {
     /// The CA of the server's certificate (PEM); enables mutual TLS.
     #[arg(long, global = true, requires_all = ["cert", "key"])]
     ca: Option<PathBuf>,
-    /// The client certificate (PEM).
-    #[arg(long, global = true)]
+    /// The client certificate (PEM); with `--ca` and `--key` (alone it
+    /// would be a plain connection, silently).
+    #[arg(long, global = true, requires_all = ["ca", "key"])]
     cert: Option<PathBuf>,
-    /// The client key (PEM).
-    #[arg(long, global = true)]
+    /// The client key (PEM); with `--ca` and `--cert`.
+    #[arg(long, global = true, requires_all = ["ca", "cert"])]
     key: Option<PathBuf>,
     /// The name in the server's certificate.
     #[arg(long, global = true, default_value = "localhost")]
@@ -193,10 +194,27 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("cosictl: {err}");
+            eprintln!("cosictl: {}", report(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and each of its causes once: a message often repeats its
+/// source's, and tonic's transport errors say only "transport error",
+/// leaving the cause (a refused connection, a bad certificate) to theirs.
+fn report(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 fn read(path: &PathBuf) -> Result<String, CliError> {

@@ -55,7 +55,7 @@ impl Printer {
                     metadata.id().to_owned(),
                     metadata.version().to_string(),
                 ]);
-                cells.extend(self.columns.iter().map(|(_, path)| cosi_ui::columns::evaluate(&spec, path)));
+                cells.extend(self.columns.iter().map(|(_, path)| printable(&cosi_ui::columns::evaluate(&spec, path))));
                 self.rows.push(cells);
                 if self.watch {
                     self.flush_table(out).map_err(io)?;
@@ -110,6 +110,18 @@ impl Printer {
     }
 }
 
+/// `text` with its control characters escaped (`\u{1b}`, `\n`): a value
+/// another program wrote must not move the terminal's cursor, set its title
+/// or break a line of a table.
+pub(crate) fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| match c.is_control() {
+            true => c.escape_default().to_string(),
+            false => c.to_string(),
+        })
+        .collect()
+}
+
 /// The spec as a JSON value, from its YAML text; `null` without one, and
 /// why when the text does not decode (or its aliases expand it too far).
 fn spec_value(resource: &DynamicResource) -> Result<Value, String> {
@@ -135,4 +147,15 @@ fn document(row: Row<'_>) -> Value {
         }
     }
     Value::Object(document)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(printable("plain ünïcode"), "plain ünïcode");
+        assert_eq!(printable("\u{1b}]0;title\u{7}a\nb\tc"), "\\u{1b}]0;title\\u{7}a\\nb\\tc");
+    }
 }

@@ -429,6 +429,29 @@ fn serve_refuses_malformed_states_and_unreachable_etcd() {
     serve_fails(&format!("etcd:http://{address}"), "no answer within");
 }
 
+/// An error says its cause, not only tonic's "transport error".
+#[test]
+fn a_failed_connection_says_why() {
+    // Nothing listens on port 1.
+    let output = get("tcp://127.0.0.1:1", &["hostname"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("cannot connect to tcp://127.0.0.1:1"), "{stderr}");
+    assert!(stderr.to_lowercase().contains("connection refused"), "{stderr}");
+}
+
+/// A certificate or a key without the rest of mutual TLS is refused, not
+/// dropped for a plain connection.
+#[test]
+fn tls_options_come_together() {
+    for args in [&["--cert", "c.pem"][..], &["--key", "k.pem"], &["--cert", "c.pem", "--key", "k.pem"]] {
+        let output = Command::new(COSICTL).args(args).args(["get", "hostname"]).output().expect("cosictl runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?}");
+        assert!(stderr.contains("--ca"), "{args:?}: {stderr}");
+    }
+}
+
 #[test]
 fn serve_refuses_insecure_tcp_off_loopback_and_tcp_without_tls() {
     let output = Command::new(COSICTL)
