@@ -146,13 +146,15 @@ fn apply(model: &mut BTreeMap<&'static str, Model>, op: &Op) -> Outcome {
         }
         Op::Teardown { id, owner } => {
             let Some(stored) = model.get_mut(IDS[id]) else { return Outcome::NotFound };
+            // Torn down already: nothing to write, no owner to check.
+            if stored.phase == Phase::TearingDown {
+                return Outcome::Ok;
+            }
             if stored.owner != owner_of(owner) {
                 return Outcome::OwnerConflict;
             }
-            if stored.phase == Phase::Running {
-                stored.phase = Phase::TearingDown;
-                stored.version += 1;
-            }
+            stored.phase = Phase::TearingDown;
+            stored.version += 1;
             Outcome::Ok
         }
         Op::AddFinalizer { id, finalizer } | Op::RemoveFinalizer { id, finalizer } => {

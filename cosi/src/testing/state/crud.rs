@@ -289,6 +289,13 @@ pub async fn update(state: Arc<dyn State>) {
     let got = ok("get", state.get_dynamic(&pointer)).await;
     assert_eq!(got.metadata(), updated.metadata());
     assert_eq!(typed_spec(&got).value, "edited", "update should store the new spec");
+    // The version read before that update is stale now.
+    let stale = DynamicResource::clone(&created);
+    let err = fails("update with the version before", state.update_dynamic(stale, UpdateOptions::default())).await;
+    assert!(
+        matches!(err, Error::VersionConflict { .. }),
+        "update with the version before the last update: expected a version conflict, got {err:?}"
+    );
 
     ok("teardown", state.teardown_dynamic(&pointer, TeardownOptions::default())).await;
     let torn_down = ok("get", state.get_dynamic(&pointer)).await;

@@ -49,6 +49,24 @@ pub async fn labels(state: Arc<dyn State>) {
         ("app <= app2", ListOptions::default().label(LabelQuery::new().lte("app", "app2")), &["app1", "app2"]),
         ("app < app2", ListOptions::default().label(LabelQuery::new().lt("app", "app2")), &["app1"]),
         ("not exists(frozen)", ListOptions::default().label(LabelQuery::new().not_exists("frozen")), &["app3"]),
+        // Inverted terms on a key app3 lacks: equality and membership match
+        // it, comparisons never do (Go COSI's undecided comparison).
+        (
+            "frozen != x",
+            ListOptions::default().label(LabelQuery::new().not_equal("frozen", "x")),
+            &["app1", "app2", "app3"],
+        ),
+        (
+            "weight not in [10kg]",
+            ListOptions::default().label(LabelQuery::new().not_in("weight", ["10kg"])),
+            &["app2", "app3"],
+        ),
+        (
+            "not weight < 15000",
+            ListOptions::default().label(LabelQuery::new().not_lt_numeric("weight", "15000")),
+            &["app2"],
+        ),
+        ("not weight < 15", ListOptions::default().label(LabelQuery::new().not_lt("weight", "15")), &["app2"]),
         (
             "app=app2 or app=app3",
             ListOptions::default()

@@ -237,7 +237,8 @@ pub(super) struct Reader {
     name: String,
     watch: Watch,
     aggregated: bool,
-    pending: VecDeque<Event>,
+    /// What is left of the last batch read.
+    pub(super) pending: VecDeque<Event>,
 }
 
 impl Reader {

@@ -155,6 +155,9 @@ pub async fn buffer_overrun(state: Arc<dyn State>) {
     {
         let mut events = Reader::new(what, watch, aggregated);
         let mut delivered = 0u64;
+        // What comes before the overrun is a prefix without a gap: each
+        // version the one after the last.
+        let mut last: Option<Version> = None;
         loop {
             let event = events.try_next().await.unwrap_or_else(|| panic!("{what} ended without reporting the overrun"));
             match event {
@@ -163,7 +166,16 @@ pub async fn buffer_overrun(state: Arc<dyn State>) {
                     break;
                 }
                 Event::Errored { error } => panic!("{what}: expected a buffer overrun, got {error:?}"),
-                _ => delivered += 1,
+                event => {
+                    delivered += 1;
+                    if let Some(resource) = event.resource() {
+                        let version = resource.metadata().version();
+                        if let Some(last) = last {
+                            assert_eq!(version, last.next(), "{what}: a gap before the overrun, after {last}");
+                        }
+                        last = Some(version);
+                    }
+                }
             }
         }
         assert!(delivered <= OVERRUN_WRITES, "{what} delivered {delivered} events before the overrun");
@@ -211,8 +223,12 @@ async fn check_watch_kind(state: Arc<dyn State>, aggregated: bool) {
     let mut bootstrapped = Reader::new("the bootstrapped kind watch", watch, aggregated);
     let listed = ok("list", state.list_dynamic(&kind, &ListOptions::default())).await;
     assert_eq!(ids(&listed), ["var/tmp"]);
-    for resource in &listed {
+    for (i, resource) in listed.iter().enumerate() {
         let event = bootstrapped.next().await;
+        if aggregated && i == 0 {
+            // One batch: every Created of the bootstrap, then Bootstrapped (as Go's).
+            assert_eq!(bootstrapped.pending.len(), listed.len(), "the bootstrap should come in one batch");
+        }
         let created = check_event(&event, EventType::Created, resource.metadata().pointer());
         assert_eq!(
             created.metadata().version(),
