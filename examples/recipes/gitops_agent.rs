@@ -66,7 +66,7 @@ impl SyncController {
             else {
                 continue;
             };
-            let app: App = serde_yaml_ng::from_str(&std::fs::read_to_string(&path)?)
+            let app: App = cosi::resource::from_yaml(&std::fs::read_to_string(&path)?)
                 .map_err(|error| format!("{}: {error}", path.display()))?;
             apps.push((name.to_owned(), app));
         }

@@ -287,7 +287,7 @@ pub fn spec_yaml(data: &[u8]) {
     spec_yaml_as::<StrResource>(text);
     spec_yaml_as::<Namespace>(text);
     spec_yaml_as::<ResourceDefinition>(text);
-    let _ = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text);
+    let _ = cosi::resource::from_yaml::<serde_yaml_ng::Value>(text);
     for (proto, yaml) in [(Vec::new(), Some(text.to_owned())), (data.to_vec(), None)] {
         let resource =
             DynamicResource::encoded(Metadata::new(NAMESPACE, "Fuzz.cosi.dev", "fuzz"), EncodedSpec { proto, yaml });

@@ -64,6 +64,15 @@ impl YamlError {
     pub fn is_excessive_aliasing(&self) -> bool {
         matches!(self.0, Repr::Aliases { .. })
     }
+
+    /// Where in the text the decoder stopped (line and column, from 1),
+    /// when it says.
+    pub fn location(&self) -> Option<(usize, usize)> {
+        match &self.0 {
+            Repr::Yaml(err) => err.location().map(|location| (location.line(), location.column())),
+            Repr::Aliases { .. } => None,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -288,6 +297,8 @@ mod tests {
             let theirs = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text).unwrap_err();
             assert!(!ours.is_excessive_aliasing());
             assert_eq!(ours.to_string(), theirs.to_string(), "{text}");
+            let location = theirs.location().map(|location| (location.line(), location.column()));
+            assert_eq!(ours.location(), location, "{text}");
         }
     }
 

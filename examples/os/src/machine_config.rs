@@ -165,10 +165,9 @@ impl Config {
                 location: None,
             });
         }
-        serde_yaml_ng::from_str(text).map_err(|error| ConfigError {
-            location: error.location().map(|location| (location.line(), location.column())),
-            message: error.to_string(),
-        })
+        // Bounded: aliases cannot expand a small file into an enormous one.
+        cosi::resource::from_yaml(text)
+            .map_err(|error| ConfigError { location: error.location(), message: error.to_string() })
     }
 
     /// The NTP servers to use.
