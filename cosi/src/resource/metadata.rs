@@ -748,12 +748,17 @@ impl fmt::Display for Finalizers {
 }
 
 impl<S: Into<String>> FromIterator<S> for Finalizers {
+    /// Keeps the first of each name, in linear time: a list from the wire
+    /// may be long.
     fn from_iter<I: IntoIterator<Item = S>>(iter: I) -> Self {
-        let mut finalizers = Finalizers::default();
-        for name in iter {
-            finalizers.add(name);
-        }
-        finalizers
+        let mut names: Vec<String> = iter.into_iter().map(Into::into).collect();
+        let first: Vec<bool> = {
+            let mut seen = std::collections::HashSet::with_capacity(names.len());
+            names.iter().map(|name| seen.insert(name.as_str())).collect()
+        };
+        let mut first = first.into_iter();
+        names.retain(|_| first.next().unwrap_or(false));
+        Finalizers(names)
     }
 }
 
