@@ -12,7 +12,7 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
-use syn::{FnArg, Ident, Item, ItemFn, PathArguments, ReturnType, Type};
+use syn::{Attribute, FnArg, Ident, Item, ItemFn, PathArguments, ReturnType, Type};
 
 use super::attr::{Args, InputEntry, InputKind, OutputEntry};
 use super::check::{default_crate, tokens};
@@ -23,9 +23,9 @@ pub(crate) fn controller(definition: &Definition<'_>) -> TokenStream {
     let Definition { ident, krate, name, shape, inputs, outputs, inventory } = definition;
     let private = quote!(#krate::__private);
 
-    let item = match shape {
-        Shape::Fn(function) => function_and_struct(&private, function, ident),
-        Shape::Struct(item) | Shape::Queue { item, .. } => quote!(#item),
+    let (item, cfgs) = match shape {
+        Shape::Fn(function) => (function_and_struct(&private, function, ident), cfgs(&function.attrs)),
+        Shape::Struct(item) | Shape::Queue { item, .. } => (quote!(#item), cfgs(&item.attrs)),
     };
     let concurrency = match shape {
         Shape::Queue { concurrency, .. } => quote!(#private::Option::Some(#concurrency)),
@@ -40,6 +40,7 @@ pub(crate) fn controller(definition: &Definition<'_>) -> TokenStream {
     quote! {
         #item
 
+        #(#cfgs)*
         const _: () = {
             #[automatically_derived]
             impl #private::Declared for #ident {
@@ -70,17 +71,18 @@ pub(crate) fn fallback(item: &Item, args: &Args, errors: syn::Error) -> TokenStr
     let errors = errors.into_compile_error();
     let krate = args.krate.clone().unwrap_or_else(default_crate);
     let private = quote!(#krate::__private);
-    let (item, ident, queue) = match item {
+    let (item, ident, queue, cfgs) = match item {
         // A generic function still gets a (plain) struct: its body then compiles on.
         Item::Fn(original) => {
             // The stub impls never call the function.
             let mut function = original.clone();
             function.attrs.push(syn::parse_quote!(#[allow(dead_code)]));
-            (function_and_struct(&private, &function, &original.sig.ident), &original.sig.ident, false)
+            let item = function_and_struct(&private, &function, &original.sig.ident);
+            (item, &original.sig.ident, false, cfgs(&original.attrs))
         }
         Item::Struct(item) if item.generics.params.is_empty() => {
             let queue = args.inputs.iter().any(|input| input.kind.is_some_and(InputKind::is_queue));
-            (quote!(#item), &item.ident, queue)
+            (quote!(#item), &item.ident, queue, cfgs(&item.attrs))
         }
         item => return quote!(#errors #item),
     };
@@ -108,6 +110,7 @@ pub(crate) fn fallback(item: &Item, args: &Args, errors: syn::Error) -> TokenStr
         #errors
         #item
 
+        #(#cfgs)*
         const _: () = {
             #[automatically_derived]
             impl #private::Declared for #ident {
@@ -147,10 +150,17 @@ fn stub_name(args: &Args, ident: &Ident) -> String {
     }
 }
 
+/// The `#[cfg(...)]` attributes written after `#[controller]`: what the
+/// expansion adds beside the item exists when the item does.
+fn cfgs(attrs: &[Attribute]) -> Vec<&Attribute> {
+    attrs.iter().filter(|attr| attr.path().is_ident("cfg")).collect()
+}
+
 /// The struct named after the function, then the function with `ctx: &mut Ctx`
 /// completed to `ctx: &mut Ctx<name>`.
 fn function_and_struct(private: &TokenStream, function: &ItemFn, ident: &Ident) -> TokenStream {
     let docs = function.attrs.iter().filter(|attr| attr.path().is_ident("doc"));
+    let cfgs = cfgs(&function.attrs);
     let vis = &function.vis;
     let mut function = function.clone();
     if let Some(FnArg::Typed(parameter)) = function.sig.inputs.first_mut() {
@@ -158,6 +168,7 @@ fn function_and_struct(private: &TokenStream, function: &ItemFn, ident: &Ident) 
     }
     quote! {
         #(#docs)*
+        #(#cfgs)*
         #[allow(non_camel_case_types)]
         #[derive(#private::Clone, #private::Copy, #private::Debug, #private::Default)]
         #vis struct #ident {}

@@ -211,6 +211,41 @@ mod tests {
     }
 
     #[test]
+    fn a_cfg_after_the_attribute_applies_to_what_it_adds() {
+        let cfg = quote!(#[cfg(feature = "x")]).to_string();
+        for (args, item) in [
+            (
+                quote!(inputs = [Weak<A>]),
+                quote!(
+                    #[cfg(feature = "x")]
+                    async fn f(ctx: &mut Ctx) {}
+                ),
+            ),
+            (
+                quote!(inputs = [Weak<A>]),
+                quote!(
+                    #[cfg(feature = "x")]
+                    struct S;
+                ),
+            ),
+            // The stubs beside an error too.
+            (
+                quote!(inputs = [Wek<A>]),
+                quote!(
+                    #[cfg(feature = "x")]
+                    async fn f(ctx: &mut Ctx) {}
+                ),
+            ),
+        ] {
+            let output = expand(args, item).to_string();
+            let guarded = format!("{cfg} const _ : () =");
+            assert!(output.contains(&guarded), "{output}");
+            // The function's struct, the function, and the impls: each guarded.
+            assert!(output.matches(&cfg).count() >= 2, "{output}");
+        }
+    }
+
+    #[test]
     fn a_stub_declares_the_name_of_its_item() {
         let declared = |name: &str| quote!(name: #name).to_string();
         let output = expand(
