@@ -752,6 +752,14 @@ impl<S: Into<String>> FromIterator<S> for Finalizers {
     /// may be long.
     fn from_iter<I: IntoIterator<Item = S>>(iter: I) -> Self {
         let mut names: Vec<String> = iter.into_iter().map(Into::into).collect();
+        // A few names (most resources have none or one): compared in place.
+        if names.len() <= 16 {
+            let mut kept = Finalizers(Vec::with_capacity(names.len()));
+            for name in names {
+                kept.add(name);
+            }
+            return kept;
+        }
         let first: Vec<bool> = {
             let mut seen = std::collections::HashSet::with_capacity(names.len());
             names.iter().map(|name| seen.insert(name.as_str())).collect()
