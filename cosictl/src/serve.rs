@@ -115,7 +115,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let state = open(&args.state, key, etcd).await?;
     let listening = Server::new(Arc::clone(&state)).limits(limits).bind(&args.listen, security).await?;
     println!("listening on {}", listening.endpoint());
-    let served = listening.serve_with_shutdown(shutdown_signal()).await;
+    let served = listening.serve_with_shutdown(cosi::runtime::shutdown_signal()).await;
     close(state).await;
     served?;
     Ok(())
@@ -305,23 +305,6 @@ async fn close(state: Arc<dyn State>) {
     }
     // Closing joins the redb committer thread: keep it off the async threads.
     let _ = tokio::task::spawn_blocking(move || drop(state)).await;
-}
-
-/// Completes on SIGTERM or SIGINT.
-pub(crate) async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut terminate) => {
-            tokio::select! {
-                _ = terminate.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        // Without a SIGTERM handler, at least stop on Ctrl-C.
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }
 
 #[cfg(test)]

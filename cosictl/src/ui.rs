@@ -30,6 +30,6 @@ pub async fn run(args: UiArgs, connect: &ConnectArgs) -> Result<(), CliError> {
         cosi_ui::Ui::new(state, cosi_ui::Config::default().listen(args.listen).show_sensitive(args.show_sensitive));
     let listening = ui.bind().await?;
     println!("serving the live page of {} on {}", connect.endpoint, listening.url());
-    listening.serve_with_shutdown(crate::serve::shutdown_signal()).await?;
+    listening.serve_with_shutdown(cosi::runtime::shutdown_signal()).await?;
     Ok(())
 }

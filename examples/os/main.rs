@@ -40,21 +40,6 @@ async fn main() -> cosi::Result<()> {
         options = options.ui(address);
     }
     let os = Os::boot(options).await.inspect_err(|error| tracing::error!("cannot boot: {error}"))?;
-    os.run_until(stop_signal()).await.inspect_err(|error| tracing::error!("{error}"))?;
+    os.run_until(cosi::runtime::shutdown_signal()).await.inspect_err(|error| tracing::error!("{error}"))?;
     Ok(())
-}
-
-/// Ctrl-C, or SIGTERM (what `kill` and service managers send).
-async fn stop_signal() {
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    let terminated = async {
-        match &mut terminate {
-            Some(terminate) => drop(terminate.recv().await),
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => (),
-        () = terminated => (),
-    }
 }

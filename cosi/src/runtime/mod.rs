@@ -78,6 +78,7 @@ mod engine;
 mod graph;
 mod queue;
 mod settle;
+mod signal;
 mod status;
 mod types;
 
@@ -95,6 +96,7 @@ use crate::state::State;
 pub use crate::backoff::BackoffOptions;
 pub use core::ControllerStats;
 pub use graph::{Graph, GraphController, GraphInput, GraphOutput};
+pub use signal::shutdown_signal;
 pub use status::{ControllerStatus, RUNTIME_NAMESPACE, RUNTIME_OWNER};
 
 use engine::Engine;
@@ -321,8 +323,8 @@ impl Runtime {
     ///     let state = cosi::state::memory();
     ///     let runtime = Runtime::from_inventory(state.clone())?;
     ///     println!("{}", runtime.graph().to_mermaid());
-    ///     // With tokio's `signal` feature: `runtime.run_until(tokio::signal::ctrl_c()).await`.
-    ///     runtime.run_until(std::future::pending::<()>()).await
+    ///     // Until Ctrl-C or SIGTERM.
+    ///     runtime.run_until(cosi::runtime::shutdown_signal()).await
     /// }
     /// ```
     pub async fn run_until(&self, signal: impl Future) -> crate::Result<()> {
