@@ -47,6 +47,7 @@ pub(crate) fn router(ui: Ui) -> axum::Router {
         .route("/api/graph", get(graph))
         .route("/api/summary", get(summary))
         .route("/api/types/{type}", get(list))
+        .route("/api/resources/{namespace}/{type}", get(resource_by_query))
         .route("/api/resources/{namespace}/{type}/{id}", get(resource))
         .route("/api/events", get(events))
         .fallback(not_found)
@@ -281,8 +282,29 @@ async fn resource(
     path: Result<Path<(String, String, String)>, PathRejection>,
 ) -> Result<Response, Failure> {
     let Path((namespace, r#type, id)) = path?;
-    let pointer = Pointer::new(checked("namespace", &namespace)?, checked("type", &r#type)?, checked("ID", &id)?);
-    check_shown(&ui, &r#type, &model::definitions(&*ui.state).await?)?;
+    show_resource(&ui, &namespace, &r#type, &id).await
+}
+
+#[derive(Deserialize)]
+struct IdQuery {
+    id: String,
+}
+
+/// The resource whose ID is in the query (`?id=..`): the form the page
+/// uses, since a browser resolves an ID of `.` or `..` in the path away.
+async fn resource_by_query(
+    Extract(ui): Extract<Ui>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    query: Result<Query<IdQuery>, QueryRejection>,
+) -> Result<Response, Failure> {
+    let (Path((namespace, r#type)), Query(query)) = (path?, query?);
+    show_resource(&ui, &namespace, &r#type, &query.id).await
+}
+
+/// One resource as YAML, if the page shows its type.
+async fn show_resource(ui: &Ui, namespace: &str, r#type: &str, id: &str) -> Result<Response, Failure> {
+    let pointer = Pointer::new(checked("namespace", namespace)?, checked("type", r#type)?, checked("ID", id)?);
+    check_shown(ui, r#type, &model::definitions(&*ui.state).await?)?;
     let resource = ui.state.get_dynamic(&pointer).await?;
     Ok(([(header::CONTENT_TYPE, "application/yaml; charset=utf-8")], model::yaml(&resource)).into_response())
 }

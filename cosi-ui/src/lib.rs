@@ -36,6 +36,7 @@
 //! | `/api/summary` | the controllers' statuses and the types' counts (JSON) |
 //! | `/api/types/{type}?namespace=NS` | a type's resources with its print columns (JSON) |
 //! | `/api/resources/{namespace}/{type}/{id}` | one resource, metadata and spec (YAML) |
+//! | `/api/resources/{namespace}/{type}?id=ID` | the same, for any ID (`..` too) |
 //! | `/api/events` | server-sent events: controllers, counts and resources as they change |
 //!
 //! # Example

@@ -92,12 +92,24 @@ async fn a_type_lists_its_resources_with_its_print_columns() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resource_is_yaml() {
     let (state, _runtime) = support::program().await;
-    let ui = Ui::new(state, Config::default());
+    let ui = Ui::new(Arc::clone(&state), Config::default());
     let (status, content_type, body) = get(&ui, "/api/resources/default/Words.ui-test.cosi.dev/answer").await;
     assert_eq!((status, content_type.as_str()), (StatusCode::OK, "application/yaml; charset=utf-8"));
     let document: serde_json::Value = serde_yaml_ng::from_str(&body).expect("YAML");
     assert_eq!(document["metadata"]["owner"], "speller");
     assert_eq!(document["spec"]["text"], "#42");
+
+    // The ID in the query, as the page asks: `..` is an ID like any other.
+    state.create(Typed::new("..", Number { value: 2 }), CreateOptions::default()).await.expect("create");
+    for path in [
+        "/api/resources/default/Numbers.ui-test.cosi.dev?id=..",
+        "/api/resources/default/Words.ui-test.cosi.dev?id=answer",
+    ] {
+        let (status, _, body) = get(&ui, path).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+        let document: serde_json::Value = serde_yaml_ng::from_str(&body).expect("YAML");
+        assert!(document["metadata"]["id"] == ".." || document["metadata"]["id"] == "answer", "{body}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,7 +129,8 @@ async fn bad_paths_have_clear_errors() {
         ("/api/resources/default/Words.ui-test.cosi.dev/missing", StatusCode::NOT_FOUND, "missing"),
         ("/api/resources/default/Words.ui-test.cosi.dev/a%01b", StatusCode::BAD_REQUEST, "invalid ID"),
         ("/api/types/Numbers.ui-test.cosi.dev?namespace=", StatusCode::BAD_REQUEST, "invalid namespace"),
-        ("/api/resources/default/Words.ui-test.cosi.dev", StatusCode::NOT_FOUND, "no such page"),
+        ("/api/resources/default/Words.ui-test.cosi.dev", StatusCode::BAD_REQUEST, "missing field `id`"),
+        ("/api/resources/default/Words.ui-test.cosi.dev?id=..", StatusCode::NOT_FOUND, "(default/..)"),
     ];
     for (path, expected, message) in cases {
         let (status, content_type, body) = get(&ui, path).await;

@@ -354,7 +354,9 @@ async function showType(selection) {
 }
 
 async function showResource(selection) {
-  const url = `/api/resources/${[selection.namespace, selection.type, selection.id].map(encodeURIComponent).join("/")}`;
+  // The ID as a query: in the path, a browser would resolve `.` or `..` away.
+  const path = [selection.namespace, selection.type].map(encodeURIComponent).join("/");
+  const url = `/api/resources/${path}?id=${encodeURIComponent(selection.id)}`;
   const response = await fetch(url);
   const text = await response.text();
   if (page.selected !== selection) return;
