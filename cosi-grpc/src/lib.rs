@@ -27,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+mod admission;
 mod auth;
 mod client;
 pub(crate) mod convert;

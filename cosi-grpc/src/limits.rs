@@ -9,10 +9,11 @@
 //!
 //! Exceeding a limit is a clear status for that call only (`RESOURCE_EXHAUSTED`
 //! for the watch counts, `INVALID_ARGUMENT` for oversized queries,
-//! `OUT_OF_RANGE` for oversized messages, `CANCELLED` for a call over its
-//! time); the connection and every other client go on. The bounds on
-//! connections and on requests in flight make the next one wait instead:
-//! a connection in the listen backlog, a request in its stream.
+//! `OUT_OF_RANGE` for oversized messages, `CANCELLED` for a request that
+//! does not arrive in time); the connection and every other client go on.
+//! The bound on connections makes the next one wait in the listen backlog;
+//! a request finding every place to arrive in taken waits for one, within
+//! its time, and one over its client's share is refused (`admission.rs`).
 //!
 //! What a request can hold is the size it declares: tonic reserves a
 //! message's declared length before its bytes arrive, and keeps what arrived
@@ -97,17 +98,26 @@ pub struct Limits {
     /// so connections that never finish their TLS handshake count too (each
     /// for at most [`Limits::tls_handshake_timeout`]). At least 1.
     pub max_connections: usize,
-    /// The most requests the server receives or answers at once, over all
-    /// connections (default 128); the next one waits in its stream until one
-    /// ends. A watch counts until its stream is set up, not while it streams.
-    /// With [`Limits::max_message_size`], it bounds what half-sent requests
-    /// can hold: 512 MiB with the defaults. At least 1.
+    /// The most requests the server receives at once, over all connections
+    /// (default 128): a request counts from its headers until its message
+    /// has arrived, not while the state answers it (see `admission.rs`). The
+    /// next one waits for a place, within [`Limits::request_timeout`]. With
+    /// [`Limits::max_message_size`], it bounds what half-sent requests can
+    /// hold: 512 MiB with the defaults. At least 1.
     pub max_requests_in_flight: usize,
-    /// How long a call may take from its first byte to the start of its
-    /// response (default 60 s): receiving the request, and the state's answer.
-    /// A call over it ends with `CANCELLED`. A watch's events are not bounded
-    /// by it, only its set-up. A client's own deadline (`grpc-timeout`) may
-    /// shorten it.
+    /// The most requests one client may be sending at once, waiting for a
+    /// place or arriving (default 32, a quarter of the places): one more is
+    /// refused at once (`RESOURCE_EXHAUSTED`), so that no client takes every
+    /// place. A client is its certificate over mutual TLS, its connection on
+    /// an insecure loopback listener; Unix socket callers count in all only.
+    /// At least 1.
+    pub max_requests_in_flight_per_client: usize,
+    /// How long a request may take to arrive, from its headers to the end
+    /// of its message, waiting for a place included (default 60 s): then it
+    /// is refused (`RESOURCE_EXHAUSTED`, still waiting) or cancelled
+    /// (`CANCELLED`, arriving), and its place freed. What the state then
+    /// takes to answer is not bounded by it (a `TeardownAndDestroy` waits
+    /// for finalizers as long as they take), nor is a watch's stream.
     pub request_timeout: Duration,
     /// HTTP/2 streams one connection may have open at once (default 1,100):
     /// above the watch limit, so that one watch too many gets its status
@@ -139,6 +149,7 @@ impl Default for Limits {
             max_watches: 10_000,
             max_connections: 1_000,
             max_requests_in_flight: 128,
+            max_requests_in_flight_per_client: 32,
             request_timeout: Duration::from_secs(60),
             max_concurrent_streams: 1_100,
             keepalive_interval: Duration::from_secs(30),

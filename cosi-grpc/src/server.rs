@@ -24,7 +24,8 @@ use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::server::{Router, TcpIncoming};
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tower::layer::util::{Identity as NoLayer, Stack};
-use tower::limit::GlobalConcurrencyLimitLayer;
+
+use crate::admission::{Admission, AdmissionLayer};
 
 use crate::auth::Authenticator;
 use crate::endpoint::Endpoint;
@@ -157,12 +158,11 @@ impl Server {
         authenticator: Authenticator,
         stopped: watch::Receiver<bool>,
         tls: Option<ServerTlsConfig>,
-    ) -> Result<Router<Stack<GlobalConcurrencyLimitLayer, NoLayer>>, ServeError> {
+    ) -> Result<Router<Stack<AdmissionLayer, NoLayer>>, ServeError> {
         let limits = self.limits;
         let service = StateService::with_security(self.state, authenticator, stopped, limits.clone())
             .into_server(limits.max_message_size);
         let mut builder = tonic::transport::Server::builder()
-            .timeout(limits.request_timeout)
             .max_concurrent_streams(limits.max_concurrent_streams)
             .http2_keepalive_interval(Some(limits.keepalive_interval))
             .http2_keepalive_timeout(Some(limits.keepalive_timeout))
@@ -170,9 +170,8 @@ impl Server {
         if let Some(tls) = tls {
             builder = builder.tls_config(tls)?;
         }
-        // One semaphore shared by every connection's service.
-        let in_flight = limits.max_requests_in_flight.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
-        Ok(builder.layer(GlobalConcurrencyLimitLayer::new(in_flight)).add_service(service))
+        // One admission shared by every connection's service.
+        Ok(builder.layer(AdmissionLayer(Admission::new(&limits))).add_service(service))
     }
 
     /// Serves the connections `incoming` yields, without transport security

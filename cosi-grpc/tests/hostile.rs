@@ -1,6 +1,6 @@
-//! A hostile client against the server's limits (see `limits.rs`): too many
-//! watches, huge queries, oversized responses, half-sent requests, too many
-//! connections; each gets a clear status or waits its turn while another
+//! A hostile client against the server's limits (see `limits.rs` and
+//! `admission.rs`): too many watches, huge queries, oversized responses,
+//! half-sent requests, more requests than its share, too many connections; each gets a clear status or waits its turn while another
 //! client keeps being served. Also the failures that used to stay
 //! silent or say too much: backend error texts, and a shutdown stuck on a call.
 
@@ -32,14 +32,27 @@ struct HalfSent {
 }
 
 async fn half_sent(address: std::net::SocketAddr) -> HalfSent {
+    let mut sender = h2_connection(address).await;
+    half_sent_on(&mut sender, address).await
+}
+
+/// A raw HTTP/2 connection: one client, whatever streams it opens.
+async fn h2_connection(address: std::net::SocketAddr) -> h2::client::SendRequest<bytes::Bytes> {
     let tcp = tokio::net::TcpStream::connect(address).await.expect("connect");
-    let (mut sender, connection) = h2::client::handshake(tcp).await.expect("an HTTP/2 handshake");
+    let (sender, connection) = h2::client::handshake(tcp).await.expect("an HTTP/2 handshake");
     tokio::spawn(connection);
+    sender.ready().await.expect("ready")
+}
+
+/// [`half_sent`] on a connection of the caller's.
+async fn half_sent_on(sender: &mut h2::client::SendRequest<bytes::Bytes>, address: std::net::SocketAddr) -> HalfSent {
     let request = http::Request::post(format!("http://{address}/cosi.resource.State/Get"))
         .header("content-type", "application/grpc")
         .header("te", "trailers")
         .body(())
         .expect("a request");
+    // One stream at a time may wait to open: the last must have opened.
+    *sender = sender.clone().ready().await.expect("ready");
     let (response, mut body) = sender.send_request(request, false).expect("a stream");
     // Uncompressed, 100 bytes long; two of them.
     body.send_data(bytes::Bytes::from_static(&[0, 0, 0, 0, 100, 0x0a, 0x00]), false).expect("send");
@@ -401,6 +414,71 @@ async fn half_sent_requests_wait_for_their_turn_and_hold_no_more() {
     drop(first);
     let status = within(waiting).await.expect_err("not found");
     assert_eq!(status.code(), Code::NotFound);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_sending_more_than_its_share_is_refused_and_others_are_served() {
+    let day = Duration::from_secs(86_400);
+    let limits = Limits {
+        max_requests_in_flight: 1,
+        max_requests_in_flight_per_client: 2,
+        request_timeout: day,
+        ..Limits::default()
+    };
+    let address = start(Server::new(MemoryState::default()).limits(limits)).await;
+    // The one place is taken: the next requests wait for it.
+    let holder = half_sent(address).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // One connection, one client: two requests waiting are its share, a third is refused at once.
+    let greedy = raw(address).await;
+    let get = || proto::GetRequest { namespace: NS.into(), r#type: TYPE.into(), id: "x".into(), options: None };
+    let call = |mut client: StateClient<Channel>| Box::pin(async move { client.get(get()).await });
+    let (mut first, mut second) = (call(greedy.clone()), call(greedy.clone()));
+    assert!(still_waits(&mut first).await && still_waits(&mut second).await, "answered without a place");
+    let refused = within(call(greedy.clone())).await.expect_err("refused");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("the most one client may"), "{refused:?}");
+
+    // Another client's request waits its turn beside them, and every one is served once the place is free.
+    let mut other = call(raw(address).await);
+    assert!(still_waits(&mut other).await, "answered without a place");
+    drop(holder);
+    for waiting in [first, second, other] {
+        assert_eq!(within(waiting).await.expect_err("not found").code(), Code::NotFound);
+    }
+}
+
+/// A request holds its place while it arrives, not while the state answers:
+/// a `TeardownAndDestroy` waiting for finalizers, longer than the request
+/// timeout, is neither cut short nor in the way of other requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_answer_holds_no_place_and_outlives_the_request_timeout() {
+    let timeout = Duration::from_millis(300);
+    let limits = Limits { max_requests_in_flight: 1, request_timeout: timeout, ..Limits::default() };
+    let address = start(Server::new(MemoryState::default()).limits(limits)).await;
+    let client = client(address).await;
+    let pointer = Pointer::new(NS, PathResource::TYPE, "finalized");
+    within(client.create(Typed::new_in(NS, "finalized", PathResource::default()), CreateOptions::default()))
+        .await
+        .expect("create");
+    within(client.add_finalizers_dynamic(&pointer, &["held"])).await.expect("a finalizer");
+
+    let waiting = {
+        let (client, pointer) = (client.clone(), pointer.clone());
+        tokio::spawn(async move { client.teardown_and_destroy_dynamic(&pointer, Default::default()).await })
+    };
+    // Several timeouts long, while the one place serves others.
+    for _ in 0..3 {
+        tokio::time::sleep(timeout).await;
+        let listed = within(client.list_dynamic(&Kind::new(NS, PathResource::TYPE), &ListOptions::default())).await;
+        assert_eq!(listed.expect("served while the teardown waits").len(), 1);
+    }
+    assert!(!waiting.is_finished(), "the teardown ended before its finalizer went");
+    within(client.remove_finalizers_dynamic(&pointer, &["held"])).await.expect("the finalizer goes");
+    within(waiting).await.expect("no panic").expect("destroyed, not cancelled");
+    let gone = within(client.get_dynamic(&pointer)).await.expect_err("destroyed");
+    assert!(gone.is_not_found(), "{gone:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -93,7 +93,7 @@ struct ServeArgs {
     max_message_size: usize,
     /// The most watches one client may hold open: a certificate over all its
     /// connections, or one connection of an insecure loopback listener.
-    #[arg(long, default_value_t = cosi_grpc::Limits::default().max_watches_per_client)]
+    #[arg(long, alias = "max-watches-per-connection", default_value_t = cosi_grpc::Limits::default().max_watches_per_client)]
     max_watches_per_client: usize,
     /// The most watches the server holds open in all.
     #[arg(long, default_value_t = cosi_grpc::Limits::default().max_watches)]
@@ -102,13 +102,18 @@ struct ServeArgs {
     #[arg(long, default_value_t = cosi_grpc::Limits::default().max_connections,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_connections: usize,
-    /// The most requests received or answered at once, over all connections;
-    /// the next waits until one ends.
+    /// The most requests arriving at once, over all connections (a request
+    /// counts until its message has arrived); the next waits for a place.
     #[arg(long, default_value_t = cosi_grpc::Limits::default().max_requests_in_flight,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_requests_in_flight: usize,
-    /// Seconds a call may take to receive its request and start its response
-    /// (a watch: its set-up); a call over it is cancelled.
+    /// The most requests one client may be sending at once; one more is
+    /// refused. A client is its certificate, or its connection without TLS.
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().max_requests_in_flight_per_client,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_requests_in_flight_per_client: usize,
+    /// Seconds a request may take to arrive, waiting for a place included;
+    /// then it is refused or cancelled. The state's answer is not bounded.
     #[arg(long, default_value_t = cosi_grpc::Limits::default().request_timeout.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..))]
     request_timeout: u64,

@@ -106,6 +106,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         max_watches: args.max_watches,
         max_connections: args.max_connections,
         max_requests_in_flight: args.max_requests_in_flight,
+        max_requests_in_flight_per_client: args.max_requests_in_flight_per_client,
         request_timeout: Duration::from_secs(args.request_timeout),
         keepalive_interval: Duration::from_secs(args.keepalive_interval),
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
