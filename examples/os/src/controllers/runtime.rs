@@ -176,7 +176,7 @@ struct Process {
     /// service, so the controller sees the exit at once.
     exit: Arc<Mutex<Option<String>>>,
     /// When it started, to tell a crash after a stable run from one in a row.
-    started: Instant,
+    started: tokio::time::Instant,
     _task: Task,
 }
 
@@ -208,8 +208,15 @@ pub struct ServiceController {
     env: Env,
     processes: Mutex<BTreeMap<String, Process>>,
     next_pid: AtomicU32,
-    /// Each service's crashes in a row, as the backoff before its next restart.
-    crashes: Mutex<BTreeMap<String, Backoff>>,
+    /// Each service's crashes in a row.
+    crashes: Mutex<BTreeMap<String, Crashes>>,
+}
+
+/// A service's crashes in a row: the backoff before its next restart, and
+/// when that restart is due (a wake-up before then starts nothing).
+struct Crashes {
+    backoff: Backoff,
+    due: tokio::time::Instant,
 }
 
 impl ServiceController {
@@ -267,6 +274,10 @@ impl ServiceController {
             match processes.get(name) {
                 Some(process) => (process.pid, process.exit.lock().clone()),
                 None => {
+                    // Woken (a file, the time, the spec) before its restart is due.
+                    if let Some(wait) = self.restart_wait(name) {
+                        return Ok(Requeue::After(wait));
+                    }
                     let process = self.start(name, &spec, ctx.waker())?;
                     tracing::info!("service {name} is running (pid {})", process.pid);
                     let pid = process.pid;
@@ -320,11 +331,22 @@ impl ServiceController {
     /// starts over when the process had run [`STABLE_AFTER`].
     fn next_restart(&self, name: &str, up: Option<Duration>) -> Duration {
         let mut crashes = self.crashes.lock();
-        let backoff = crashes.entry(name.to_owned()).or_insert_with(|| Backoff::new(self.env.backoff));
+        let now = tokio::time::Instant::now();
+        let crashes = crashes
+            .entry(name.to_owned())
+            .or_insert_with(|| Crashes { backoff: Backoff::new(self.env.backoff), due: now });
         if up.is_some_and(|up| up >= STABLE_AFTER) {
-            backoff.reset();
+            crashes.backoff.reset();
         }
-        backoff.next_delay()
+        let delay = crashes.backoff.next_delay();
+        crashes.due = now + delay;
+        delay
+    }
+
+    /// How long until `name`'s restart after a crash is due; `None` when it is.
+    fn restart_wait(&self, name: &str) -> Option<Duration> {
+        let due = self.crashes.lock().get(name)?.due;
+        Some(due.checked_duration_since(tokio::time::Instant::now())?).filter(|wait| !wait.is_zero())
     }
 
     /// What `spec` waits for: files not yet written, the time not yet synchronized.
@@ -392,7 +414,7 @@ impl ServiceController {
                 }
             }
         });
-        Ok(Process { pid, spec: spec.spec().clone(), exit, started: Instant::now(), _task: task })
+        Ok(Process { pid, spec: spec.spec().clone(), exit, started: tokio::time::Instant::now(), _task: task })
     }
 
     /// Stops the process of `name`, if it runs.
