@@ -748,6 +748,46 @@ async fn a_crashing_service_waits_longer_each_time() {
     }
 }
 
+/// A wake-up while a crashed service waits for its restart (here, its spec
+/// edited) starts nothing before the restart is due.
+#[tokio::test(flavor = "current_thread")]
+async fn a_crashed_service_restarts_no_sooner_than_due_whatever_wakes_it() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let sandbox = dir.path().join("sandbox");
+    std::fs::create_dir(&sandbox).expect("the sandbox");
+    let yaml = example_os::machine_config::STARTER.replace("crashAfter: 5s", "crashAfter: 50ms");
+    std::fs::write(sandbox.join("machine.yaml"), &yaml).expect("machine.yaml");
+    let delay = Duration::from_secs(2);
+    let backoff = BackoffOptions { initial: delay, multiplier: 2.0, jitter: 0.0, max: Duration::from_secs(10) };
+    let options = Options::new(&sandbox).timings(Timings::instant()).backoff(backoff);
+    let os = Os::boot(options).await.expect("the OS boots");
+    let client = Client::connect(os.endpoint(), ClientSecurity::Insecure).await.expect("the client connects");
+
+    let mut watch = client.watch::<ServiceStatus>("flaky", WatchOptions::default()).await.expect("a watch");
+    let mut next = async |what: &str, matches: &dyn Fn(&ServiceStatus) -> bool| loop {
+        let event = tokio::time::timeout(WAIT, watch.recv()).await.unwrap_or_else(|_| panic!("{what}: not in time"));
+        let event = event.unwrap_or_else(|| panic!("{what}: the watch ended"));
+        if let Some(status) = event.resource()
+            && matches(status)
+        {
+            return (tokio::time::Instant::now(), status.pid);
+        }
+    };
+    let (_, first) = next("the first start", &|status| status.state == ServiceState::Running).await;
+    let (crashed, _) = next("the first crash", &|status| status.state == ServiceState::Crashed).await;
+    // The edit changes its spec, which wakes the controller at once.
+    std::fs::write(sandbox.join("machine.yaml"), yaml.replace("crashAfter: 50ms", "crashAfter: 60ms"))
+        .expect("machine.yaml");
+    let (restarted, second) = next("the restart", &|status| {
+        status.state == ServiceState::Running && status.pid.is_some() && status.pid != first
+    })
+    .await;
+    os.shutdown().await.expect("a clean shutdown");
+    // Seen after the crash, so less than the whole wait: at least half of it.
+    assert!(restarted - crashed >= delay / 2, "restarted {:?} after the crash", restarted - crashed);
+    assert_ne!(second, first);
+}
+
 /// Seconds from a duration as `{:.1?}` writes it: `200.0ms`, `1.6s`.
 fn seconds(text: &str) -> Option<f64> {
     let (number, unit) = text.split_at(text.find(|c: char| c.is_ascii_alphabetic() || c == 'µ')?);
