@@ -116,7 +116,11 @@ impl Os {
         let opened =
             match tokio::task::spawn_blocking(move || RedbState::open(opening, cosi_redb::Options::default())).await {
                 Ok(opened) => opened,
-                Err(error) => std::panic::resume_unwind(error.into_panic()),
+                Err(error) => match error.try_into_panic() {
+                    Ok(panic) => std::panic::resume_unwind(panic),
+                    // Not run: the process's runtime is shutting down.
+                    Err(error) => return Err(cosi::Error::other(error).into()),
+                },
             };
         let store = opened
             .map_err(|source| Error::Store { path: store_path.display().to_string(), source: Box::new(source) })?;

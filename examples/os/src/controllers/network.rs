@@ -536,15 +536,19 @@ impl AddressSpecController {
     }
 
     /// Makes every change of `net.json` wake the controller, from now on.
+    /// A new watch wakes it once too: the file may have been fixed between
+    /// the read that failed and the watch's start, which no event reports.
     fn watch_net_file(&mut self, ctx: &Ctx<Self>) -> Result<(), Error> {
         if self.watch.is_none() {
             let waker = ctx.waker();
             let dir = self.env.sandbox.resolve("run/kernel")?;
             let name = NET_FILE.rsplit('/').next().unwrap_or(NET_FILE);
+            let on_change = waker.clone();
             let watch =
-                FileWatch::start(&self.env.tasks, &dir, name, self.env.timings.file_debounce, move || waker.wake())
+                FileWatch::start(&self.env.tasks, &dir, name, self.env.timings.file_debounce, move || on_change.wake())
                     .map_err(|source| Error::Watch { path: dir.display().to_string(), source })?;
             self.watch = Some(watch);
+            waker.wake();
         }
         Ok(())
     }
