@@ -693,48 +693,6 @@ mod tests {
         assert_eq!(address(&updated), address(&first), "an update copied the owner's name");
     }
 
-    /// An update whose metadata names another owner than the stored one (a
-    /// claim, a hand-over, a release) is refused and changes nothing: the
-    /// owner is set at create. Go COSI would store the new owner; ignoring
-    /// it instead would answer a Go client with a resource whose owner
-    /// differs from the one it sent, which its client reports as a failure
-    /// of a write that was stored.
-    #[tokio::test]
-    async fn an_update_cannot_change_the_owner() {
-        let state = MemoryState::default();
-        let unowned = state.create_dynamic(resource("ns", "unowned"), CreateOptions::default()).await.unwrap();
-        let owned = state.create_dynamic(resource("ns", "owned"), CreateOptions::owner("a")).await.unwrap();
-        let kind = Kind::new("ns", "Things.test.cosi.dev");
-        let mut watch = state.watch_kind_dynamic(&kind, WatchKindOptions::default()).await.unwrap();
-
-        let with_owner = |resource: &DynamicResource, owner: Option<&str>| {
-            let mut resource = resource.clone();
-            resource.metadata_mut().set_owner(owner);
-            resource
-        };
-        let refused = [
-            ("a claim", with_owner(&unowned, Some("b")), UpdateOptions::default()),
-            ("a hand-over", with_owner(&owned, Some("b")), UpdateOptions::owner("a")),
-            ("a release", with_owner(&owned, None), UpdateOptions::owner("a")),
-        ];
-        for (what, update, options) in refused {
-            let err = state.update_dynamic(update, options).await.expect_err(what);
-            assert!(err.is_invalid_argument(), "{what}: expected an invalid argument, got {err:?}");
-        }
-        for before in [&unowned, &owned] {
-            let after = state.get_now(before.metadata().pointer()).expect("stored");
-            assert_eq!(after.metadata(), before.metadata(), "a refused update changed the resource");
-        }
-        // A non-owner naming itself is an owner conflict, as any write of another's resource.
-        let err = state.update_dynamic(with_owner(&owned, Some("b")), UpdateOptions::owner("b")).await.unwrap_err();
-        assert!(err.is_owner_conflict(), "expected an owner conflict, got {err:?}");
-
-        // Nothing was written: the next event is this one.
-        state.create_dynamic(resource("ns", "barrier"), CreateOptions::default()).await.unwrap();
-        let event = watch.recv().await.expect("an event");
-        assert_eq!(event.resource().map(DynamicResource::id), Some("barrier"), "a refused update wrote: {event:?}");
-    }
-
     /// Loads one resource of a kind without a type number, in namespace
     /// `a`; holds a batch that destroys until `release` has a message.
     struct GatedStore {
