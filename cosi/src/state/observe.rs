@@ -16,8 +16,10 @@ use crate::state::Event;
 ///
 /// [`observe`](Observer::observe) runs inside the write, with the
 /// collection's lock held, once per change in the order the state made them
-/// (the order of its history): it must not block, write to the state or
-/// panic. Waking a task or putting an item on a queue is what it is for.
+/// (the order of its history): it must not block, panic, or call the state
+/// at all (a write, or even a read of the kind it observes, would wait for
+/// the lock it runs under). Waking a task or putting an item on a queue is
+/// what it is for.
 pub trait Observer: Send + Sync + 'static {
     /// One change: `Created`, `Updated` or `Destroyed`, with its bookmark.
     fn observe(&self, event: &Event);
