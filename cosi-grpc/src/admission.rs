@@ -30,7 +30,6 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::time::Instant;
 use tonic::Status;
 use tonic::body::Body;
-use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use tower::{Layer, Service, ServiceExt};
 
 use crate::limits::{Client, Limits};
@@ -173,11 +172,7 @@ where
 
 /// Who `request` counts against (see the module's documentation).
 fn client<B>(request: &Request<B>) -> Option<Client> {
-    let extensions = request.extensions();
-    if let Some(tls) = extensions.get::<TlsConnectInfo<TcpConnectInfo>>() {
-        return tls.peer_certs().and_then(|chain| chain.first().cloned()).map(Client::Certificate);
-    }
-    extensions.get::<TcpConnectInfo>().and_then(TcpConnectInfo::remote_addr).map(Client::Connection)
+    Client::of(request.extensions().get(), request.extensions().get())
 }
 
 /// Never sent: a channel that only closes.

@@ -35,7 +35,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 use tonic::transport::CertificateDer;
-use tonic::transport::server::Connected;
+use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
 
 /// The default limit on a request message: 4 MiB, gRPC's usual limit (and Go's default).
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 << 20;
@@ -185,6 +185,18 @@ pub(crate) enum Client {
     Certificate(CertificateDer<'static>),
     /// A connection on a trusted transport: its remote address is unique while it is open.
     Connection(SocketAddr),
+}
+
+impl Client {
+    /// Who a call counts against, from its connection's information in the
+    /// request's extensions: the certificate over mutual TLS, else the TCP
+    /// connection; `None` on a Unix socket or another transport.
+    pub(crate) fn of(tls: Option<&TlsConnectInfo<TcpConnectInfo>>, tcp: Option<&TcpConnectInfo>) -> Option<Client> {
+        match tls {
+            Some(tls) => tls.peer_certs().and_then(|chain| chain.first().cloned()).map(Client::Certificate),
+            None => tcp.and_then(TcpConnectInfo::remote_addr).map(Client::Connection),
+        }
+    }
 }
 
 /// Counts the open watches, per client and in all, and refuses one too many.

@@ -92,14 +92,10 @@ impl StateService {
     }
 
     /// Who the caller's watches count against: its certificate over mutual
-    /// TLS, else its connection (`None` on a Unix socket).
-    fn client<T>(&self, request: &Request<T>) -> Option<Client> {
-        match self.authenticator {
-            Authenticator::Certificates => {
-                request.peer_certs().and_then(|chain| chain.first().cloned()).map(Client::Certificate)
-            }
-            Authenticator::Trusted => request.remote_addr().map(Client::Connection),
-        }
+    /// TLS, else its connection (`None` on a Unix socket), as its requests
+    /// are counted (`admission.rs`).
+    fn client<T>(request: &Request<T>) -> Option<Client> {
+        Client::of(request.extensions().get(), request.extensions().get())
     }
 
     fn check_write(role: Role) -> Result<(), Status> {
@@ -431,7 +427,7 @@ impl proto::state_server::State for StateService {
     async fn watch(&self, request: Request<proto::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
         let role = self.role(&request)?;
         // Counted before anything is set up; released when the stream is dropped.
-        let permit = self.watches.open(self.client(&request))?;
+        let permit = self.watches.open(Self::client(&request))?;
         let request = request.into_inner();
         let r#type = request.r#type.clone();
         // Watched before the check, so that no change of definition slips between the two.

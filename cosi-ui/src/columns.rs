@@ -1,8 +1,34 @@
 //! Print columns: a resource definition's extra table columns, evaluated
 //! against a spec. The templates are a small JSONPath subset: `{.a.b}`,
-//! `{.list[0]}`, `{.list[*]}` (or `{.list[:]}`).
+//! `{.list[0]}`, `{.list[*]}` (or `{.list[:]}`). And the spec they are
+//! evaluated against, as `cosictl get` and the page show it.
 
-use serde_json::Value;
+use cosi::resource::DynamicResource;
+use serde_json::{Map, Value};
+
+/// The spec as a JSON value: typed specs through serde, encoded ones from
+/// their YAML text (aliases bounded, `cosi::resource::from_yaml`); `null`
+/// without either. Or why it cannot be shown: YAML that does not decode, or
+/// whose aliases expand it too far.
+pub fn spec(resource: &DynamicResource) -> Result<Value, String> {
+    if let Some(spec) = resource.spec().as_serialize() {
+        return serde_json::to_value(spec).map_err(|err| err.to_string());
+    }
+    match resource.spec().as_encoded().and_then(|encoded| encoded.yaml.as_deref()) {
+        Some(text) => cosi::resource::from_yaml::<Value>(text).map_err(|err| err.to_string()),
+        None => Ok(Value::Null),
+    }
+}
+
+/// Adds the spec to a resource's document: `spec`, and `specError` with
+/// why when it cannot be shown (then `spec` is `null`).
+pub fn insert_spec(document: &mut Map<String, Value>, resource: &DynamicResource) {
+    let shown = spec(resource).unwrap_or_else(|error| {
+        document.insert("specError".into(), Value::String(format!("the spec cannot be shown: {error}")));
+        Value::Null
+    });
+    document.insert("spec".into(), shown);
+}
 
 /// Evaluates a print column's JSONPath `template` against `spec`: strings
 /// as they are, other values as JSON, several values joined with commas;

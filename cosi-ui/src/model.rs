@@ -110,36 +110,15 @@ pub(crate) struct Change {
     pub(crate) change: &'static str,
 }
 
-/// The spec as a JSON value: typed specs through serde, encoded ones from
-/// their YAML text; `null` without either, or when the text does not decode.
+/// The spec as a JSON value; `null` when it cannot be shown.
 pub(crate) fn spec_value(resource: &DynamicResource) -> Value {
-    decode_spec(resource).unwrap_or(Value::Null)
-}
-
-/// The spec as a JSON value, or why it cannot be shown (YAML that does not
-/// decode, or whose aliases expand it too far).
-fn decode_spec(resource: &DynamicResource) -> Result<Value, String> {
-    if let Some(spec) = resource.spec().as_serialize() {
-        return serde_json::to_value(spec).map_err(|err| err.to_string());
-    }
-    match resource.spec().as_encoded().and_then(|encoded| encoded.yaml.as_deref()) {
-        Some(text) => cosi::resource::from_yaml::<Value>(text).map_err(|err| err.to_string()),
-        None => Ok(Value::Null),
-    }
+    crate::columns::spec(resource).unwrap_or(Value::Null)
 }
 
 /// The resource as YAML: its metadata and its spec, as `cosictl get -o yaml` prints it.
 pub(crate) fn yaml(resource: &DynamicResource) -> String {
     let mut document = serde_json::Map::new();
     document.insert("metadata".into(), serde_json::to_value(resource.metadata()).unwrap_or(Value::Null));
-    match decode_spec(resource) {
-        Ok(spec) => {
-            document.insert("spec".into(), spec);
-        }
-        Err(error) => {
-            document.insert("spec".into(), Value::Null);
-            document.insert("specError".into(), Value::String(format!("the spec cannot be shown: {error}")));
-        }
-    }
+    crate::columns::insert_spec(&mut document, resource);
     serde_yaml_ng::to_string(&Value::Object(document)).unwrap_or_default()
 }

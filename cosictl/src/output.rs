@@ -44,7 +44,7 @@ impl Printer {
         match self.format {
             Format::Table => {
                 let metadata = row.resource.metadata();
-                let spec = spec_value(row.resource).unwrap_or(Value::Null);
+                let spec = cosi_ui::columns::spec(row.resource).unwrap_or(Value::Null);
                 let mut cells = Vec::new();
                 if self.watch {
                     cells.push(row.event.unwrap_or("").to_owned());
@@ -122,30 +122,13 @@ pub(crate) fn printable(text: &str) -> String {
         .collect()
 }
 
-/// The spec as a JSON value, from its YAML text; `null` without one, and
-/// why when the text does not decode (or its aliases expand it too far).
-fn spec_value(resource: &DynamicResource) -> Result<Value, String> {
-    match resource.spec().as_encoded().and_then(|encoded| encoded.yaml.as_deref()) {
-        Some(text) => cosi::resource::from_yaml::<Value>(text).map_err(|err| err.to_string()),
-        None => Ok(Value::Null),
-    }
-}
-
 fn document(row: Row<'_>) -> Value {
     let mut document = serde_json::Map::new();
     if let Some(event) = row.event {
         document.insert("event".into(), Value::String(event.into()));
     }
     document.insert("metadata".into(), serde_json::to_value(row.resource.metadata()).unwrap_or(Value::Null));
-    match spec_value(row.resource) {
-        Ok(spec) => {
-            document.insert("spec".into(), spec);
-        }
-        Err(error) => {
-            document.insert("spec".into(), Value::Null);
-            document.insert("specError".into(), Value::String(format!("the spec's YAML cannot be shown: {error}")));
-        }
-    }
+    cosi_ui::columns::insert_spec(&mut document, row.resource);
     Value::Object(document)
 }
 
