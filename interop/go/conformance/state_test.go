@@ -6,8 +6,10 @@
 package conformance
 
 import (
+	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/stretchr/testify/suite"
@@ -48,6 +50,15 @@ func connect(t *testing.T) state.State {
 	return state.WrapCore(client.NewAdapter(v1alpha1.NewStateClient(conn)))
 }
 
+// TestStateSuiteOverGRPC runs Go COSI's suite. Its TestTeardownAndDestroy is
+// skipped by the driver (`-skip`): over any remote state it races with itself.
+// Its watcher removes the finalizer with the test's context, and the test
+// cancels that context as soon as TeardownAndDestroy returns, which can be
+// before the watcher has read the reply to its own update: grpc-go then
+// reports the call as cancelled. It fails so about once in 300 runs on two
+// busy cores against Go COSI's own gRPC server as well as against ours.
+// TestTeardownAndDestroyOverGRPC below checks the same behaviour without the
+// race.
 func TestStateSuiteOverGRPC(t *testing.T) {
 	suite.Run(t, &conformance.StateSuite{
 		State:      connect(t),
@@ -82,4 +93,64 @@ func TestMetaResources(t *testing.T) {
 	namespace, err := safe.StateGet[*meta.Namespace](t.Context(), st, meta.NewNamespace(meta.NamespaceName, meta.NamespaceSpec{}).Metadata())
 	require.NoError(t, err)
 	require.NotEmpty(t, namespace.TypedSpec().Description)
+}
+
+// TestTeardownAndDestroyOverGRPC is Go COSI's TestTeardownAndDestroy with the
+// watcher's calls under a context of their own, cancelled only once the
+// watcher has seen the resource destroyed: TeardownAndDestroy waits for the
+// finalizer that another client removes, then destroys the resource.
+func TestTeardownAndDestroyOverGRPC(t *testing.T) {
+	st := connect(t)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+
+	const finalizer = "A"
+
+	res := conformance.NewPathResource("default", "tmp/teardown-and-destroy")
+	events := make(chan state.Event)
+
+	require.NoError(t, st.WatchKind(ctx, conformance.NewPathResource("default", "").Metadata(), events, state.WithBootstrapContents(true)))
+
+	watcher := make(chan error, 1)
+
+	go func() {
+		for {
+			var event state.Event
+
+			select {
+			case <-ctx.Done():
+				watcher <- ctx.Err()
+
+				return
+			case event = <-events:
+			}
+
+			switch {
+			case event.Type == state.Errored:
+				watcher <- event.Error
+
+				return
+			case event.Resource == nil || event.Resource.Metadata().ID() != res.Metadata().ID():
+			case event.Type == state.Destroyed:
+				watcher <- nil
+
+				return
+			case event.Resource.Metadata().Phase() == resource.PhaseTearingDown && event.Resource.Metadata().Finalizers().Has(finalizer):
+				if err := st.RemoveFinalizer(ctx, event.Resource.Metadata(), finalizer); err != nil {
+					watcher <- err
+
+					return
+				}
+			}
+		}
+	}()
+
+	require.NoError(t, st.Create(ctx, res))
+	require.NoError(t, st.AddFinalizer(ctx, res.Metadata(), finalizer))
+	require.NoError(t, st.TeardownAndDestroy(ctx, res.Metadata()))
+	require.NoError(t, <-watcher, "the watcher removes the finalizer and sees the resource destroyed")
+
+	_, err := st.Get(ctx, res.Metadata())
+	require.True(t, state.IsNotFoundError(err), "the resource is destroyed, got %v", err)
 }
