@@ -449,6 +449,43 @@ async fn a_client_sending_more_than_its_share_is_refused_and_others_are_served()
     }
 }
 
+/// Half-sent requests count against their client too. Which of one
+/// connection's concurrent requests is over its share is the server's to say:
+/// each stream's call runs in a task of its own, in no fixed order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_connection_half_sending_more_than_its_share_has_one_refused() {
+    let day = Duration::from_secs(86_400);
+    let limits = Limits {
+        max_requests_in_flight: 1,
+        max_requests_in_flight_per_client: 2,
+        request_timeout: day,
+        ..Limits::default()
+    };
+    let address = start(Server::new(MemoryState::default()).limits(limits)).await;
+    let mut connection = h2_connection(address).await;
+    let mut streams = Vec::new();
+    for _ in 0..3 {
+        streams.push(half_sent_on(&mut connection, address).await);
+    }
+    let (refused, index, mut others) =
+        within(futures_util::future::select_all(streams.iter_mut().map(|stream| &mut stream.response))).await;
+    let refused = refused.expect("a response");
+    assert_eq!(refused.headers().get("grpc-status").expect("a trailers-only status"), "8", "{refused:?}");
+    let message = refused.headers().get("grpc-message").expect("a message");
+    assert!(message.to_str().expect("ASCII").contains("the%20most%20one%20client%20may"), "{message:?}");
+    for other in &mut others {
+        assert!(still_waits(other).await, "a request within its share was answered without a place");
+    }
+    drop(others);
+
+    // The connection's two others hold a place and wait for one: a reset frees both.
+    streams.remove(index);
+    drop(streams);
+    let mut other = raw(address).await;
+    let get = proto::GetRequest { namespace: NS.into(), r#type: TYPE.into(), id: "x".into(), options: None };
+    assert_eq!(within(other.get(get)).await.expect_err("not found").code(), Code::NotFound);
+}
+
 /// A request holds its place while it arrives, not while the state answers:
 /// a `TeardownAndDestroy` waiting for finalizers, longer than the request
 /// timeout, is neither cut short nor in the way of other requests.
