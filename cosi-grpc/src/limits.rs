@@ -11,8 +11,8 @@
 //! for the watch counts, `INVALID_ARGUMENT` for oversized queries,
 //! `OUT_OF_RANGE` for oversized messages, `CANCELLED` for a request that
 //! does not arrive in time); the connection and every other client go on.
-//! The bound on connections makes the next one wait in the listen backlog;
-//! a request finding every place to arrive in taken waits for one, within
+//! The bound on connections makes the next one wait in the listen backlog,
+//! and one address over its share of them is closed at once; a request finding every place to arrive in taken waits for one, within
 //! its time, and one over its client's share is refused (`admission.rs`).
 //!
 //! What a request can hold is the size it declares: tonic reserves a
@@ -23,7 +23,7 @@
 //! [`Limits::request_timeout`].
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -98,6 +98,14 @@ pub struct Limits {
     /// so connections that never finish their TLS handshake count too (each
     /// for at most [`Limits::tls_handshake_timeout`]). At least 1.
     pub max_connections: usize,
+    /// The most connections one address may hold open at once (default 256, a
+    /// quarter of [`Limits::max_connections`]): one more is closed as soon
+    /// as it is accepted, before any TLS, so that clients with no certificate
+    /// cannot take every connection from one machine. An IPv6 address counts
+    /// with its whole /64 network, which one host usually has to itself.
+    /// Clients behind one NAT share an address: raise it for a fleet that
+    /// connects through one. At least 1.
+    pub max_connections_per_address: usize,
     /// The most requests the server receives at once, over all connections
     /// (default 128): a request counts from its headers until its message
     /// has arrived, not while the state answers it (see `admission.rs`). The
@@ -148,6 +156,7 @@ impl Default for Limits {
             max_watches_per_client: 1_000,
             max_watches: 10_000,
             max_connections: 1_000,
+            max_connections_per_address: 256,
             max_requests_in_flight: 128,
             max_requests_in_flight_per_client: 32,
             request_timeout: Duration::from_secs(60),
@@ -270,30 +279,107 @@ impl Drop for WatchPermit {
     }
 }
 
-/// The connections `incoming` yields, at most `max` open at once: the next
-/// is not accepted until one of them is dropped.
+/// The connections `incoming` yields, at most `limits.max_connections` open
+/// at once (the next is not accepted until one of them is dropped), and at
+/// most `limits.max_connections_per_address` from one address, which
+/// `address` tells (one more is closed at once; `None`, as on a Unix socket,
+/// counts in all only).
 pub(crate) fn capped<IO, E>(
     incoming: impl Stream<Item = Result<IO, E>> + Send + 'static,
-    max: usize,
+    limits: &Limits,
+    address: fn(&IO) -> Option<IpAddr>,
 ) -> impl Stream<Item = Result<Counted<IO>, E>> + Send + 'static
 where
     IO: Send + 'static,
     E: Send + 'static,
 {
-    let open = Arc::new(Semaphore::new(max.clamp(1, Semaphore::MAX_PERMITS)));
-    futures_util::stream::unfold((Box::pin(incoming), open), |(mut incoming, open)| async move {
-        // Never closed, so never an error.
-        let permit = Arc::clone(&open).acquire_owned().await.ok()?;
-        let accepted = futures_util::StreamExt::next(&mut incoming).await?;
-        Some((accepted.map(|io| Counted { io, _permit: permit }), (incoming, open)))
-    })
+    let open = Arc::new(Semaphore::new(limits.max_connections.clamp(1, Semaphore::MAX_PERMITS)));
+    let addresses =
+        Arc::new(Addresses { per_address: limits.max_connections_per_address.max(1), ..Addresses::default() });
+    futures_util::stream::unfold(
+        (Box::pin(incoming), open, addresses),
+        move |(mut incoming, open, addresses)| async move {
+            loop {
+                // Never closed, so never an error.
+                let permit = Arc::clone(&open).acquire_owned().await.ok()?;
+                let io = match futures_util::StreamExt::next(&mut incoming).await? {
+                    Ok(io) => io,
+                    Err(error) => return Some((Err(error), (incoming, open, addresses))),
+                };
+                let share = match address(&io).map(network) {
+                    None => None,
+                    Some(network) => match addresses.enter(network) {
+                        Some(share) => Some(share),
+                        None => {
+                            tracing::debug!(%network, limit = addresses.per_address, "closed a connection over its address's share");
+                            continue;
+                        }
+                    },
+                };
+                return Some((Ok(Counted { io, _permit: permit, _share: share }), (incoming, open, addresses)));
+            }
+        },
+    )
 }
 
-/// A connection counted towards [`Limits::max_connections`] until it is dropped.
+/// What one address's connections count against: the address itself for
+/// IPv4, the /64 network for IPv6 (an IPv4 address mapped into IPv6 is IPv4).
+fn network(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V4(_) => address,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from_bits(v6.to_bits() & !((1 << 64) - 1))),
+        },
+    }
+}
+
+/// The open connections of each address (see [`Limits::max_connections_per_address`]).
+#[derive(Debug, Default)]
+struct Addresses {
+    per_address: usize,
+    open: Mutex<HashMap<IpAddr, usize>>,
+}
+
+impl Addresses {
+    /// Counts one more connection of `network`, unless it has its share already.
+    fn enter(self: &Arc<Self>, network: IpAddr) -> Option<AddressShare> {
+        let mut open = self.open.lock();
+        let count = open.entry(network).or_insert(0);
+        if *count >= self.per_address {
+            return None;
+        }
+        *count += 1;
+        Some(AddressShare { addresses: Arc::clone(self), network })
+    }
+}
+
+/// One connection counted against its address, until dropped.
+#[derive(Debug)]
+struct AddressShare {
+    addresses: Arc<Addresses>,
+    network: IpAddr,
+}
+
+impl Drop for AddressShare {
+    fn drop(&mut self) {
+        let mut open = self.addresses.open.lock();
+        if let Some(count) = open.get_mut(&self.network) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.network);
+            }
+        }
+    }
+}
+
+/// A connection counted towards [`Limits::max_connections`] (and its
+/// address's share) until it is dropped.
 #[derive(Debug)]
 pub(crate) struct Counted<IO> {
     io: IO,
     _permit: OwnedSemaphorePermit,
+    _share: Option<AddressShare>,
 }
 
 impl<IO: Connected> Connected for Counted<IO> {
@@ -365,7 +451,8 @@ mod tests {
         use futures_util::{FutureExt as _, StreamExt as _};
 
         let incoming = futures_util::stream::iter((0..3).map(|_| Ok::<_, std::io::Error>(tokio::io::duplex(64).0)));
-        let mut connections = std::pin::pin!(capped(incoming, 2));
+        let limits = Limits { max_connections: 2, ..Limits::default() };
+        let mut connections = std::pin::pin!(capped(incoming, &limits, |_| None));
         let first = connections.next().await.expect("a first connection").expect("accepted");
         let _second = connections.next().await.expect("a second connection").expect("accepted");
         assert!(connections.next().now_or_never().is_none(), "a third is not accepted while two are open");
@@ -373,6 +460,40 @@ mod tests {
         let third = connections.next().now_or_never().expect("accepted once one closed");
         assert!(matches!(third, Some(Ok(_))));
         assert!(connections.next().now_or_never().is_none(), "the cap holds again");
+    }
+
+    #[tokio::test]
+    async fn an_address_over_its_share_is_closed_and_others_are_accepted() {
+        use futures_util::{FutureExt as _, StreamExt as _};
+
+        // Each connection is its peer's address; the fifth is from a Unix socket.
+        let peers = ["10.0.0.1", "10.0.0.1", "10.0.0.1", "::ffff:10.0.0.1", "", "10.0.0.2", "10.0.0.1"];
+        let incoming = futures_util::stream::iter(peers.map(Ok::<_, std::io::Error>));
+        let limits = Limits { max_connections_per_address: 2, ..Limits::default() };
+        let mut connections = std::pin::pin!(capped(incoming, &limits, |peer| peer.parse().ok()));
+        let mut next = || connections.next().now_or_never().flatten().map(|accepted| accepted.expect("no error"));
+        // Each accepted connection is held (counted) until the end.
+        let first = next().expect("the address's first");
+        let second = next().expect("its second");
+        assert_eq!((first.io, second.io), ("10.0.0.1", "10.0.0.1"));
+        // Its third and fourth (the same address, mapped into IPv6) are closed.
+        let unix = next().expect("on to the next connection");
+        assert_eq!(unix.io, "", "a Unix socket's counts in all only");
+        assert_eq!(next().expect("another address").io, "10.0.0.2");
+        drop(first);
+        assert_eq!(next().expect("the first's share is free again").io, "10.0.0.1");
+        assert!(next().is_none());
+        drop(second);
+    }
+
+    #[test]
+    fn ipv6_addresses_count_by_their_64_bit_network() {
+        let network = |address: &str| super::network(address.parse().expect("an address")).to_string();
+        assert_eq!(network("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::");
+        assert_eq!(network("2001:db8:1:2::1"), network("2001:db8:1:2:ffff::"));
+        assert_ne!(network("2001:db8:1:2::1"), network("2001:db8:1:3::1"));
+        assert_eq!(network("::ffff:192.0.2.7"), "192.0.2.7");
+        assert_eq!(network("192.0.2.7"), "192.0.2.7");
     }
 
     #[test]

@@ -212,9 +212,9 @@ impl Server {
     {
         // Never stopped: the watches end with their connections.
         let (_, stopped) = watch::channel(false);
-        let max_connections = self.limits.max_connections;
+        let incoming = capped(incoming, &self.limits, |_| None);
         let router = self.router(Authenticator::Trusted, stopped, None)?;
-        Ok(router.serve_with_incoming(capped(incoming, max_connections)).await?)
+        Ok(router.serve_with_incoming(incoming).await?)
     }
 }
 
@@ -273,11 +273,12 @@ impl Listening {
                     let incoming = TcpIncoming::from(listener)
                         .with_nodelay(Some(true))
                         .with_keepalive(Some(limits.keepalive_interval));
-                    Box::pin(router.serve_with_incoming_shutdown(capped(incoming, limits.max_connections), signal))
+                    let incoming = capped(incoming, &limits, |tcp| tcp.peer_addr().ok().map(|peer| peer.ip()));
+                    Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
                 }
                 Listener::Unix(listener, path) => {
                     _cleanup = RemoveOnDrop(path);
-                    let incoming = capped(UnixListenerStream::new(listener), limits.max_connections);
+                    let incoming = capped(UnixListenerStream::new(listener), &limits, |_| None);
                     Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
                 }
             };

@@ -1,7 +1,8 @@
 //! A hostile client against the server's limits (see `limits.rs` and
 //! `admission.rs`): too many watches, huge queries, oversized responses,
-//! half-sent requests, more requests than its share, too many connections; each gets a clear status or waits its turn while another
-//! client keeps being served. Also the failures that used to stay
+//! half-sent requests, more requests than its share, too many connections
+//! (in all and from one address); each gets a clear status, waits its turn
+//! or is closed while another client keeps being served. Also the failures that used to stay
 //! silent or say too much: backend error texts, and a shutdown stuck on a call.
 
 mod support;
@@ -561,4 +562,48 @@ async fn a_connection_over_the_cap_waits_until_another_closes() {
     assert!(still_waits(&mut third).await, "a third connection was served while two were open");
     drop(first);
     assert_eq!(within(third).await.expect_err("not found").code(), Code::NotFound);
+}
+
+/// Connections from one address past its share are closed at once, before a
+/// byte; other addresses are served (all of 127.0.0.0/8 is loopback on Linux).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_an_address_share_are_closed_and_other_addresses_are_served() {
+    use tokio::io::AsyncReadExt as _;
+
+    let limits = Limits { max_connections_per_address: 2, ..Limits::default() };
+    let address = start(Server::new(MemoryState::default()).limits(limits)).await;
+    let from = move |local: &'static str| async move {
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        socket.bind(local.parse().expect("a local address")).expect("bind");
+        socket.connect(address).await.expect("connect")
+    };
+    // A served connection starts with the server's HTTP/2 settings.
+    let served = |mut tcp: tokio::net::TcpStream| async move {
+        let mut first = [0_u8; 9];
+        within(tcp.read_exact(&mut first)).await.expect("the server's first frame");
+        assert_eq!(first[3], 0x4, "a SETTINGS frame: {first:?}");
+        tcp
+    };
+    let first = served(from("127.0.0.1:0").await).await;
+    let _second = served(from("127.0.0.1:0").await).await;
+
+    let mut third = from("127.0.0.1:0").await;
+    let mut byte = [0_u8; 1];
+    let read = within(third.read(&mut byte)).await;
+    assert!(matches!(read, Ok(0) | Err(_)), "a third from one address is closed, got {read:?}");
+
+    let _elsewhere = served(from("127.0.0.2:0").await).await;
+    drop(first);
+    // The server notices the close when it reads next; until then it counts it.
+    let again = within(async {
+        loop {
+            let mut tcp = from("127.0.0.1:0").await;
+            if tcp.read(&mut byte).await.is_ok_and(|read| read > 0) {
+                break tcp;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    drop(again);
 }
