@@ -69,7 +69,7 @@ async fn populate(endpoint: &str) -> Client {
     registry.register_definition(definition("Links.net.example.org", &[], &[])).await.expect("register");
     registry.register_definition(definition("Links.other.example.org", &[], &[])).await.expect("register");
     client
-        .create_dynamic(resource("Hostnames.net.example.org", "default", "hostname: talos\n"), CreateOptions::default())
+        .create_dynamic(resource("Hostnames.net.example.org", "default", "hostname: talos\ndomainname: example.org\n"), CreateOptions::default())
         .await
         .expect("create");
     client
@@ -104,10 +104,15 @@ async fn get_resolves_aliases_and_prints_every_format() {
         serde_yaml_ng::from_str(yaml.trim_start_matches("---\n")).expect("one YAML document");
     assert_eq!(document["spec"]["hostname"].as_str(), Some("talos"), "{yaml}");
     assert_eq!(document["metadata"]["id"].as_str(), Some("default"), "{yaml}");
+    // Keys keep their order: the metadata first, and the spec's as its author wrote them.
+    let at = |text: &str| yaml.find(text).unwrap_or_else(|| panic!("{text:?} in {yaml}"));
+    assert!(at("metadata:") < at("spec:"), "{yaml}");
+    assert!(at("hostname: talos") < at("domainname: example.org"), "{yaml}");
 
     let json = stdout(&get(&endpoint, &["hostname", "-o", "json"]));
     let document: serde_json::Value = serde_json::from_str(json.trim()).expect("one JSON object");
     assert_eq!(document["spec"]["hostname"], "talos", "{json}");
+    assert!(json.find("\"hostname\"") < json.find("\"domainname\""), "{json}");
 
     // The endpoint may also come first, as `cosictl -e unix:sandbox/cosi.sock get hostname` has it.
     let before = Command::new(COSICTL).args(["-e", &endpoint, "get", "hostname"]).output().expect("cosictl runs");
