@@ -69,7 +69,10 @@ async fn populate(endpoint: &str) -> Client {
     registry.register_definition(definition("Links.net.example.org", &[], &[])).await.expect("register");
     registry.register_definition(definition("Links.other.example.org", &[], &[])).await.expect("register");
     client
-        .create_dynamic(resource("Hostnames.net.example.org", "default", "hostname: talos\ndomainname: example.org\n"), CreateOptions::default())
+        .create_dynamic(
+            resource("Hostnames.net.example.org", "default", "hostname: talos\ndomainname: example.org\n"),
+            CreateOptions::default(),
+        )
         .await
         .expect("create");
     client

@@ -214,6 +214,7 @@ macro_rules! __state_conformance_module {
             watch_for,
             watch,
             watch_with_tail_events,
+            watch_with_tail_events_of_interleaved_ids,
             watch_with_bookmarks,
             watch_kind_with_bookmarks,
             parallel_destroy,

@@ -128,6 +128,43 @@ pub async fn watch_with_tail_events(state: Arc<dyn State>) {
     }
 }
 
+/// Tail events of one resource count that resource's events only, however
+/// the history interleaves them with another's, and the watch goes on with
+/// that resource's changes alone (Go walks back until it has found as many
+/// of the ID's events as asked for).
+pub async fn watch_with_tail_events_of_interleaved_ids(state: Arc<dyn State>) {
+    let ns = namespace("watch-tail-interleaved");
+    let a = path_pointer(&ns, "a");
+    let mut live =
+        Reader::new("the live watch of a", ok("watch", state.watch_dynamic(&a, WatchOptions::default())).await, false);
+    check_event(&live.next().await, EventType::Destroyed, &a);
+
+    let update = |resource: DynamicResource| state.update_dynamic(resource, UpdateOptions::default());
+    let mut stored_a = ok("create a", state.create_dynamic(path(&ns, "a"), CreateOptions::default())).await;
+    let mut stored_b = ok("create b", state.create_dynamic(path(&ns, "b"), CreateOptions::default())).await;
+    for _ in 0..3 {
+        stored_a = ok("update a", update(stored_a)).await;
+        for _ in 0..2 {
+            stored_b = ok("update b", update(stored_b)).await;
+        }
+    }
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        seen.push(live.next().await);
+    }
+
+    let tail = ok("watch with two tail events", state.watch_dynamic(&a, WatchOptions::tail(2))).await;
+    let mut tail = Reader::new("the tail watch of a", tail, false);
+    for (index, expected) in seen[2..].iter().enumerate() {
+        assert_same_event(&tail.next().await, expected, &format!("tail event {index} of a, not of b"));
+    }
+    ok("update b", update(stored_b)).await;
+    ok("update a", update(stored_a)).await;
+    let next = live.next().await;
+    check_event(&next, EventType::Updated, &a);
+    assert_same_event(&tail.next().await, &next, "a's next change, past b's");
+}
+
 /// Watchers that do not read while more events than the history holds are written get one
 /// `Errored` event with [`Error::BufferOverrun`], then their watch ends; writers never wait.
 pub async fn buffer_overrun(state: Arc<dyn State>) {
