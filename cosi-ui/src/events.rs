@@ -1,6 +1,7 @@
-//! The event stream (`/api/events`): one kind watch per shown kind, feeding
-//! a hub that keeps each kind's count and each controller's reconcile rate,
-//! and writes server-sent events.
+//! The event stream (`/api/events`): the feed of each shown kind (one watch
+//! per kind, shared by every stream: `feeds.rs`), feeding a hub that keeps
+//! each kind's count and each controller's reconcile rate, and writes
+//! server-sent events.
 //!
 //! Events, each a JSON object:
 //!
@@ -12,17 +13,20 @@
 //! - `ready`: every watch has sent the current state;
 //! - `failure`: a watch failed; the stream goes on without it.
 //!
-//! Everything a stream holds (its watches and its hub) ends when the client
-//! closes the stream, or when the server shuts down.
+//! Everything a stream holds (its hub, its place in the feeds, and a feed
+//! no other stream holds) ends when the client closes the stream, or when
+//! the server shuts down.
 //!
 //! The hub waits for its client only briefly: when the client's buffer
 //! stays full for a second (a client that stopped reading, or reads slower
-//! than the state changes), the hub and the watches end, and the stream
-//! ends after what the buffer holds; the page's `EventSource` reconnects
-//! and starts over. A burst that a reading client drains in time ends nothing.
-//! Waiting instead would stop the watches, and, through a gRPC state, the
-//! unread watch data would fill the connection's flow-control window,
-//! which every other stream and request of the page shares.
+//! than the state changes), the hub and its readers of the feeds end, and
+//! the stream ends after what the buffer holds; the page's `EventSource`
+//! reconnects and starts over. A burst that a reading client drains in time
+//! ends nothing. The same holds for a stream that falls too far behind a
+//! feed. Waiting instead would hold up the feeds every other stream shares,
+//! and, through a gRPC state, the unread watch data would fill the
+//! connection's flow-control window, which every other stream and request
+//! of the page shares.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
@@ -35,16 +39,17 @@ use std::time::Duration;
 use axum::response::sse::Event as SseEvent;
 use cosi::resource::{DynamicResource, Kind};
 use cosi::runtime::{ControllerStatus, GraphInput, GraphOutput};
-use cosi::state::{Event, WatchKindOptions};
 use futures_util::Stream;
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard, WaitForCancellationFutureOwned};
 
 use crate::Ui;
+use crate::feeds::Item;
 use crate::model::{Change, ControllerView, Count};
 
-/// How many watch events may wait for the hub; a watch waits when it is full.
+/// How many feed messages may wait for the hub; a stream's reader of a feed
+/// waits when it is full (and falls behind the feed).
 const WATCH_BUFFER: usize = 1024;
 /// How many events may wait for the client.
 const CLIENT_BUFFER: usize = 1024;
@@ -78,13 +83,13 @@ impl Stream for EventStream {
 }
 
 /// Counts one open stream or watch for as long as it lives.
-struct OpenGuard {
+pub(crate) struct OpenGuard {
     ui: Ui,
     watch: bool,
 }
 
 impl OpenGuard {
-    fn new(ui: &Ui, watch: bool) -> Self {
+    pub(crate) fn new(ui: &Ui, watch: bool) -> Self {
         let counter = if watch { &ui.open.watches } else { &ui.open.streams };
         counter.fetch_add(1, Ordering::AcqRel);
         OpenGuard { ui: ui.clone(), watch }
@@ -98,23 +103,20 @@ impl Drop for OpenGuard {
     }
 }
 
-/// What a kind's watch tells the hub.
-enum Watched {
-    Event(Kind, Event),
-    Failed(Kind, String),
-}
+/// What a kind's feed tells the hub.
+struct Watched(Kind, Item);
 
-/// Opens the watches of `kinds`, but for those this connection may not read,
-/// and the stream of their events.
+/// Joins the feeds of `kinds` (`feeds.rs`), but for those this connection
+/// may not read, and opens the stream of their events.
 pub(crate) async fn open(ui: &Ui, kinds: Vec<(String, String)>) -> cosi::Result<EventStream> {
     let cancel = ui.shutdown.child_token();
     let (watched_tx, watched_rx) = mpsc::channel(WATCH_BUFFER);
-    let mut watches = Vec::with_capacity(kinds.len());
+    let mut feeds = Vec::with_capacity(kinds.len());
     let mut refused = Vec::new();
     for (namespace, r#type) in kinds {
         let kind = Kind::new(&namespace, &r#type);
-        match ui.state.watch_kind_dynamic(&kind, WatchKindOptions::bootstrap()).await {
-            Ok(watch) => watches.push((kind, watch)),
+        match ui.feeds.feed(ui, &kind).await {
+            Ok(feed) => feeds.push((kind, feed)),
             // A type this connection may not read (sensitive, for a reader):
             // the stream leaves it out rather than fail.
             Err(error) if error.is_access_denied() => refused.push(r#type),
@@ -124,25 +126,37 @@ pub(crate) async fn open(ui: &Ui, kinds: Vec<(String, String)>) -> cosi::Result<
     if !refused.is_empty() {
         tracing::debug!(types = ?refused, "the event stream leaves out types this connection may not read");
     }
-    let pending: HashSet<Kind> = watches.iter().map(|(kind, _)| kind.clone()).collect();
-    for (kind, mut watch) in watches {
+    let pending: HashSet<Kind> = feeds.iter().map(|(kind, _)| kind.clone()).collect();
+    for (kind, feed) in feeds {
         let cancel = cancel.clone();
         let sender = watched_tx.clone();
-        let open = OpenGuard::new(ui, true);
+        let (start, mut changes) = feed.join();
         tokio::spawn(async move {
-            let _open = open;
+            // The stream holds the feed open while it lives.
+            let _feed = feed;
+            for item in start {
+                let failed = matches!(item, Item::Failed(_));
+                if sender.send(Watched(kind.clone(), item)).await.is_err() || failed {
+                    return;
+                }
+            }
             loop {
-                let event = tokio::select! {
+                let item = tokio::select! {
                     () = cancel.cancelled() => return,
-                    event = watch.recv() => event,
+                    item = changes.recv() => item,
                 };
-                let message = match event {
-                    None => Watched::Failed(kind.clone(), "the watch ended".to_owned()),
-                    Some(Event::Errored { error }) => Watched::Failed(kind.clone(), error.to_string()),
-                    Some(event) => Watched::Event(kind.clone(), event),
+                let item = match item {
+                    Ok(item) => item,
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        tracing::debug!(%kind, "an event stream fell behind its kind's feed: it ends, for it to start over");
+                        cancel.cancel();
+                        return;
+                    }
+                    // The feed lives while this task holds it.
+                    Err(broadcast::error::RecvError::Closed) => return,
                 };
-                let last = matches!(message, Watched::Failed(..));
-                if sender.send(message).await.is_err() || last {
+                let failed = matches!(item, Item::Failed(_));
+                if sender.send(Watched(kind.clone(), item)).await.is_err() || failed {
                     return;
                 }
             }
@@ -207,22 +221,17 @@ impl Hub {
         cancel.cancel();
     }
 
-    /// Handles one watch message; `false` once the client is gone or too slow.
-    async fn handle(&mut self, message: Watched) -> bool {
-        let (kind, event) = match message {
-            Watched::Failed(kind, error) => {
+    /// Handles one feed message; `false` once the client is gone or too slow.
+    async fn handle(&mut self, Watched(kind, item): Watched) -> bool {
+        let (change, resource) = match item {
+            Item::Failed(error) => {
                 let failure = serde_json::json!({"namespace": kind.namespace(), "type": kind.r#type(), "error": error});
                 return self.send("failure", &failure).await && self.bootstrapped(&kind).await;
             }
-            Watched::Event(kind, event) => (kind, event),
+            Item::Bootstrapped => return self.bootstrapped(&kind).await,
+            Item::Resource(change, resource) => (change, resource),
         };
-        let (resource, change) = match &event {
-            Event::Created { resource, .. } => (resource, "created"),
-            Event::Updated { resource, .. } => (resource, "updated"),
-            Event::Destroyed { resource, .. } => (resource, "destroyed"),
-            Event::Bootstrapped { .. } => return self.bootstrapped(&kind).await,
-            Event::Noop { .. } | Event::Errored { .. } => return true,
-        };
+        let resource = &resource;
         let ids = self.counts.entry(kind.clone()).or_default();
         let counted = match change {
             "destroyed" => ids.remove(resource.id()),

@@ -56,6 +56,7 @@
 mod api;
 pub mod columns;
 mod events;
+mod feeds;
 pub mod layout;
 mod model;
 mod server;
@@ -180,6 +181,8 @@ pub struct Ui {
     state: Arc<dyn State>,
     config: Arc<Config>,
     open: Arc<Open>,
+    /// The kind watches the event streams share.
+    feeds: Arc<feeds::Feeds>,
     /// Cancelled when serving stops: ends the open event streams.
     shutdown: CancellationToken,
 }
@@ -200,7 +203,13 @@ impl std::fmt::Debug for Ui {
 impl Ui {
     /// The page of `state`.
     pub fn new(state: Arc<dyn State>, config: Config) -> Self {
-        Ui { state, config: Arc::new(config), open: Arc::default(), shutdown: CancellationToken::new() }
+        Ui {
+            state,
+            config: Arc::new(config),
+            open: Arc::default(),
+            feeds: Arc::default(),
+            shutdown: CancellationToken::new(),
+        }
     }
 
     /// The HTTP routes, to serve or to call directly.
@@ -229,7 +238,8 @@ impl Ui {
         self.open.streams.load(Ordering::Acquire)
     }
 
-    /// The state watches the open event streams hold now.
+    /// The state watches the open event streams hold now: one per kind
+    /// shown, however many streams show it.
     pub fn open_watches(&self) -> usize {
         self.open.watches.load(Ordering::Acquire)
     }

@@ -201,27 +201,69 @@ async fn eventually(what: &str, done: impl Fn() -> bool) {
     panic!("{what}");
 }
 
+/// The counts and `ready` a stream starts with, by name.
+async fn start_of(events: &mut EventClient) -> Vec<String> {
+    let mut start = Vec::new();
+    loop {
+        let (name, data) = tokio::time::timeout(Duration::from_secs(20), events.next())
+            .await
+            .expect("the start of the stream")
+            .expect("the stream goes on");
+        match name.as_str() {
+            "count" => start.push(format!("{} {}", data["type"].as_str().unwrap_or_default(), data["count"])),
+            "ready" => break,
+            _ => (),
+        }
+    }
+    start.sort();
+    start
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_event_stream_the_client_closes_is_cleaned_up() {
+async fn event_streams_share_one_watch_per_kind_and_the_last_to_close_ends_it() {
     let (state, _runtime) = support::program().await;
-    let ui = Ui::new(state, Config::default());
+    let ui = Ui::new(Arc::clone(&state), Config::default());
     let listening = ui.bind().await.expect("bind");
     let address = listening.local_addr();
     let server = tokio::spawn(listening.serve());
 
     let mut first = EventClient::open(address).await;
-    first.until("ready", |_| true).await;
+    let first_start = start_of(&mut first).await;
+    // One watch per kind: the speller's two, its status, and `meta`'s two.
+    let per_kind = ui.open_watches();
+    assert!(per_kind >= 5, "{per_kind} watches");
+
+    // A stream joining later starts from the kinds as they are now.
+    state.create(Typed::new("nine", Number { value: 9 }), CreateOptions::default()).await.expect("create");
+    first.until("count", |count| count["type"] == Number::TYPE && count["count"] == 2).await;
     let mut second = EventClient::open(address).await;
-    second.until("ready", |_| true).await;
+    let second_start = start_of(&mut second).await;
     assert_eq!(ui.open_streams(), 2);
-    // Each stream watches every kind: the speller's two, its status, and `meta`'s two.
-    let per_stream = ui.open_watches() / 2;
-    assert!(per_stream >= 5, "{} watches", ui.open_watches());
+    assert_eq!(ui.open_watches(), per_kind, "the second stream shares the first's watches");
+    let numbers = |start: &[String]| start.iter().find(|count| count.starts_with(Number::TYPE)).cloned();
+    assert_eq!(numbers(&first_start), Some(format!("{} 1", Number::TYPE)));
+    assert_eq!(numbers(&second_start), Some(format!("{} 2", Number::TYPE)), "{second_start:?}");
+
+    // Both see the next change.
+    state.create(Typed::new("ten", Number { value: 10 }), CreateOptions::default()).await.expect("create");
+    for events in [&mut first, &mut second] {
+        events.until("resource", |change| change["id"] == "ten" && change["change"] == "created").await;
+    }
 
     first.close();
-    eventually("the closed stream's watches end", || ui.open_streams() == 1 && ui.open_watches() == per_stream).await;
+    eventually("the closed stream ends", || ui.open_streams() == 1).await;
+    assert_eq!(ui.open_watches(), per_kind, "the other stream still holds every watch");
+    state.create(Typed::new("eleven", Number { value: 11 }), CreateOptions::default()).await.expect("create");
+    second.until("resource", |change| change["id"] == "eleven").await;
     second.close();
     eventually("every watch ends", || ui.open_streams() == 0 && ui.open_watches() == 0).await;
+
+    // A stream after them all opens the watches afresh.
+    let mut third = EventClient::open(address).await;
+    let third_start = start_of(&mut third).await;
+    assert_eq!(numbers(&third_start), Some(format!("{} 4", Number::TYPE)), "{third_start:?}");
+    assert_eq!(ui.open_watches(), per_kind);
+    third.close();
     server.abort();
 }
 
