@@ -133,10 +133,15 @@ async fn a_client_opening_thousands_of_watches_is_refused_and_others_are_served(
     let status = within(hostile.get(get)).await.expect_err("not found");
     assert_eq!(status.code(), Code::NotFound);
 
-    // Closing watches frees their places.
+    // Closing watches frees their places, once the server has seen them close.
     open.truncate(limit - 10);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    within(hostile.watch(watch_request())).await.expect("a closed watch's place is free again");
+    within(async {
+        while let Err(status) = hostile.watch(watch_request()).await {
+            assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
 }
 
 fn list_request(options: proto::ListOptions) -> proto::ListRequest {
@@ -316,14 +321,21 @@ async fn a_watch_ends_on_a_response_over_the_clients_limit() {
 }
 
 /// A state whose writes fail with an error naming a file of the server's machine,
-/// and whose `get` never returns.
-struct Failing(MemoryState);
+/// and whose `get` never returns (it tells `entered` when one has begun).
+struct Failing(MemoryState, Arc<tokio::sync::Notify>);
+
+impl Failing {
+    fn new() -> Self {
+        Failing(MemoryState::default(), Arc::default())
+    }
+}
 
 const SECRET_PATH: &str = "/var/lib/secret-dir/state.redb";
 
 #[async_trait]
 impl State for Failing {
     async fn get_dynamic(&self, _: &Pointer) -> cosi::Result<DynamicResource> {
+        self.1.notify_one();
         std::future::pending().await
     }
     async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<DynamicResource>> {
@@ -348,7 +360,7 @@ impl State for Failing {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backend_errors_reach_clients_without_their_text() {
-    let address = start(Server::new(Failing(MemoryState::default()))).await;
+    let address = start(Server::new(Failing::new())).await;
     let mut raw = raw(address).await;
     let resource = proto::Resource {
         metadata: Some(proto::Metadata {
@@ -374,7 +386,9 @@ async fn backend_errors_reach_clients_without_their_text() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_ends_within_its_grace_period_despite_a_stuck_call() {
     let limits = Limits { shutdown_grace: Duration::from_millis(300), ..Limits::default() };
-    let listening = Server::new(Failing(MemoryState::default()))
+    let failing = Failing::new();
+    let entered = Arc::clone(&failing.1);
+    let listening = Server::new(failing)
         .limits(limits)
         .bind(&"tcp://127.0.0.1:0".parse().expect("endpoint"), Security::Insecure)
         .await
@@ -386,7 +400,7 @@ async fn shutdown_ends_within_its_grace_period_despite_a_stuck_call() {
     }));
     let stuck = client(address).await;
     let call = tokio::spawn(async move { stuck.get_dynamic(&Pointer::new(NS, TYPE, "never")).await });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    within(entered.notified()).await;
     let _ = stop.send(());
     let served = tokio::time::timeout(Duration::from_secs(10), server).await;
     let served = served.expect("the server stops within its grace period").expect("the server task");
