@@ -431,16 +431,20 @@ async fn half_sent_requests_wait_for_their_turn_and_hold_no_more() {
     assert_eq!(status.code(), Code::NotFound);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_sending_more_than_its_share_is_refused_and_others_are_served() {
-    let day = Duration::from_secs(86_400);
-    let limits = Limits {
+/// One place to arrive in, in all; two requests waiting or arriving per
+/// client; and a request timeout that no test reaches.
+fn one_place_two_per_client() -> Limits {
+    Limits {
         max_requests_in_flight: 1,
         max_requests_in_flight_per_client: 2,
-        request_timeout: day,
+        request_timeout: Duration::from_secs(86_400),
         ..Limits::default()
-    };
-    let address = start(Server::new(MemoryState::default()).limits(limits)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_sending_more_than_its_share_is_refused_and_others_are_served() {
+    let address = start(Server::new(MemoryState::default()).limits(one_place_two_per_client())).await;
     // The one place is taken: the next requests wait for it.
     let holder = half_sent(address).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -469,14 +473,7 @@ async fn a_client_sending_more_than_its_share_is_refused_and_others_are_served()
 /// each stream's call runs in a task of its own, in no fixed order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_connection_half_sending_more_than_its_share_has_one_refused() {
-    let day = Duration::from_secs(86_400);
-    let limits = Limits {
-        max_requests_in_flight: 1,
-        max_requests_in_flight_per_client: 2,
-        request_timeout: day,
-        ..Limits::default()
-    };
-    let address = start(Server::new(MemoryState::default()).limits(limits)).await;
+    let address = start(Server::new(MemoryState::default()).limits(one_place_two_per_client())).await;
     let mut connection = h2_connection(address).await;
     let mut streams = Vec::new();
     for _ in 0..3 {
