@@ -127,26 +127,30 @@ pub(crate) async fn open(ui: &Ui, kinds: Vec<(String, String)>) -> cosi::Result<
         tracing::debug!(types = ?refused, "the event stream leaves out types this connection may not read");
     }
     let pending: HashSet<Kind> = feeds.iter().map(|(kind, _)| kind.clone()).collect();
-    for (kind, feed) in feeds {
+    for (kind, mut feed) in feeds {
+        let (mut start, mut changes) = feed.join();
+        // A feed that failed after this stream found it: once, a fresh one.
+        if start.iter().any(|item| matches!(item, Item::Failed(_)))
+            && let Ok(fresh) = ui.feeds.feed(ui, &kind).await
+        {
+            feed = fresh;
+            (start, changes) = feed.join();
+        }
         let cancel = cancel.clone();
         let sender = watched_tx.clone();
-        let (start, mut changes) = feed.join();
         tokio::spawn(async move {
             // The stream holds the feed open while it lives.
             let _feed = feed;
-            for item in start {
-                let failed = matches!(item, Item::Failed(_));
-                if sender.send(Watched(kind.clone(), item)).await.is_err() || failed {
-                    return;
-                }
+            if !forward(&sender, &kind, start).await {
+                return;
             }
             loop {
-                let item = tokio::select! {
+                let batch = tokio::select! {
                     () = cancel.cancelled() => return,
-                    item = changes.recv() => item,
+                    batch = changes.recv() => batch,
                 };
-                let item = match item {
-                    Ok(item) => item,
+                let batch = match batch {
+                    Ok(batch) => batch,
                     Err(broadcast::error::RecvError::Lagged(_)) => {
                         tracing::debug!(%kind, "an event stream fell behind its kind's feed: it ends, for it to start over");
                         cancel.cancel();
@@ -155,8 +159,7 @@ pub(crate) async fn open(ui: &Ui, kinds: Vec<(String, String)>) -> cosi::Result<
                     // The feed lives while this task holds it.
                     Err(broadcast::error::RecvError::Closed) => return,
                 };
-                let failed = matches!(item, Item::Failed(_));
-                if sender.send(Watched(kind.clone(), item)).await.is_err() || failed {
+                if !forward(&sender, &kind, batch.iter().cloned()).await {
                     return;
                 }
             }
@@ -180,6 +183,17 @@ pub(crate) async fn open(ui: &Ui, kinds: Vec<(String, String)>) -> cosi::Result<
         _cancel: cancel.drop_guard(),
         _open: OpenGuard::new(ui, false),
     })
+}
+
+/// Hands a feed's items to the hub; `false` once the hub is gone or the feed failed.
+async fn forward(hub: &mpsc::Sender<Watched>, kind: &Kind, items: impl IntoIterator<Item = Item>) -> bool {
+    for item in items {
+        let failed = matches!(item, Item::Failed(_));
+        if hub.send(Watched(kind.clone(), item)).await.is_err() || failed {
+            return false;
+        }
+    }
+    true
 }
 
 /// One controller as the hub last saw it.

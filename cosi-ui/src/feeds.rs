@@ -9,9 +9,11 @@
 //! stream holding it; one whose watch failed is opened afresh by the next
 //! stream that shows its kind.
 //!
-//! A stream that falls more than [`LAG`] changes behind a feed ends, for its
-//! client to start over, as a stream whose client reads too slowly does
-//! (`events.rs`): the feed never waits for one stream.
+//! A feed tells its streams each batch the watch delivers as one message (a
+//! kind's bootstrap from an in-memory state is one batch, however many
+//! resources it holds). A stream that falls more than [`LAG`] batches behind
+//! a feed ends, for its client to start over, as a stream whose client reads
+//! too slowly does (`events.rs`): the feed never waits for one stream.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
@@ -25,8 +27,11 @@ use tokio_util::sync::DropGuard;
 use crate::Ui;
 use crate::events::OpenGuard;
 
-/// How many changes a stream may fall behind its feed.
+/// How many batches a stream may fall behind its feed.
 pub(crate) const LAG: usize = 1024;
+
+/// One batch of a feed, as its watch delivered it.
+pub(crate) type Batch = Arc<[Item]>;
 
 /// What a feed tells its streams.
 #[derive(Clone, Debug)]
@@ -79,7 +84,7 @@ struct Shared {
     resources: BTreeMap<String, DynamicResource>,
     bootstrapped: bool,
     failed: Option<String>,
-    changes: broadcast::Sender<Item>,
+    changes: broadcast::Sender<Batch>,
 }
 
 impl Feed {
@@ -93,22 +98,23 @@ impl Feed {
         tokio::spawn(async move {
             let _open = open;
             loop {
-                let event = tokio::select! {
+                let batch = tokio::select! {
                     () = stop.cancelled() => return,
-                    event = watch.recv() => event,
+                    batch = watch.recv_batch() => batch,
                 };
-                let item = match event {
-                    Some(Event::Created { resource, .. }) => Item::Resource("created", resource),
-                    Some(Event::Updated { resource, .. }) => Item::Resource("updated", resource),
-                    Some(Event::Destroyed { resource, .. }) => Item::Resource("destroyed", resource),
-                    Some(Event::Bootstrapped { .. }) => Item::Bootstrapped,
-                    Some(Event::Noop { .. }) => continue,
-                    Some(Event::Errored { error }) => Item::Failed(error.to_string()),
-                    None => Item::Failed(format!("the watch of {kind} ended")),
+                let Some(events) = batch else {
+                    let ended = Item::Failed(format!("the watch of {kind} ended"));
+                    if let Some(feed) = weak.upgrade() {
+                        feed.tell(Arc::new([ended]));
+                    }
+                    return;
                 };
-                let failed = matches!(item, Item::Failed(_));
+                let items: Batch = events.into_iter().filter_map(item).collect();
+                let failed = items.iter().any(|item| matches!(item, Item::Failed(_)));
                 let Some(feed) = weak.upgrade() else { return };
-                feed.tell(item);
+                if !items.is_empty() {
+                    feed.tell(items);
+                }
                 if failed {
                     return;
                 }
@@ -117,8 +123,8 @@ impl Feed {
         feed
     }
 
-    /// What a stream joining now starts from, and the changes after it.
-    pub(crate) fn join(&self) -> (Vec<Item>, broadcast::Receiver<Item>) {
+    /// What a stream joining now starts from, and the batches after it.
+    pub(crate) fn join(&self) -> (Vec<Item>, broadcast::Receiver<Batch>) {
         let shared = self.shared.lock();
         let mut start: Vec<Item> =
             shared.resources.values().map(|resource| Item::Resource("created", resource.clone())).collect();
@@ -135,23 +141,37 @@ impl Feed {
         self.shared.lock().failed.is_some()
     }
 
-    /// Keeps `item` in the resources as they are now, and tells the streams.
-    fn tell(&self, item: Item) {
+    /// Keeps `items` in the resources as they are now, and tells the streams.
+    fn tell(&self, items: Batch) {
         let mut shared = self.shared.lock();
-        match &item {
-            Item::Resource("destroyed", resource) => {
-                shared.resources.remove(resource.id());
-            }
-            Item::Resource(_, resource) => match shared.resources.get_mut(resource.id()) {
-                Some(kept) => kept.clone_from(resource),
-                None => {
-                    shared.resources.insert(resource.id().to_owned(), resource.clone());
+        for item in items.iter() {
+            match item {
+                Item::Resource("destroyed", resource) => {
+                    shared.resources.remove(resource.id());
                 }
-            },
-            Item::Bootstrapped => shared.bootstrapped = true,
-            Item::Failed(error) => shared.failed = Some(error.clone()),
+                Item::Resource(_, resource) => match shared.resources.get_mut(resource.id()) {
+                    Some(kept) => kept.clone_from(resource),
+                    None => {
+                        shared.resources.insert(resource.id().to_owned(), resource.clone());
+                    }
+                },
+                Item::Bootstrapped => shared.bootstrapped = true,
+                Item::Failed(error) => shared.failed = Some(error.clone()),
+            }
         }
         // No stream may be listening now; the next one starts from the resources.
-        let _ = shared.changes.send(item);
+        let _ = shared.changes.send(items);
     }
+}
+
+/// What a feed tells of a watch's event; `None` for what it leaves out.
+fn item(event: Event) -> Option<Item> {
+    Some(match event {
+        Event::Created { resource, .. } => Item::Resource("created", resource),
+        Event::Updated { resource, .. } => Item::Resource("updated", resource),
+        Event::Destroyed { resource, .. } => Item::Resource("destroyed", resource),
+        Event::Bootstrapped { .. } => Item::Bootstrapped,
+        Event::Noop { .. } => return None,
+        Event::Errored { error } => Item::Failed(error.to_string()),
+    })
 }

@@ -267,6 +267,33 @@ async fn event_streams_share_one_watch_per_kind_and_the_last_to_close_ends_it() 
     server.abort();
 }
 
+/// A kind of more resources than a stream may fall behind its feed by, in
+/// changes: the first stream, and those joining while the feed loads, start
+/// from all of them (the speller fails on the first negative number, so it
+/// writes no words for them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_start_from_a_kind_of_thousands() {
+    let (state, _runtime) = support::program().await;
+    for n in 0..3000 {
+        let number = Typed::new(format!("n{n:04}"), Number { value: -1 });
+        state.create(number, CreateOptions::default()).await.expect("create");
+    }
+    let ui = Ui::new(Arc::clone(&state), Config::default());
+    let listening = ui.bind().await.expect("bind");
+    let address = listening.local_addr();
+    let server = tokio::spawn(listening.serve());
+
+    let mut streams = Vec::new();
+    for _ in 0..3 {
+        streams.push(EventClient::open(address).await);
+    }
+    for events in &mut streams {
+        let start = start_of(events).await;
+        assert!(start.contains(&format!("{} 3001", Number::TYPE)), "{start:?}");
+    }
+    server.abort();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopping_the_server_ends_open_event_streams() {
     let (state, _runtime) = support::program().await;
