@@ -32,6 +32,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::future::Future as _;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -40,12 +41,12 @@ use axum::response::sse::Event as SseEvent;
 use cosi::resource::{DynamicResource, Kind};
 use cosi::runtime::{ControllerStatus, GraphInput, GraphOutput};
 use futures_util::Stream;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard, WaitForCancellationFutureOwned};
 
 use crate::Ui;
-use crate::feeds::Item;
+use crate::feeds::{Feed, Item, Reader};
 use crate::model::{Change, ControllerView, Count};
 
 /// How many feed messages may wait for the hub; a stream's reader of a feed
@@ -127,39 +128,31 @@ pub(crate) async fn open(ui: &Ui, kinds: Vec<(String, String)>) -> cosi::Result<
         tracing::debug!(types = ?refused, "the event stream leaves out types this connection may not read");
     }
     let pending: HashSet<Kind> = feeds.iter().map(|(kind, _)| kind.clone()).collect();
-    for (kind, mut feed) in feeds {
-        let (mut start, mut changes) = feed.join();
-        // A feed that failed after this stream found it: once, a fresh one.
-        if start.iter().any(|item| matches!(item, Item::Failed(_)))
-            && let Ok(fresh) = ui.feeds.feed(ui, &kind).await
-        {
-            feed = fresh;
-            (start, changes) = feed.join();
-        }
+    for (kind, feed) in feeds {
         let cancel = cancel.clone();
         let sender = watched_tx.clone();
+        let ui = ui.clone();
         tokio::spawn(async move {
-            // The stream holds the feed open while it lives.
-            let _feed = feed;
+            let joined = tokio::select! {
+                () = cancel.cancelled() => return,
+                joined = join(&ui, &kind, feed) => joined,
+            };
+            // The reader holds the feed open while the stream lives.
+            let (start, mut reader) = joined;
             if !forward(&sender, &kind, start).await {
                 return;
             }
             loop {
-                let batch = tokio::select! {
+                let items = tokio::select! {
                     () = cancel.cancelled() => return,
-                    batch = changes.recv() => batch,
+                    items = reader.next() => items,
                 };
-                let batch = match batch {
-                    Ok(batch) => batch,
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        tracing::debug!(%kind, "an event stream fell behind its kind's feed: it ends, for it to start over");
-                        cancel.cancel();
-                        return;
-                    }
-                    // The feed lives while this task holds it.
-                    Err(broadcast::error::RecvError::Closed) => return,
+                let Some(items) = items else {
+                    tracing::debug!(%kind, "an event stream fell behind its kind's feed: it ends, for it to start over");
+                    cancel.cancel();
+                    return;
                 };
-                if !forward(&sender, &kind, batch.iter().cloned()).await {
+                if !forward(&sender, &kind, items).await {
                     return;
                 }
             }
@@ -183,6 +176,18 @@ pub(crate) async fn open(ui: &Ui, kinds: Vec<(String, String)>) -> cosi::Result<
         _cancel: cancel.drop_guard(),
         _open: OpenGuard::new(ui, false),
     })
+}
+
+/// Joins `feed`; when it failed after this stream found it, joins a fresh
+/// one instead, once.
+async fn join(ui: &Ui, kind: &Kind, feed: Arc<Feed>) -> (Vec<Item>, Reader) {
+    let joined = feed.join().await;
+    if joined.0.iter().any(|item| matches!(item, Item::Failed(_)))
+        && let Ok(fresh) = ui.feeds.feed(ui, kind).await
+    {
+        return fresh.join().await;
+    }
+    joined
 }
 
 /// Hands a feed's items to the hub; `false` once the hub is gone or the feed failed.

@@ -3,35 +3,31 @@
 //! state (through gRPC, the connection, whose watches per client are
 //! bounded) one watch per kind, not one per kind and tab.
 //!
-//! A feed keeps its kind's resources as they are now, so that a stream
-//! joining late starts from them, as if it had opened the watch itself, and
-//! then gets every change after them, in order. A feed ends with the last
-//! stream holding it; one whose watch failed is opened afresh by the next
-//! stream that shows its kind.
+//! A feed keeps its kind's resources as they are now, and the last [`LAG`]
+//! changes after its bootstrap. A stream joins a feed once the bootstrap has
+//! ended, starting from the resources as they are then, as if it had opened
+//! the watch itself, and then reads every change after them, in order. A
+//! feed ends with the last stream holding it; one whose watch failed is
+//! opened afresh by the next stream that shows its kind.
 //!
-//! A feed tells its streams each batch the watch delivers as one message (a
-//! kind's bootstrap from an in-memory state is one batch, however many
-//! resources it holds). A stream that falls more than [`LAG`] batches behind
-//! a feed ends, for its client to start over, as a stream whose client reads
-//! too slowly does (`events.rs`): the feed never waits for one stream.
+//! A feed never waits for a stream. A stream that falls more than [`LAG`]
+//! changes behind ends, for its client to start over, as a stream whose
+//! client reads too slowly does (`events.rs`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Weak};
 
 use cosi::resource::{DynamicResource, Kind};
 use cosi::state::{Event, Watch, WatchKindOptions};
 use parking_lot::Mutex;
-use tokio::sync::broadcast;
+use tokio::sync::Notify;
 use tokio_util::sync::DropGuard;
 
 use crate::Ui;
 use crate::events::OpenGuard;
 
-/// How many batches a stream may fall behind its feed.
+/// How many changes a stream may fall behind its feed.
 pub(crate) const LAG: usize = 1024;
-
-/// One batch of a feed, as its watch delivered it.
-pub(crate) type Batch = Arc<[Item]>;
 
 /// What a feed tells its streams.
 #[derive(Clone, Debug)]
@@ -73,9 +69,11 @@ impl Feeds {
     }
 }
 
-/// One kind's watch, and its resources as they are now.
+/// One kind's watch, its resources as they are now, and its last changes.
 pub(crate) struct Feed {
     shared: Mutex<Shared>,
+    /// Told after each batch of changes, and when the bootstrap ends.
+    changed: Notify,
     /// Ends the watch when the last stream lets go of the feed.
     _stop: DropGuard,
 }
@@ -84,15 +82,19 @@ struct Shared {
     resources: BTreeMap<String, DynamicResource>,
     bootstrapped: bool,
     failed: Option<String>,
-    changes: broadcast::Sender<Batch>,
+    /// The changes since the bootstrap, at most [`LAG`], oldest first.
+    recent: VecDeque<Item>,
+    /// The number of `recent`'s first change, counted from the bootstrap.
+    first: u64,
 }
 
 impl Feed {
     fn start(ui: &Ui, kind: Kind, mut watch: Watch) -> Arc<Feed> {
         let stop = ui.shutdown.child_token();
-        let (changes, _) = broadcast::channel(LAG);
-        let shared = Shared { resources: BTreeMap::new(), bootstrapped: false, failed: None, changes };
-        let feed = Arc::new(Feed { shared: Mutex::new(shared), _stop: stop.clone().drop_guard() });
+        let shared =
+            Shared { resources: BTreeMap::new(), bootstrapped: false, failed: None, recent: VecDeque::new(), first: 0 };
+        let feed =
+            Arc::new(Feed { shared: Mutex::new(shared), changed: Notify::new(), _stop: stop.clone().drop_guard() });
         let weak = Arc::downgrade(&feed);
         let open = OpenGuard::new(ui, true);
         tokio::spawn(async move {
@@ -102,19 +104,13 @@ impl Feed {
                     () = stop.cancelled() => return,
                     batch = watch.recv_batch() => batch,
                 };
-                let Some(events) = batch else {
-                    let ended = Item::Failed(format!("the watch of {kind} ended"));
-                    if let Some(feed) = weak.upgrade() {
-                        feed.tell(Arc::new([ended]));
-                    }
-                    return;
+                let items: Vec<Item> = match batch {
+                    Some(events) => events.into_iter().filter_map(item).collect(),
+                    None => vec![Item::Failed(format!("the watch of {kind} ended"))],
                 };
-                let items: Batch = events.into_iter().filter_map(item).collect();
                 let failed = items.iter().any(|item| matches!(item, Item::Failed(_)));
                 let Some(feed) = weak.upgrade() else { return };
-                if !items.is_empty() {
-                    feed.tell(items);
-                }
+                feed.tell(items);
                 if failed {
                     return;
                 }
@@ -123,29 +119,47 @@ impl Feed {
         feed
     }
 
-    /// What a stream joining now starts from, and the batches after it.
-    pub(crate) fn join(&self) -> (Vec<Item>, broadcast::Receiver<Batch>) {
+    /// Joins the feed once its bootstrap has ended (or its watch failed):
+    /// what the stream starts from, and its place for the changes after.
+    pub(crate) async fn join(self: Arc<Self>) -> (Vec<Item>, Reader) {
+        let (start, next) = loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if let Some(joined) = self.now() {
+                break joined;
+            }
+            changed.await;
+        };
+        (start, Reader { feed: self, next })
+    }
+
+    /// Once the bootstrap has ended (or the watch failed): the resources as
+    /// they are now, and the number of the next change.
+    fn now(&self) -> Option<(Vec<Item>, u64)> {
         let shared = self.shared.lock();
+        if !shared.bootstrapped && shared.failed.is_none() {
+            return None;
+        }
         let mut start: Vec<Item> =
             shared.resources.values().map(|resource| Item::Resource("created", resource.clone())).collect();
-        if shared.bootstrapped {
-            start.push(Item::Bootstrapped);
-        }
+        start.push(Item::Bootstrapped);
         if let Some(error) = &shared.failed {
             start.push(Item::Failed(error.clone()));
         }
-        (start, shared.changes.subscribe())
+        Some((start, shared.first + shared.recent.len() as u64))
     }
 
     fn failed(&self) -> bool {
         self.shared.lock().failed.is_some()
     }
 
-    /// Keeps `items` in the resources as they are now, and tells the streams.
-    fn tell(&self, items: Batch) {
+    /// Keeps `items` in the resources as they are now and, after the
+    /// bootstrap, in the last changes; tells the streams.
+    fn tell(&self, items: Vec<Item>) {
         let mut shared = self.shared.lock();
-        for item in items.iter() {
-            match item {
+        for item in items {
+            match &item {
                 Item::Resource("destroyed", resource) => {
                     shared.resources.remove(resource.id());
                 }
@@ -155,12 +169,51 @@ impl Feed {
                         shared.resources.insert(resource.id().to_owned(), resource.clone());
                     }
                 },
-                Item::Bootstrapped => shared.bootstrapped = true,
+                Item::Bootstrapped => {
+                    shared.bootstrapped = true;
+                    continue;
+                }
                 Item::Failed(error) => shared.failed = Some(error.clone()),
             }
+            if shared.bootstrapped {
+                shared.recent.push_back(item);
+                if shared.recent.len() > LAG {
+                    shared.recent.pop_front();
+                    shared.first += 1;
+                }
+            }
         }
-        // No stream may be listening now; the next one starts from the resources.
-        let _ = shared.changes.send(items);
+        drop(shared);
+        self.changed.notify_waiters();
+    }
+}
+
+/// A stream's place in a feed; it holds the feed open.
+pub(crate) struct Reader {
+    feed: Arc<Feed>,
+    /// The number of the next change to read.
+    next: u64,
+}
+
+impl Reader {
+    /// The changes after those read, waiting for one; `None` once this
+    /// stream has fallen more than [`LAG`] changes behind.
+    pub(crate) async fn next(&mut self) -> Option<Vec<Item>> {
+        loop {
+            let changed = self.feed.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            {
+                let shared = self.feed.shared.lock();
+                let from = usize::try_from(self.next.checked_sub(shared.first)?).ok()?;
+                if from < shared.recent.len() {
+                    let items: Vec<Item> = shared.recent.range(from..).cloned().collect();
+                    self.next += items.len() as u64;
+                    return Some(items);
+                }
+            }
+            changed.await;
+        }
     }
 }
 
