@@ -23,7 +23,7 @@
 //! [`Limits::request_timeout`].
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -98,13 +98,14 @@ pub struct Limits {
     /// so connections that never finish their TLS handshake count too (each
     /// for at most [`Limits::tls_handshake_timeout`]). At least 1.
     pub max_connections: usize,
-    /// The most connections one address may hold open at once (default 256, a
-    /// quarter of [`Limits::max_connections`]): one more is closed as soon
-    /// as it is accepted, before any TLS, so that clients with no certificate
-    /// cannot take every connection from one machine. An IPv6 address counts
-    /// with its whole /64 network, which one host usually has to itself.
-    /// Clients behind one NAT share an address: raise it for a fleet that
-    /// connects through one. At least 1.
+    /// The most connections one address may hold open at once (default 256,
+    /// a quarter of the default [`Limits::max_connections`]; at or above
+    /// that, it bounds nothing): one more is closed as soon as it is
+    /// accepted, before any TLS, so that clients with no certificate cannot
+    /// take every connection from one address. Clients behind one NAT share
+    /// an address: raise it for a fleet that connects through one. An IPv6
+    /// host may hold many addresses; each counts on its own, as grouping
+    /// them by network would count a whole subnet's hosts as one. At least 1.
     pub max_connections_per_address: usize,
     /// The most requests the server receives at once, over all connections
     /// (default 128): a request counts from its headers until its message
@@ -282,12 +283,12 @@ impl Drop for WatchPermit {
 /// The connections `incoming` yields, at most `limits.max_connections` open
 /// at once (the next is not accepted until one of them is dropped), and at
 /// most `limits.max_connections_per_address` from one address, which
-/// `address` tells (one more is closed at once; `None`, as on a Unix socket,
+/// `peer` tells (one more is closed at once; `None`, as on a Unix socket,
 /// counts in all only).
 pub(crate) fn capped<IO, E>(
     incoming: impl Stream<Item = Result<IO, E>> + Send + 'static,
     limits: &Limits,
-    address: fn(&IO) -> Option<IpAddr>,
+    peer: fn(&IO) -> Option<IpAddr>,
 ) -> impl Stream<Item = Result<Counted<IO>, E>> + Send + 'static
 where
     IO: Send + 'static,
@@ -306,12 +307,13 @@ where
                     Ok(io) => io,
                     Err(error) => return Some((Err(error), (incoming, open, addresses))),
                 };
-                let share = match address(&io).map(network) {
+                // An IPv4 address mapped into IPv6 is that IPv4 address.
+                let share = match peer(&io).map(|address| address.to_canonical()) {
                     None => None,
-                    Some(network) => match addresses.enter(network) {
+                    Some(address) => match addresses.enter(address) {
                         Some(share) => Some(share),
                         None => {
-                            tracing::debug!(%network, limit = addresses.per_address, "closed a connection over its address's share");
+                            tracing::debug!(%address, limit = addresses.per_address, "closed a connection over its address's share");
                             continue;
                         }
                     },
@@ -322,18 +324,6 @@ where
     )
 }
 
-/// What one address's connections count against: the address itself for
-/// IPv4, the /64 network for IPv6 (an IPv4 address mapped into IPv6 is IPv4).
-fn network(address: IpAddr) -> IpAddr {
-    match address {
-        IpAddr::V4(_) => address,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(Ipv6Addr::from_bits(v6.to_bits() & !((1 << 64) - 1))),
-        },
-    }
-}
-
 /// The open connections of each address (see [`Limits::max_connections_per_address`]).
 #[derive(Debug, Default)]
 struct Addresses {
@@ -342,15 +332,15 @@ struct Addresses {
 }
 
 impl Addresses {
-    /// Counts one more connection of `network`, unless it has its share already.
-    fn enter(self: &Arc<Self>, network: IpAddr) -> Option<AddressShare> {
+    /// Counts one more connection of `address`, unless it has its share already.
+    fn enter(self: &Arc<Self>, address: IpAddr) -> Option<AddressShare> {
         let mut open = self.open.lock();
-        let count = open.entry(network).or_insert(0);
+        let count = open.entry(address).or_insert(0);
         if *count >= self.per_address {
             return None;
         }
         *count += 1;
-        Some(AddressShare { addresses: Arc::clone(self), network })
+        Some(AddressShare { addresses: Arc::clone(self), address })
     }
 }
 
@@ -358,16 +348,16 @@ impl Addresses {
 #[derive(Debug)]
 struct AddressShare {
     addresses: Arc<Addresses>,
-    network: IpAddr,
+    address: IpAddr,
 }
 
 impl Drop for AddressShare {
     fn drop(&mut self) {
         let mut open = self.addresses.open.lock();
-        if let Some(count) = open.get_mut(&self.network) {
+        if let Some(count) = open.get_mut(&self.address) {
             *count -= 1;
             if *count == 0 {
-                open.remove(&self.network);
+                open.remove(&self.address);
             }
         }
     }
@@ -467,7 +457,18 @@ mod tests {
         use futures_util::{FutureExt as _, StreamExt as _};
 
         // Each connection is its peer's address; the fifth is from a Unix socket.
-        let peers = ["10.0.0.1", "10.0.0.1", "10.0.0.1", "::ffff:10.0.0.1", "", "10.0.0.2", "10.0.0.1"];
+        let peers = [
+            "10.0.0.1",
+            "10.0.0.1",
+            "10.0.0.1",
+            "::ffff:10.0.0.1",
+            "",
+            "2001:db8::1",
+            "2001:db8::2",
+            "2001:db8::1",
+            "10.0.0.2",
+            "10.0.0.1",
+        ];
         let incoming = futures_util::stream::iter(peers.map(Ok::<_, std::io::Error>));
         let limits = Limits { max_connections_per_address: 2, ..Limits::default() };
         let mut connections = std::pin::pin!(capped(incoming, &limits, |peer| peer.parse().ok()));
@@ -479,21 +480,17 @@ mod tests {
         // Its third and fourth (the same address, mapped into IPv6) are closed.
         let unix = next().expect("on to the next connection");
         assert_eq!(unix.io, "", "a Unix socket's counts in all only");
+        // IPv6 addresses count one by one, even within one network.
+        let v6: Vec<_> = (0..3).map(|_| next().expect("an IPv6 connection")).collect();
+        assert_eq!(
+            v6.iter().map(|connection| connection.io).collect::<Vec<_>>(),
+            ["2001:db8::1", "2001:db8::2", "2001:db8::1"]
+        );
         assert_eq!(next().expect("another address").io, "10.0.0.2");
         drop(first);
         assert_eq!(next().expect("the first's share is free again").io, "10.0.0.1");
         assert!(next().is_none());
         drop(second);
-    }
-
-    #[test]
-    fn ipv6_addresses_count_by_their_64_bit_network() {
-        let network = |address: &str| super::network(address.parse().expect("an address")).to_string();
-        assert_eq!(network("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::");
-        assert_eq!(network("2001:db8:1:2::1"), network("2001:db8:1:2:ffff::"));
-        assert_ne!(network("2001:db8:1:2::1"), network("2001:db8:1:3::1"));
-        assert_eq!(network("::ffff:192.0.2.7"), "192.0.2.7");
-        assert_eq!(network("192.0.2.7"), "192.0.2.7");
     }
 
     #[test]

@@ -577,6 +577,7 @@ async fn a_connection_over_the_cap_waits_until_another_closes() {
 
 /// Connections from one address past its share are closed at once, before a
 /// byte; other addresses are served (all of 127.0.0.0/8 is loopback on Linux).
+#[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_over_an_address_share_are_closed_and_other_addresses_are_served() {
     use tokio::io::AsyncReadExt as _;

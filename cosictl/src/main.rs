@@ -102,11 +102,11 @@ struct ServeArgs {
     #[arg(long, default_value_t = cosi_grpc::Limits::default().max_connections,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_connections: usize,
-    /// The most connections one address (an IPv6 /64) may hold open; one
-    /// more is closed at once. Clients behind one NAT share an address.
-    #[arg(long, default_value_t = cosi_grpc::Limits::default().max_connections_per_address,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
-    max_connections_per_address: usize,
+    /// The most connections one address may hold open; one more is closed
+    /// at once. Clients behind one NAT share an address. [default: a quarter
+    /// of --max-connections]
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections_per_address: Option<usize>,
     /// The most requests arriving at once, over all connections (a request
     /// counts until its message has arrived); the next waits for a place.
     #[arg(long, default_value_t = cosi_grpc::Limits::default().max_requests_in_flight,
