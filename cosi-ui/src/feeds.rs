@@ -12,7 +12,9 @@
 //!
 //! A feed never waits for a stream. A stream that falls more than [`LAG`]
 //! changes behind ends, for its client to start over, as a stream whose
-//! client reads too slowly does (`events.rs`).
+//! client reads too slowly does (`events.rs`); a batch of more than
+//! [`LAG`] changes is kept whole, so a stream that had read everything
+//! before it reads all of it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Weak};
@@ -143,7 +145,9 @@ impl Feed {
         }
         let mut start: Vec<Item> =
             shared.resources.values().map(|resource| Item::Resource("created", resource.clone())).collect();
-        start.push(Item::Bootstrapped);
+        if shared.bootstrapped {
+            start.push(Item::Bootstrapped);
+        }
         if let Some(error) = &shared.failed {
             start.push(Item::Failed(error.clone()));
         }
@@ -158,6 +162,9 @@ impl Feed {
     /// bootstrap, in the last changes; tells the streams.
     fn tell(&self, items: Vec<Item>) {
         let mut shared = self.shared.lock();
+        // Only changes before this batch make room: a stream that had read
+        // them all reads the whole batch, however large.
+        let batch = shared.first + shared.recent.len() as u64;
         for item in items {
             match &item {
                 Item::Resource("destroyed", resource) => {
@@ -177,7 +184,7 @@ impl Feed {
             }
             if shared.bootstrapped {
                 shared.recent.push_back(item);
-                if shared.recent.len() > LAG {
+                if shared.recent.len() > LAG && shared.first < batch {
                     shared.recent.pop_front();
                     shared.first += 1;
                 }
@@ -227,4 +234,76 @@ fn item(event: Event) -> Option<Item> {
         Event::Noop { .. } => return None,
         Event::Errored { error } => Item::Failed(error.to_string()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use cosi::resource::Metadata;
+    use futures_util::FutureExt as _;
+
+    use super::*;
+
+    /// A feed with no watch behind it: the tests tell it changes.
+    fn feed() -> Arc<Feed> {
+        let shared =
+            Shared { resources: BTreeMap::new(), bootstrapped: false, failed: None, recent: VecDeque::new(), first: 0 };
+        let stop = tokio_util::sync::CancellationToken::new();
+        Arc::new(Feed { shared: Mutex::new(shared), changed: Notify::new(), _stop: stop.drop_guard() })
+    }
+
+    fn created(id: &str) -> Item {
+        Item::Resource("created", DynamicResource::without_spec(Metadata::new("default", "Things.test.cosi.dev", id)))
+    }
+
+    fn ids(items: &[Item]) -> Vec<String> {
+        items
+            .iter()
+            .map(|item| match item {
+                Item::Resource(change, resource) => format!("{change} {}", resource.id()),
+                Item::Bootstrapped => "bootstrapped".to_owned(),
+                Item::Failed(error) => format!("failed: {error}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_stream_joins_after_the_bootstrap_and_reads_each_change_once() {
+        let feed = feed();
+        let mut joining = Box::pin(Arc::clone(&feed).join());
+        feed.tell(vec![created("a")]);
+        assert!(joining.as_mut().now_or_never().is_none(), "joined before the bootstrap ended");
+        feed.tell(vec![created("b"), Item::Bootstrapped, created("c")]);
+        let (start, mut reader) = joining.now_or_never().expect("joined once bootstrapped");
+        assert_eq!(ids(&start), ["created a", "created b", "created c", "bootstrapped"]);
+        assert!(reader.next().now_or_never().is_none(), "nothing new yet");
+        feed.tell(vec![created("d")]);
+        feed.tell(vec![Item::Failed("gone".into())]);
+        let read = reader.next().now_or_never().flatten().expect("the changes after the start");
+        assert_eq!(ids(&read), ["created d", "failed: gone"]);
+        assert!(reader.next().now_or_never().is_none(), "each change once");
+    }
+
+    #[test]
+    fn a_stream_more_than_lag_behind_ends_and_a_large_batch_is_kept_whole() {
+        let feed = feed();
+        feed.tell(vec![Item::Bootstrapped]);
+        let (_, mut behind) = Arc::clone(&feed).join().now_or_never().expect("joined");
+        let (_, mut exactly) = Arc::clone(&feed).join().now_or_never().expect("joined");
+        feed.tell(vec![created("first")]);
+        let (_, mut caught_up) = Arc::clone(&feed).join().now_or_never().expect("joined");
+        for n in 0..LAG - 1 {
+            feed.tell(vec![created(&format!("n{n}"))]);
+        }
+        // `exactly` is LAG changes behind: it reads them all.
+        let read = exactly.next().now_or_never().flatten().expect("LAG behind is not too far");
+        assert_eq!(read.len(), LAG);
+        // One batch larger than LAG: a stream that had read everything before it reads it whole.
+        let batch: Vec<Item> = (0..LAG + 10).map(|n| created(&format!("big{n}"))).collect();
+        let _ = caught_up.next().now_or_never().flatten().expect("the small changes");
+        feed.tell(batch);
+        let read = caught_up.next().now_or_never().flatten().expect("the whole batch");
+        assert_eq!(read.len(), LAG + 10);
+        // `behind` never read: it is too far behind now.
+        assert!(matches!(behind.next().now_or_never(), Some(None)), "more than LAG behind ends");
+    }
 }

@@ -14,7 +14,7 @@ use axum::http::StatusCode;
 use cosi::prelude::*;
 use cosi_grpc::{Client, Endpoint, Security, Server};
 use cosi_ui::{Config, Ui};
-use support::{EventClient, Number, get};
+use support::{EventClient, Number, eventually, get};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
@@ -137,7 +137,8 @@ async fn the_server_stops_while_a_client_reads_nothing() {
     stop.send(()).expect("the server runs");
     let served = tokio::time::timeout(HANG, server).await.expect("the server stops");
     served.expect("no panic").expect("a clean stop");
-    assert_eq!((ui.open_streams(), ui.open_watches()), (0, 0));
+    // The feeds' tasks end on the server's stop, soon after it.
+    eventually("every stream and watch ends", || (ui.open_streams(), ui.open_watches()) == (0, 0)).await;
     // Both streams ended with the server.
     while live.next().await.is_some() {}
     tokio::time::timeout(HANG, stalled.drain()).await.expect("the stalled stream ends");

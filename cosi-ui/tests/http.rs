@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use cosi::prelude::*;
 use cosi_ui::{Config, Ui};
-use support::{EventClient, Number, Word, get, json};
+use support::{EventClient, Number, Word, eventually, get, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_and_its_assets_are_built_in() {
@@ -190,17 +190,6 @@ async fn the_event_stream_pushes_changes_and_failing_controllers() {
     server.abort();
 }
 
-/// Bounded polling until `done`.
-async fn eventually(what: &str, done: impl Fn() -> bool) {
-    for _ in 0..500 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{what}");
-}
-
 /// The counts and `ready` a stream starts with, by name.
 async fn start_of(events: &mut EventClient) -> Vec<String> {
     let mut start = Vec::new();
@@ -315,5 +304,6 @@ async fn stopping_the_server_ends_open_event_streams() {
         rest += 1;
         assert!(rest < 1000, "the stream goes on");
     }
-    assert_eq!((ui.open_streams(), ui.open_watches()), (0, 0));
+    // The feeds' tasks end on the server's stop, soon after it.
+    eventually("every stream and watch ends", || (ui.open_streams(), ui.open_watches()) == (0, 0)).await;
 }

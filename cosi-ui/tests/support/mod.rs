@@ -76,6 +76,17 @@ pub async fn program() -> (Arc<dyn State>, Runtime) {
     panic!("the runtime published no status");
 }
 
+/// Bounded polling until `done`.
+pub async fn eventually(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..500 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{what}");
+}
+
 /// A server-sent events client: HTTP/1.0, so that the body comes without chunked framing.
 pub struct EventClient {
     reader: BufReader<TcpStream>,
