@@ -312,6 +312,11 @@ pub fn controller(args: TokenStream, item: TokenStream) -> TokenStream {
 /// - `MyOs::runtime(state) -> Result<Runtime, RuntimeError>`, a runtime over
 ///   `state` with each controller registered, built with `Default`.
 ///
+/// An entry `Type as NAME` lists a controller registered under a name of its
+/// own (`NAME`, a `&'static str` constant), as each instance of a generic
+/// controller such as `cosi::controller::Merge` is: it is checked under that
+/// name, and, since it is built with arguments, the system has no `runtime()`.
+///
 /// # Example
 ///
 /// ```

@@ -7,6 +7,13 @@
 //! `DECLARATION`s: two exclusive writers of one type, or two controllers with
 //! one name, fail the build with the same message the runtime would give.
 //!
+//! An entry `Type as NAME` lists a controller registered under a name of
+//! its own (`NAME`, a `&'static str` constant expression), as the instances
+//! of one generic controller are (`Merge<HostnameSpec> as "network.HostnameMergeController"`):
+//! its declaration is checked under that name, and since such a controller
+//! is built with arguments, not `Default`, a system with one has no
+//! `runtime()`.
+//!
 //! `#[system(crate = path::to::cosi)]`, among the attributes, points the
 //! expansion at `cosi` when it is not `::cosi`.
 
@@ -15,7 +22,7 @@ use quote::{quote, quote_spanned};
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{Attribute, Ident, Path, Token, Visibility, bracketed, token};
+use syn::{Attribute, Expr, Ident, Path, Token, Type, Visibility, bracketed, token};
 
 use crate::ctxt::Ctxt;
 use crate::parse::{Once, entries, path, unknown_key};
@@ -55,7 +62,33 @@ struct System {
     vis: Visibility,
     ident: Ident,
     bracket: token::Bracket,
-    controllers: Punctuated<Path, Token![,]>,
+    controllers: Punctuated<Listed, Token![,]>,
+}
+
+/// `Type`, or `Type as NAME`.
+struct Listed {
+    ty: Type,
+    name: Option<Expr>,
+}
+
+impl Parse for Listed {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let ty = input.parse()?;
+        let name = match input.parse::<Option<Token![as]>>()? {
+            Some(_) => Some(input.parse()?),
+            None => None,
+        };
+        Ok(Listed { ty, name })
+    }
+}
+
+impl quote::ToTokens for Listed {
+    fn to_tokens(&self, tokens: &mut TokenStream) {
+        self.ty.to_tokens(tokens);
+        if let Some(name) = &self.name {
+            quote!(as #name).to_tokens(tokens);
+        }
+    }
 }
 
 impl Parse for System {
@@ -66,7 +99,7 @@ impl Parse for System {
         let _: Token![=] = input.parse()?;
         let content;
         let bracket = bracketed!(content in input);
-        let controllers = content.parse_terminated(Path::parse, Token![,])?;
+        let controllers = content.parse_terminated(Listed::parse, Token![,])?;
         let _: Option<Token![;]> = input.parse()?;
         Ok(System { krate: syn::parse_quote!(::cosi), attrs, vis, ident, bracket, controllers })
     }
@@ -122,22 +155,39 @@ fn check(cx: &Ctxt, system: &System) {
 fn expand_system(system: &System, stub: bool) -> TokenStream {
     let System { krate, attrs, vis, ident, bracket, controllers } = system;
     let private = quote!(#krate::__private);
-    let controllers: Vec<&Path> = controllers.iter().collect();
-    let declarations = controllers.iter().map(|path| quote!(&<#path as #private::Declared>::DECLARATION));
-    let entries = controllers.iter().map(|path| {
-        quote! {
-            #private::Entry {
-                name: <#path as #private::Declared>::DECLARATION.name,
-                outputs: <#path as #private::Declared>::DECLARATION.outputs,
-            }
+    let controllers: Vec<&Listed> = controllers.iter().collect();
+    let declarations = controllers.iter().map(|Listed { ty, name }| {
+        let declaration = quote!(<#ty as #private::Declared>::DECLARATION);
+        match name {
+            None => quote!(&#declaration),
+            Some(name) => quote!(&#private::Declaration { name: #name, ..#declaration }),
         }
+    });
+    let entries = controllers.iter().map(|Listed { ty, name }| {
+        let declaration = quote!(<#ty as #private::Declared>::DECLARATION);
+        let name = match name {
+            None => quote!(#declaration.name),
+            Some(name) => quote!(#name),
+        };
+        quote!(#private::Entry { name: #name, outputs: #declaration.outputs })
     });
     // The local is interpolated, so that it keeps the span of its declaration
     // when the paths come from a `macro_rules!` metavariable.
     let runtime = Ident::new("__cosi_runtime", proc_macro2::Span::call_site());
-    let registrations = controllers
-        .iter()
-        .map(|path| quote_spanned!(path.span()=> #runtime.register(<#path as #private::Default>::default())?;));
+    let registrations = controllers.iter().map(
+        |Listed { ty, .. }| quote_spanned!(ty.span()=> #runtime.register(<#ty as #private::Default>::default())?;),
+    );
+    // Controllers under names of their own are built with arguments.
+    let runtime_fn = controllers.iter().all(|listed| listed.name.is_none()).then(|| {
+        quote! {
+            /// A runtime over `state` with every controller of the system registered, built with `Default`.
+            pub fn runtime(state: impl #private::State) -> #private::Result<#private::Runtime, #private::RuntimeError> {
+                let #runtime = #private::Runtime::new(state);
+                #(#registrations)*
+                #private::Result::Ok(#runtime)
+            }
+        }
+    });
     let doc = format!("The system of {} controllers declared with `cosi::system!`.", controllers.len());
     let doc = (!attrs.iter().any(|attr| attr.path().is_ident("doc"))).then(|| quote!(#[doc = #doc]));
     let assertion = (!stub).then(|| {
@@ -156,15 +206,11 @@ fn expand_system(system: &System, stub: bool) -> TokenStream {
 
         #[automatically_derived]
         impl #ident {
-            /// The declarations of the controllers, in the order listed.
+            /// The declarations of the controllers, in the order listed, each
+            /// under the name it is listed with.
             pub const DECLARATIONS: &'static [&'static #private::Declaration] = &[#(#declarations),*];
 
-            /// A runtime over `state` with every controller of the system registered, built with `Default`.
-            pub fn runtime(state: impl #private::State) -> #private::Result<#private::Runtime, #private::RuntimeError> {
-                let #runtime = #private::Runtime::new(state);
-                #(#registrations)*
-                #private::Result::Ok(#runtime)
-            }
+            #runtime_fn
         }
 
         #assertion

@@ -7,9 +7,10 @@
 //!
 //! - [`resources`]: 17 resource types in 5 namespaces (`config`,
 //!   `network-config`, `network`, `files`, `runtime`), besides `meta`.
-//! - [`controllers`]: 19 registrations: 16 listed in [`controllers::ExampleOs`]
-//!   (`cosi::system!`) plus the three merges ([`controllers::MERGES`]), checked
-//!   as one graph when the crate builds.
+//! - [`controllers`]: 19 registrations, all listed in
+//!   [`controllers::ExampleOs`] (`cosi::system!`, the three merges under
+//!   their names, [`controllers::MERGES`]) and checked as one graph when the
+//!   crate builds.
 //! - [`sandbox`]: the one way to every file, refusing paths and links that
 //!   lead outside. [`kernel`]: the fake kernel (`run/kernel/net.json`,
 //!   `proc/sys`). [`watch`]: file events that wake controllers.
