@@ -460,13 +460,13 @@ const RENEW_RETRY: Duration = Duration::from_millis(100);
 /// itself, etcd drops the deletion from its history, and a watch resumed
 /// there waits for an event that never comes.
 async fn watch_key(client: Client, leader: LeaderKey, revision: i64, lost: Arc<watch::Sender<bool>>) {
-    let mut next = revision + 1;
+    let mut next = revision.saturating_add(1);
     let mut first = true;
     loop {
         if !std::mem::take(&mut first) {
             tokio::time::sleep(REWATCH).await;
             match still_held(&client, &leader).await {
-                Ok(Some(revision)) => next = revision + 1,
+                Ok(Some(revision)) => next = revision.saturating_add(1),
                 Ok(None) => break,
                 Err(_) => continue,
             }

@@ -139,12 +139,12 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
                     _ => backend(err),
                 });
             }
-            revision + 1
+            revision.saturating_add(1)
         }
         Start::Tail(tail) => {
             let response = client.get(kind_key.clone()).await.map_err(backend)?;
             let revision = header_revision(response.header.as_ref())?;
-            live_from = Some(revision + 1);
+            live_from = Some(revision.saturating_add(1));
             match response.kvs.first() {
                 Some(kind_kv) => {
                     let keep = tail.min(state.options.watch_buffer);
@@ -153,7 +153,7 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
                     // nothing of the kind is older than it.
                     kind_kv.create_revision
                 }
-                None => revision + 1,
+                None => revision.saturating_add(1),
             }
         }
         Start::Now { bootstrap_contents, bootstrap_bookmark } => {
@@ -190,7 +190,7 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
             if bootstrap_bookmark {
                 initial.push(Event::Noop { kind: kind.clone(), bookmark: Some(bookmarks.encode(revision)) });
             }
-            revision + 1
+            revision.saturating_add(1)
         }
     };
 
@@ -509,7 +509,7 @@ impl Pump {
             if response.events.is_empty() && !response.created {
                 // A progress notification: every event up to its revision was sent.
                 if let Some(header) = &response.header {
-                    self.next_revision = self.next_revision.max(header.revision + 1);
+                    self.next_revision = self.next_revision.max(header.revision.saturating_add(1));
                 }
                 continue;
             }
@@ -517,7 +517,7 @@ impl Pump {
             for event in &response.events {
                 let Some(kv) = &event.kv else { continue };
                 let revision = kv.mod_revision;
-                self.next_revision = self.next_revision.max(revision + 1);
+                self.next_revision = self.next_revision.max(revision.saturating_add(1));
                 if kv.key == self.kind_key {
                     if self.history.as_ref().is_some_and(|history| revision >= history.until) {
                         batch.extend(self.finish_history());

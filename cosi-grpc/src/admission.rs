@@ -32,7 +32,7 @@ use tonic::Status;
 use tonic::body::Body;
 use tower::{Layer, Service, ServiceExt};
 
-use crate::limits::{Client, Limits};
+use crate::limits::{Client, LONGEST, Limits};
 
 /// The places, shared by every connection's service.
 #[derive(Debug)]
@@ -51,7 +51,7 @@ impl Admission {
             places: Arc::new(Semaphore::new(total)),
             total,
             per_client: limits.max_requests_in_flight_per_client.max(1),
-            timeout: limits.request_timeout,
+            timeout: limits.request_timeout.min(LONGEST),
             by_client: Mutex::new(HashMap::new()),
         })
     }

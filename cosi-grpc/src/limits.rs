@@ -73,6 +73,10 @@ pub const MAX_LABEL_VALUES: usize = 256;
 /// a query is kept for the life of a watch and run against every event.
 pub const MAX_LABEL_QUERY_BYTES: usize = 64 << 10;
 
+/// The longest time a limit takes effect as (about 30 years): a longer one
+/// means "never", and adding it to the clock's reading must not overflow.
+pub(crate) const LONGEST: Duration = Duration::from_secs(30 * 365 * 86_400);
+
 /// The bounds a [`Server`](crate::Server) puts on its clients; see the module
 /// documentation. `Default` gives the values documented on each field.
 /// Build one with struct update syntax: `Limits { max_watches: 100, ..Limits::default() }`.
@@ -126,7 +130,8 @@ pub struct Limits {
     /// is refused (`RESOURCE_EXHAUSTED`, still waiting) or cancelled
     /// (`CANCELLED`, arriving), and its place freed. What the state then
     /// takes to answer is not bounded by it (a `TeardownAndDestroy` waits
-    /// for finalizers as long as they take), nor is a watch's stream.
+    /// for finalizers as long as they take), nor is a watch's stream. This
+    /// and the keepalive times are taken as at most about 30 years.
     pub request_timeout: Duration,
     /// HTTP/2 streams one connection may have open at once (default 1,100):
     /// above the watch limit, so that one watch too many gets its status

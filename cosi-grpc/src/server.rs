@@ -29,7 +29,7 @@ use crate::admission::{Admission, AdmissionLayer};
 
 use crate::auth::Authenticator;
 use crate::endpoint::Endpoint;
-use crate::limits::{Limits, capped};
+use crate::limits::{LONGEST, Limits, capped};
 use crate::service::StateService;
 
 /// The server's half of mutual TLS, in PEM.
@@ -164,8 +164,8 @@ impl Server {
             .into_server(limits.max_message_size);
         let mut builder = tonic::transport::Server::builder()
             .max_concurrent_streams(limits.max_concurrent_streams)
-            .http2_keepalive_interval(Some(limits.keepalive_interval))
-            .http2_keepalive_timeout(Some(limits.keepalive_timeout))
+            .http2_keepalive_interval(Some(limits.keepalive_interval.min(LONGEST)))
+            .http2_keepalive_timeout(Some(limits.keepalive_timeout.min(LONGEST)))
             .http2_max_header_list_size(limits.max_header_list_size);
         if let Some(tls) = tls {
             builder = builder.tls_config(tls)?;
@@ -272,7 +272,7 @@ impl Listening {
                     // Small request/response pairs: Nagle's algorithm would hold them back.
                     let incoming = TcpIncoming::from(listener)
                         .with_nodelay(Some(true))
-                        .with_keepalive(Some(limits.keepalive_interval));
+                        .with_keepalive(Some(limits.keepalive_interval.min(LONGEST)));
                     let incoming = capped(incoming, &limits, |tcp| tcp.peer_addr().ok().map(|peer| peer.ip()));
                     Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
                 }

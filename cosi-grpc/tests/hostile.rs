@@ -431,6 +431,24 @@ async fn half_sent_requests_wait_for_their_turn_and_hold_no_more() {
     assert_eq!(status.code(), Code::NotFound);
 }
 
+/// A limit of any length is taken, the longest as "never": adding one to
+/// the clock's reading panicked each call (the request timeout) and each
+/// connection (the keepalive).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_longest_times_are_taken_as_never() {
+    let limits = Limits {
+        request_timeout: Duration::MAX,
+        keepalive_interval: Duration::MAX,
+        keepalive_timeout: Duration::MAX,
+        ..Limits::default()
+    };
+    let address = start(Server::new(MemoryState::default()).limits(limits)).await;
+    let mut raw = raw(address).await;
+    let get = proto::GetRequest { namespace: NS.into(), r#type: TYPE.into(), id: "x".into(), options: None };
+    assert_eq!(within(raw.get(get)).await.expect_err("not found").code(), Code::NotFound);
+    is_served(&client(address).await).await;
+}
+
 /// One place to arrive in, in all; two requests waiting or arriving per
 /// client; and a request timeout that no test reaches.
 fn one_place_two_per_client() -> Limits {

@@ -191,7 +191,10 @@ fn read_all(db: &Database, cipher: Option<&Cipher>) -> Result<Vec<DynamicResourc
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
         Err(err) => return Err(redb::Error::from(err).into()),
     };
-    let mut resources = Vec::with_capacity(usize::try_from(table.len().map_err(redb::Error::from)?).unwrap_or(0));
+    // The count is the file's word, not checked against what it holds: a
+    // damaged file must not size an allocation (one that fails aborts).
+    let stated = table.len().map_err(redb::Error::from)?;
+    let mut resources = Vec::with_capacity(usize::try_from(stated.min(1 << 16)).unwrap_or(0));
     for entry in table.iter().map_err(redb::Error::from)? {
         let (key, value) = entry.map_err(redb::Error::from)?;
         resources.push(format::decode(key.value(), value.value(), cipher)?);

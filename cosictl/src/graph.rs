@@ -49,7 +49,8 @@ pub async fn run(args: GraphArgs, connect: &ConnectArgs) -> Result<(), CliError>
     let client = connect.connect().await?;
     let statuses = client.list_in::<ControllerStatus>(&args.namespace, &ListOptions::default()).await?;
     if statuses.is_empty() {
-        eprintln!(
+        let _ = writeln!(
+            std::io::stderr(),
             "cosictl: no controller statuses in namespace {:?}: no runtime runs against this state, or it publishes elsewhere (-n)",
             args.namespace
         );

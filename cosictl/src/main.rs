@@ -13,6 +13,7 @@ mod output;
 mod serve;
 mod ui;
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -120,11 +121,12 @@ struct ServeArgs {
     /// Seconds a request may take to arrive, waiting for a place included;
     /// then it is refused or cancelled. The state's answer is not bounded.
     #[arg(long, default_value_t = cosi_grpc::Limits::default().request_timeout.as_secs(),
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
     request_timeout: u64,
     /// Seconds between keepalive pings on an idle connection; a peer that does
     /// not answer within 10 seconds is disconnected.
-    #[arg(long, default_value_t = cosi_grpc::Limits::default().keepalive_interval.as_secs())]
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().keepalive_interval.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
     keepalive_interval: u64,
     /// Seconds a graceful shutdown waits for calls in flight before closing their connections.
     #[arg(long, default_value_t = cosi_grpc::Limits::default().shutdown_grace.as_secs())]
@@ -189,7 +191,7 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
-            eprintln!("cosictl: cannot start the async runtime: {err}");
+            let _ = writeln!(std::io::stderr(), "cosictl: cannot start the async runtime: {err}");
             return ExitCode::FAILURE;
         }
     };
@@ -204,7 +206,8 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("cosictl: {}", report(&err));
+            // A closed stderr: the exit status still says it.
+            let _ = writeln!(std::io::stderr(), "cosictl: {}", report(&err));
             ExitCode::FAILURE
         }
     }

@@ -17,6 +17,7 @@
 //!   command line. A password is never sent in plaintext off this machine:
 //!   with `http://` endpoints it is refused unless every one is on loopback.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
@@ -116,7 +117,8 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let etcd = etcd_options(&args)?;
     let state = open(&args.state, key, etcd).await?;
     let listening = Server::new(Arc::clone(&state)).limits(limits).bind(&args.listen, security).await?;
-    println!("listening on {}", listening.endpoint());
+    // Where it listens, for whoever reads; a closed stdout stops nothing.
+    let _ = writeln!(std::io::stdout(), "listening on {}", listening.endpoint());
     let served = listening.serve_with_shutdown(cosi::runtime::shutdown_signal()).await;
     close(state).await;
     served?;

@@ -1,6 +1,7 @@
 //! `cosictl ui`: the live page of the state behind an endpoint, served on
 //! loopback until Ctrl-C (see the `cosi-ui` crate).
 
+use std::io::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
@@ -29,7 +30,8 @@ pub async fn run(args: UiArgs, connect: &ConnectArgs) -> Result<(), CliError> {
     let ui =
         cosi_ui::Ui::new(state, cosi_ui::Config::default().listen(args.listen).show_sensitive(args.show_sensitive));
     let listening = ui.bind().await?;
-    println!("serving the live page of {} on {}", connect.endpoint, listening.url());
+    // For whoever reads; a closed stdout stops nothing.
+    let _ = writeln!(std::io::stdout(), "serving the live page of {} on {}", connect.endpoint, listening.url());
     listening.serve_with_shutdown(cosi::runtime::shutdown_signal()).await?;
     Ok(())
 }
