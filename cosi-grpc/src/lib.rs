@@ -44,7 +44,7 @@ pub use auth::{ADMIN_ROLE, READER_ROLE, Role};
 pub use client::{Client, ClientSecurity, ClientTls, ConnectError, RetryOptions};
 pub use convert::definition_from_spec;
 pub use endpoint::{Endpoint, EndpointError};
-pub use limits::{DEFAULT_CLIENT_MAX_MESSAGE_SIZE, DEFAULT_MAX_MESSAGE_SIZE, Limits};
+pub use limits::{DEFAULT_CLIENT_MAX_MESSAGE_SIZE, DEFAULT_MAX_MESSAGE_SIZE, Limits, connections_per_address};
 pub use server::{Listening, Security, ServeError, Server, ServerTls};
 pub use service::StateService;
 pub use status::RemoteError;

@@ -12,8 +12,9 @@
 //! `OUT_OF_RANGE` for oversized messages, `CANCELLED` for a request that
 //! does not arrive in time); the connection and every other client go on.
 //! The bound on connections makes the next one wait in the listen backlog,
-//! and one address over its share of them is closed at once; a request finding every place to arrive in taken waits for one, within
-//! its time, and one over its client's share is refused (`admission.rs`).
+//! and one address over its share of them is closed at once; a request
+//! finding every place to arrive in taken waits for one, within its time,
+//! and one over its client's share is refused (`admission.rs`).
 //!
 //! What a request can hold is the size it declares: tonic reserves a
 //! message's declared length before its bytes arrive, and keeps what arrived
@@ -102,11 +103,12 @@ pub struct Limits {
     /// so connections that never finish their TLS handshake count too (each
     /// for at most [`Limits::tls_handshake_timeout`]). At least 1.
     pub max_connections: usize,
-    /// The most connections one address may hold open at once (default 256,
-    /// a quarter of the default [`Limits::max_connections`]; at or above
-    /// that, it bounds nothing): one more is closed as soon as it is
-    /// accepted, before any TLS, so that clients with no certificate cannot
-    /// take every connection from one address. Clients behind one NAT share
+    /// The most connections one address may hold open at once (default 250,
+    /// a quarter of the default [`Limits::max_connections`]:
+    /// [`connections_per_address`]; at or above `max_connections` it bounds
+    /// nothing): one more is closed as soon as it is accepted, before any
+    /// TLS, so that clients with no certificate cannot take every connection
+    /// from one address. Clients behind one NAT share
     /// an address: raise it for a fleet that connects through one. An IPv6
     /// host may hold many addresses; each counts on its own, as grouping
     /// them by network would count a whole subnet's hosts as one. At least 1.
@@ -157,12 +159,13 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
+        let max_connections = 1_000;
         Limits {
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             max_watches_per_client: 1_000,
             max_watches: 10_000,
-            max_connections: 1_000,
-            max_connections_per_address: 256,
+            max_connections,
+            max_connections_per_address: connections_per_address(max_connections),
             max_requests_in_flight: 128,
             max_requests_in_flight_per_client: 32,
             request_timeout: Duration::from_secs(60),
@@ -182,6 +185,13 @@ impl Limits {
     pub fn max_response_size(&self) -> usize {
         max_response_size(self.max_message_size)
     }
+}
+
+/// The default share of one address in `max_connections`: a quarter, at least
+/// one (see [`Limits::max_connections_per_address`]).
+pub const fn connections_per_address(max_connections: usize) -> usize {
+    let quarter = max_connections / 4;
+    if quarter == 0 { 1 } else { quarter }
 }
 
 /// The largest response a server whose requests are limited to `max_message_size` sends.

@@ -82,6 +82,11 @@ async fn client(address: std::net::SocketAddr) -> Client {
     Client::connect(&Endpoint::Tcp(address), ClientSecurity::Insecure).await.expect("connect")
 }
 
+/// A get of a resource that does not exist: `NOT_FOUND` once served.
+fn missing() -> proto::GetRequest {
+    proto::GetRequest { namespace: NS.into(), r#type: TYPE.into(), id: "x".into(), options: None }
+}
+
 fn watch_request() -> proto::WatchRequest {
     proto::WatchRequest {
         namespace: NS.into(),
@@ -129,8 +134,7 @@ async fn a_client_opening_thousands_of_watches_is_refused_and_others_are_served(
     // Another connection is not affected, and the hostile one still gets
     // unary calls through.
     is_served(&client(address).await).await;
-    let get = proto::GetRequest { namespace: NS.into(), r#type: TYPE.into(), id: "x".into(), options: None };
-    let status = within(hostile.get(get)).await.expect_err("not found");
+    let status = within(hostile.get(missing())).await.expect_err("not found");
     assert_eq!(status.code(), Code::NotFound);
 
     // Closing watches frees their places, once the server has seen them close.
@@ -421,8 +425,7 @@ async fn half_sent_requests_wait_for_their_turn_and_hold_no_more() {
 
     // Both places are taken: a third call, whole and well-formed, waits.
     let mut other = raw(address).await;
-    let get = proto::GetRequest { namespace: NS.into(), r#type: TYPE.into(), id: "x".into(), options: None };
-    let mut waiting = Box::pin(async move { other.get(get).await });
+    let mut waiting = Box::pin(async move { other.get(missing()).await });
     assert!(still_waits(&mut waiting).await, "a third request was answered while two held their places");
 
     // A reset stream gives its place back.
@@ -444,8 +447,7 @@ async fn the_longest_times_are_taken_as_never() {
     };
     let address = start(Server::new(MemoryState::default()).limits(limits)).await;
     let mut raw = raw(address).await;
-    let get = proto::GetRequest { namespace: NS.into(), r#type: TYPE.into(), id: "x".into(), options: None };
-    assert_eq!(within(raw.get(get)).await.expect_err("not found").code(), Code::NotFound);
+    assert_eq!(within(raw.get(missing())).await.expect_err("not found").code(), Code::NotFound);
     is_served(&client(address).await).await;
 }
 
@@ -469,8 +471,7 @@ async fn a_client_sending_more_than_its_share_is_refused_and_others_are_served()
 
     // One connection, one client: two requests waiting are its share, a third is refused at once.
     let greedy = raw(address).await;
-    let get = || proto::GetRequest { namespace: NS.into(), r#type: TYPE.into(), id: "x".into(), options: None };
-    let call = |mut client: StateClient<Channel>| Box::pin(async move { client.get(get()).await });
+    let call = |mut client: StateClient<Channel>| Box::pin(async move { client.get(missing()).await });
     let (mut first, mut second) = (call(greedy.clone()), call(greedy.clone()));
     assert!(still_waits(&mut first).await && still_waits(&mut second).await, "answered without a place");
     let refused = within(call(greedy.clone())).await.expect_err("refused");
@@ -512,8 +513,7 @@ async fn one_connection_half_sending_more_than_its_share_has_one_refused() {
     streams.remove(index);
     drop(streams);
     let mut other = raw(address).await;
-    let get = proto::GetRequest { namespace: NS.into(), r#type: TYPE.into(), id: "x".into(), options: None };
-    assert_eq!(within(other.get(get)).await.expect_err("not found").code(), Code::NotFound);
+    assert_eq!(within(other.get(missing())).await.expect_err("not found").code(), Code::NotFound);
 }
 
 /// A request holds its place while it arrives, not while the state answers:
@@ -576,17 +576,16 @@ async fn a_request_never_finished_is_cancelled_after_the_timeout_and_watches_go_
 async fn a_connection_over_the_cap_waits_until_another_closes() {
     let address =
         start(Server::new(MemoryState::default()).limits(Limits { max_connections: 2, ..Limits::default() })).await;
-    let get = || proto::GetRequest { namespace: NS.into(), r#type: TYPE.into(), id: "x".into(), options: None };
     let mut first = raw(address).await;
     let mut second = raw(address).await;
     for connection in [&mut first, &mut second] {
-        assert_eq!(within(connection.get(get())).await.expect_err("not found").code(), Code::NotFound);
+        assert_eq!(within(connection.get(missing())).await.expect_err("not found").code(), Code::NotFound);
     }
 
     let mut third = Box::pin(async move {
         let mut third =
             StateClient::new(Channel::from_shared(format!("http://{address}")).expect("uri").connect_lazy());
-        third.get(get()).await
+        third.get(missing()).await
     });
     assert!(still_waits(&mut third).await, "a third connection was served while two were open");
     drop(first);

@@ -51,13 +51,13 @@ pub(crate) struct Feeds {
 impl Feeds {
     /// The feed of `kind`: the open one, or a new one on a watch of its own.
     pub(crate) async fn feed(&self, ui: &Ui, kind: &Kind) -> cosi::Result<Arc<Feed>> {
-        if let Some(feed) = self.live(kind) {
+        if let Some(feed) = live(&self.open.lock(), kind) {
             return Ok(feed);
         }
         let watch = ui.state.watch_kind_dynamic(kind, WatchKindOptions::bootstrap()).await?;
         let mut open = self.open.lock();
         // Another stream may have opened one meanwhile: then this watch ends here.
-        if let Some(feed) = open.get(kind).and_then(Weak::upgrade).filter(|feed| !feed.failed()) {
+        if let Some(feed) = live(&open, kind) {
             return Ok(feed);
         }
         let feed = Feed::start(ui, kind.clone(), watch);
@@ -65,10 +65,11 @@ impl Feeds {
         open.insert(kind.clone(), Arc::downgrade(&feed));
         Ok(feed)
     }
+}
 
-    fn live(&self, kind: &Kind) -> Option<Arc<Feed>> {
-        self.open.lock().get(kind).and_then(Weak::upgrade).filter(|feed| !feed.failed())
-    }
+/// The feed of `kind` among `open`, unless it ended or failed.
+fn live(open: &HashMap<Kind, Weak<Feed>>, kind: &Kind) -> Option<Arc<Feed>> {
+    open.get(kind).and_then(Weak::upgrade).filter(|feed| !feed.failed())
 }
 
 /// One kind's watch, its resources as they are now, and its last changes.

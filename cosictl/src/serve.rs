@@ -106,7 +106,9 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         max_watches_per_client: args.max_watches_per_client,
         max_watches: args.max_watches,
         max_connections: args.max_connections,
-        max_connections_per_address: args.max_connections_per_address.unwrap_or((args.max_connections / 4).max(1)),
+        max_connections_per_address: args
+            .max_connections_per_address
+            .unwrap_or(cosi_grpc::connections_per_address(args.max_connections)),
         max_requests_in_flight: args.max_requests_in_flight,
         max_requests_in_flight_per_client: args.max_requests_in_flight_per_client,
         request_timeout: Duration::from_secs(args.request_timeout),
