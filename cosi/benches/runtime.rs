@@ -25,10 +25,29 @@
 //!   `start` until all 100,000 outputs exist. `live`: the runtime runs idle,
 //!   then the bench writes 100,000 inputs; timed from the first write until all
 //!   outputs exist (and, separately, from the last write).
+//! - **Neighbour**: the chain of ten again, beside an eleventh controller
+//!   that none of the links reads, which spends about 8 ms of CPU per
+//!   reconcile ([`crunch`] for 2,000,000 rounds) and which a task of the
+//!   bench wakes again every millisecond by writing its input, throughout.
+//!   What a busy controller costs the others.
+//! - **Parallel**: four independent controllers, each over its own 2,000
+//!   preloaded inputs, each input costing [`crunch`] for 20,000 rounds
+//!   (about 80 µs) before its output is written; timed from `start` until
+//!   every output exists. How the cores are used.
+//! - **Scale** (bench in a task only): 1,000 controllers, each summing its
+//!   own namespace of 1,000 inputs (1,000,000 resources, preloaded) into
+//!   one output. `settle`: from `start` until `settled`; `wake`: update one
+//!   input of a random controller, until its sum has the change.
+//!
+//! `interop/go/bench/runtime_bench_test.go` runs the chain, the neighbour,
+//! the parallel controllers and the preloaded transforms on Go COSI, with the
+//! same work per item ([`crunch`] is the same arithmetic there).
 
+use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use cosi::prelude::*;
+use cosi::state::Watch;
 use tokio::runtime::Builder;
 
 #[path = "common/state.rs"]
@@ -77,15 +96,115 @@ impl QueueTransform {
     }
 }
 
+/// Pure CPU work, the same arithmetic as the Go benchmark's: `rounds` steps
+/// of splitmix64 from `seed`, each depending on the last (about 4 ns a step).
+fn crunch(seed: u64, rounds: u64) -> u64 {
+    let mut x = black_box(seed);
+    for _ in 0..rounds {
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x = z ^ (z >> 31);
+    }
+    x
+}
+
+/// The neighbour's work per reconcile: about 8 ms.
+const NEIGHBOUR_ROUNDS: u64 = 2_000_000;
+/// The parallel controllers' work per item: about 80 µs.
+const PARALLEL_ROUNDS: u64 = 20_000;
+
+/// The busy neighbour: reads `Num`s in `busy`, crunches, writes its output
+/// in `busy-out`. No link reads either.
+#[controller(inputs = [Weak<Num>(namespace = "busy")], outputs = [Exclusive<Text>], inventory = false)]
+async fn neighbour(ctx: &mut Ctx) -> cosi::Result<()> {
+    for num in ctx.list_in::<Num>("busy", &ListOptions::default()).await? {
+        let value = crunch(num.value as u64, NEIGHBOUR_ROUNDS).to_string();
+        ctx.modify::<Text>(&Pointer::new("busy-out", Text::TYPE, num.id()), |text| text.value.clone_from(&value))
+            .await?;
+    }
+    Ok(())
+}
+
+/// One of the parallel controllers: crunches each `Num` of `p{index}` into
+/// a `Text` of `p{index}-out` (its input given at its registration, as a Go
+/// controller declares it).
+#[controller(inputs = [Weak<Num>(namespace = "p0")], outputs = [Shared<Text>], inventory = false)]
+struct Parallel {
+    from: String,
+    to: String,
+}
+
+impl Parallel {
+    fn registration(index: usize) -> cosi::controller::Registration {
+        let from = format!("p{index}");
+        let inputs = [Input::of::<Num>(InputKind::Weak).in_namespace(&from)];
+        Parallel { to: format!("{from}-out"), from }.named(format!("parallel{index}")).with_inputs(inputs)
+    }
+
+    async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> cosi::Result<()> {
+        for num in ctx.list_in::<Num>(&self.from, &ListOptions::default()).await? {
+            let value = crunch(num.value as u64, PARALLEL_ROUNDS).to_string();
+            ctx.modify::<Text>(&Pointer::new(&self.to, Text::TYPE, num.id()), |text| text.value.clone_from(&value))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// One controller of the scale scenario: sums the `Num`s of `s{index}` into
+/// the `Num` `{index}` of `sums`.
+#[controller(inputs = [Weak<Num>(namespace = "s0")], outputs = [Shared<Num>], inventory = false)]
+struct Sum {
+    from: String,
+    to: Pointer,
+}
+
+impl Sum {
+    fn registration(index: usize) -> cosi::controller::Registration {
+        let from = format!("s{index}");
+        let inputs = [Input::of::<Num>(InputKind::Weak).in_namespace(&from)];
+        let to = Pointer::new("sums", Num::TYPE, index.to_string());
+        Sum { from, to }.named(format!("sum{index}")).with_inputs(inputs)
+    }
+
+    async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> cosi::Result<()> {
+        let sum = ctx.list_in::<Num>(&self.from, &ListOptions::default()).await?.iter().map(|num| num.value).sum();
+        ctx.modify::<Num>(&self.to, |out| out.value = sum).await?;
+        Ok(())
+    }
+}
+
 /// How much to measure: the full run under `cargo bench`, a smoke test otherwise.
 struct Plan {
     chains: &'static [(usize, usize)],
     resources: usize,
     runs: usize,
+    /// Samples of the chain of ten beside the busy neighbour.
+    neighbour_samples: usize,
+    /// Inputs of each parallel controller.
+    parallel_inputs: usize,
+    /// Controllers and inputs of each in the scale scenario, and wake samples.
+    scale: (usize, usize, usize),
 }
 
-const FULL: Plan = Plan { chains: &[(10, 2_000), (100, 300)], resources: 100_000, runs: 5 };
-const SMOKE: Plan = Plan { chains: &[(10, 3)], resources: 1_000, runs: 1 };
+const FULL: Plan = Plan {
+    chains: &[(10, 2_000), (100, 300)],
+    resources: 100_000,
+    runs: 5,
+    neighbour_samples: 500,
+    parallel_inputs: 2_000,
+    scale: (1_000, 1_000, 1_000),
+};
+const SMOKE: Plan = Plan {
+    chains: &[(10, 3)],
+    resources: 1_000,
+    runs: 1,
+    neighbour_samples: 3,
+    parallel_inputs: 10,
+    scale: (10, 10, 3),
+};
 
 fn main() {
     let plan: &'static Plan = match std::env::args().any(|arg| arg == "--bench") {
@@ -111,27 +230,61 @@ fn main() {
         match in_task {
             true => {
                 let filter = filter.clone();
-                rt.block_on(rt.spawn(async move { measure(plan, &filter).await })).expect("the bench task");
+                rt.block_on(rt.spawn(async move { measure(plan, &filter, Flavour::InTask).await }))
+                    .expect("the bench task");
             }
-            false => rt.block_on(measure(plan, &filter)),
+            false => {
+                rt.block_on(measure(plan, &filter, if multi_thread { Flavour::BlockOn } else { Flavour::OneThread }))
+            }
         }
         println!();
     }
 }
 
-async fn measure(plan: &Plan, filter: &str) {
+/// Where the bench's own code runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flavour {
+    /// In a task of a 2-worker multi-thread runtime.
+    InTask,
+    /// In `block_on`, beside a 2-worker multi-thread runtime.
+    BlockOn,
+    /// On a current-thread runtime, where nothing runs in parallel and a
+    /// busy controller holds the one thread: no neighbour, parallel or scale.
+    OneThread,
+}
+
+async fn measure(plan: &Plan, filter: &str, flavour: Flavour) {
     println!("chain latency (update at the head until the tail has it)");
     println!("{:>8} {:>8} {:>12} {:>12} {:>12} {:>12}", "links", "samples", "median", "p90", "p99", "max");
     for &(links, samples) in plan.chains.iter().filter(|_| "chain".contains(filter)) {
-        let mut times = chain_latency(links, samples).await;
-        times.sort_unstable();
+        let times = chain_latency(links, samples, false).await;
+        print_latencies(&links.to_string(), samples, times);
+    }
+    if flavour != Flavour::OneThread && "neighbour".contains(filter) {
+        println!("chain latency beside a busy neighbour (8 ms of CPU per reconcile, woken every 1 ms)");
+        let times = chain_latency(10, plan.neighbour_samples, true).await;
+        print_latencies("neighbour 10", plan.neighbour_samples, times);
+    }
+    if flavour != Flavour::OneThread && "parallel".contains(filter) {
+        let mut totals = Vec::new();
+        for _ in 0..plan.runs {
+            totals.push(parallel(4, plan.parallel_inputs).await);
+        }
+        totals.sort_unstable();
         println!(
-            "{links:>8} {samples:>8} {:>12.1?} {:>12.1?} {:>12.1?} {:>12.1?}",
-            percentile(&times, 0.5),
-            percentile(&times, 0.9),
-            percentile(&times, 0.99),
-            times.last().copied().unwrap_or_default(),
+            " parallel 4x{} preloaded, from start {:>10.1?} [{:.1?}, {:.1?}]",
+            plan.parallel_inputs,
+            percentile(&totals, 0.5),
+            percentile(&totals, 0.0),
+            percentile(&totals, 1.0),
         );
+    }
+    if flavour == Flavour::InTask && "scale".contains(filter) {
+        let (controllers, inputs, samples) = plan.scale;
+        let (settle, times) = scale(controllers, inputs, samples).await;
+        println!("scale: {controllers} controllers over {inputs} inputs each");
+        println!("    scale settle {settle:>10.1?}");
+        print_latencies("scale wake", samples, times);
     }
 
     println!("transform throughput ({} resources, {} runs: median [min, max])", plan.resources, plan.runs);
@@ -172,6 +325,18 @@ async fn measure(plan: &Plan, filter: &str) {
     }
 }
 
+/// Prints one row of latencies: median, p90, p99, max.
+fn print_latencies(name: &str, samples: usize, mut times: Vec<Duration>) {
+    times.sort_unstable();
+    println!(
+        "{name:>8} {samples:>8} {:>12.1?} {:>12.1?} {:>12.1?} {:>12.1?}",
+        percentile(&times, 0.5),
+        percentile(&times, 0.9),
+        percentile(&times, 0.99),
+        times.last().copied().unwrap_or_default(),
+    );
+}
+
 /// The sorted `times`' value at `fraction` (nearest rank).
 fn percentile(times: &[Duration], fraction: f64) -> Duration {
     if times.is_empty() {
@@ -181,8 +346,15 @@ fn percentile(times: &[Duration], fraction: f64) -> Duration {
     times[rank - 1]
 }
 
-async fn chain_latency(links: usize, samples: usize) -> Vec<Duration> {
+/// The chain's samples; with `neighbour`, beside the busy neighbour and the
+/// task that wakes it every millisecond, both running before the first
+/// sample and until the last.
+async fn chain_latency(links: usize, samples: usize, neighbour: bool) -> Vec<Duration> {
     let mut chain = Chain::start(links).await;
+    let writer = match neighbour {
+        false => None,
+        true => Some(start_neighbour(&chain.runtime, chain.state.clone()).await),
+    };
     // A tenth of the samples again as warm-up, not recorded.
     let warm_up = samples / 10;
     let mut times = Vec::with_capacity(samples);
@@ -193,8 +365,117 @@ async fn chain_latency(links: usize, samples: usize) -> Vec<Duration> {
             times.push(start.elapsed());
         }
     }
+    if let Some(writer) = writer {
+        writer.abort();
+        let _ = writer.await;
+    }
     chain.stop().await;
     times
+}
+
+/// Registers the busy neighbour on the chain's runtime and starts the task
+/// that writes its input every millisecond; returns once the neighbour has
+/// reconciled once.
+async fn start_neighbour(runtime: &Runtime, state: std::sync::Arc<dyn State>) -> tokio::task::JoinHandle<()> {
+    runtime.register(neighbour {}).expect("register the neighbour");
+    let input = Pointer::new("busy", Num::TYPE, "x");
+    state.create(Typed::new_in("busy", "x", Num { value: 0 }), CreateOptions::default()).await.expect("create");
+    let output = Pointer::new("busy-out", Text::TYPE, "x");
+    while state.get_dynamic(&output).await.is_err() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(Duration::from_millis(1));
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        for value in 1.. {
+            interval.tick().await;
+            state.modify::<Num>(&input, UpdateOptions::default(), |num| num.value = value).await.expect("update");
+        }
+    })
+}
+
+/// The time from `start` until each of `controllers` parallel controllers
+/// has written all its `inputs` outputs.
+async fn parallel(controllers: usize, inputs: usize) -> Duration {
+    let state = bench_state::memory();
+    let runtime = Runtime::new(state.clone());
+    for index in 0..controllers {
+        runtime.register(Parallel::registration(index)).expect("register");
+        for id in 0..inputs {
+            let num = Typed::new_in(format!("p{index}"), format!("n{id:06}"), Num { value: id as i64 });
+            state.create(num, CreateOptions::default()).await.expect("create");
+        }
+    }
+    let start = Instant::now();
+    runtime.start().expect("start");
+    for index in 0..controllers {
+        let kind = Kind::new(format!("p{index}-out"), Text::TYPE);
+        while state.list_dynamic(&kind, &ListOptions::default()).await.expect("list").len() < inputs {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    let done = start.elapsed();
+    let last = Pointer::new(format!("p{}-out", controllers - 1), Text::TYPE, format!("n{:06}", inputs - 1));
+    let output = state.get::<Text>(&last).await.expect("the last output");
+    assert_eq!(output.value, crunch(inputs as u64 - 1, PARALLEL_ROUNDS).to_string(), "a wrong output");
+    runtime.shutdown().await;
+    done
+}
+
+/// The scale scenario: the time from `start` until `settled`, and `samples`
+/// wake-ups, each from an update of one input until its controller's sum has it.
+async fn scale(controllers: usize, inputs: usize, samples: usize) -> (Duration, Vec<Duration>) {
+    let state = bench_state::memory();
+    let runtime = Runtime::new(state.clone());
+    for index in 0..controllers {
+        runtime.register(Sum::registration(index)).expect("register");
+        for id in 0..inputs {
+            let num = Typed::new_in(format!("s{index}"), format!("n{id:06}"), Num { value: 1 });
+            state.create(num, CreateOptions::default()).await.expect("create");
+        }
+    }
+    let start = Instant::now();
+    runtime.start().expect("start");
+    runtime.settled().await;
+    let settle = start.elapsed();
+    let sums = Kind::new("sums", Num::TYPE);
+    assert_eq!(state.list_dynamic(&sums, &ListOptions::default()).await.expect("list").len(), controllers);
+    let mut watch = state.watch_kind_dynamic(&sums, WatchKindOptions::default()).await.expect("watch");
+    let mut rng = fastrand::Rng::with_seed(7);
+    let mut times = Vec::with_capacity(samples);
+    for sample in 1..=samples as i64 {
+        let index = rng.usize(..controllers);
+        let input = Pointer::new(format!("s{index}"), Num::TYPE, format!("n{:06}", rng.usize(..inputs)));
+        let started = Instant::now();
+        let before = state.get::<Num>(&input).await.expect("the input").value;
+        state.modify::<Num>(&input, UpdateOptions::default(), |num| num.value = 1 + sample).await.expect("update");
+        let id = index.to_string();
+        wait_for_sum(&mut watch, &id, inputs as i64 - before + 1 + sample).await;
+        times.push(started.elapsed());
+        // Back as it was, settled, so that every sample starts alike.
+        state.modify::<Num>(&input, UpdateOptions::default(), |num| num.value = before).await.expect("update");
+        runtime.settled().await;
+    }
+    drop(watch);
+    runtime.shutdown().await;
+    (settle, times)
+}
+
+/// Waits on the watch of the sums until the sum `id` is `value`.
+async fn wait_for_sum(watch: &mut Watch, id: &str, value: i64) {
+    while let Some(event) = watch.recv().await {
+        match event {
+            Event::Created { resource, .. } | Event::Updated { resource, .. }
+                if resource.metadata().id() == id
+                    && Typed::<Num>::try_from(&resource).expect("a Num").value == value =>
+            {
+                return;
+            }
+            Event::Errored { error } => panic!("the watch of the sums failed: {error}"),
+            _ => (),
+        }
+    }
+    panic!("the watch of the sums ended");
 }
 
 #[derive(Clone, Copy)]

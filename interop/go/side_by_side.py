@@ -10,7 +10,9 @@ output of every run goes to the log directory.
 
     interop/go/side_by_side.py [--bench runtime|state] --rounds 5 [--part chain] [--rust NAME=BINARY ...]
 
-`runtime` (the default): the chain and the transforms. The Rust chain runs
+`runtime` (the default): the chain, the chain beside a busy neighbour, four
+CPU-bound controllers side by side (parallel), the transforms, and (Rust
+only) the scale scenario. The Rust chain runs
 on a 2-worker multi-thread tokio runtime (the bench's code in a task, as Go's
 benchmark goroutine runs on one of its Ps, and in `block_on`) and on a
 current-thread one; Go runs with GOMAXPROCS=2 (-cpu 2). `state`: create,
@@ -109,6 +111,19 @@ def parse_rust(output):
             for name, value in zip(["median", "p90", "p99", "max"], fields[2:]):
                 figures[(flavour, f"chain {fields[0]} {name}")] = micros(value)
             continue
+        if len(fields) == 7 and fields[0] in ("neighbour", "scale") and fields[2].isdigit():
+            figure = "neighbour, chain 10" if fields[0] == "neighbour" else "scale wake"
+            for name, value in zip(["median", "p90", "p99", "max"], fields[3:]):
+                figures[(flavour, f"{figure} {name}")] = micros(value)
+            continue
+        match = re.match(r"\s*scale settle\s+(\S+)", line)
+        if match:
+            figures[(flavour, "scale settle")] = micros(match.group(1))
+            continue
+        match = re.match(r"\s*parallel (\S+) preloaded, from start\s+(\S+)", line)
+        if match:
+            figures[(flavour, "parallel 4 preloaded, from start")] = micros(match.group(2))
+            continue
         match = re.match(r"\s*(reconcile|queue) (preloaded, from start|live, from the first write)\s+(\S+)", line)
         if match:
             figures[(flavour, f"{match.group(1)} {match.group(2)}")] = micros(match.group(3))
@@ -122,6 +137,17 @@ def parse_go(output):
         if match:
             for value, name in re.findall(r"([0-9.]+) (median|p90|p99|max)-µs", line):
                 figures[("Go, GOMAXPROCS=2", f"chain {match.group(1)} {name}")] = float(value)
+            continue
+        match = re.match(r"BenchmarkRuntimeNeighbour-\d+\s", line)
+        if match:
+            for value, name in re.findall(r"([0-9.]+) (median|p90|p99|max)-µs", line):
+                figures[("Go, GOMAXPROCS=2", f"neighbour, chain 10 {name}")] = float(value)
+            continue
+        match = re.match(r"BenchmarkRuntimeParallel-\d+\s", line)
+        if match:
+            median = re.search(r"([0-9.]+) median-ms", line)
+            if median:
+                figures[("Go, GOMAXPROCS=2", "parallel 4 preloaded, from start")] = float(median.group(1)) * 1e3
             continue
         match = re.match(r"BenchmarkRuntimeTransform/(reconcile|queue)-\d+\s", line)
         if match:
@@ -145,7 +171,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bench", default="runtime", choices=["runtime", "state"])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--part", default="", help="chain, reconcile or queue (default: all)")
+    parser.add_argument("--part", default="",
+                        help="chain, neighbour, parallel, scale, reconcile or queue (default: all)")
     parser.add_argument("--rust", action="append", default=[], help="NAME=BINARY: another Rust bench binary")
     parser.add_argument("--no-build", metavar="BINARY", help="use this Rust bench binary as `now` instead of building")
     parser.add_argument("--log", default=None, help="where the raw output goes (default: a new temporary directory)")
@@ -157,7 +184,8 @@ def main():
     rust += [tuple(spec.split("=", 1)) for spec in args.rust]
     go = build_go(log)
     if args.bench == "runtime":
-        go_pattern = {"": "Runtime", "chain": "RuntimeChain", "reconcile": "RuntimeTransform/reconcile",
+        go_pattern = {"": "Runtime", "chain": "RuntimeChain", "neighbour": "RuntimeNeighbour",
+                      "parallel": "RuntimeParallel", "scale": None, "reconcile": "RuntimeTransform/reconcile",
                       "queue": "RuntimeTransform/queue"}[args.part]
         go_flags = ["-test.benchtime", "1x"]
         rust_flags = [args.part] if args.part else []
@@ -180,6 +208,8 @@ def main():
             for (flavour, figure), value in parse_rust_output(output).items():
                 who = f"Rust {name}, {flavour}" if flavour else f"Rust {name}"
                 samples.setdefault((who, figure), []).append(value)
+        if go_pattern is None:
+            continue
         command = [go, "-test.run", "^$", "-test.bench", go_pattern, "-test.cpu", "2"] + go_flags
         output = subprocess.run(command, cwd=os.path.join(HERE, "bench"), check=True, stdout=subprocess.PIPE,
                                 text=True).stdout
@@ -198,6 +228,8 @@ def main():
         words = figure.split()
         if words[0] == "chain":
             return (0, int(words[1]), order[words[2]], "")
+        if words[-1] in order:
+            return (0, 1000, order[words[-1]], " ".join(words[:-1]))
         if figure in state_order:
             return (1, state_order.index(figure), 0, "")
         return (2, 0, 0, figure)

@@ -1,8 +1,9 @@
 // Go COSI's controller runtime, as a baseline for the Rust benchmark in
 // cosi/benches/runtime.rs: the same scenarios, with hand-written controllers
 // through the public API (controller.Controller, controller.QController) on
-// the in-memory state built as Talos builds it. See BENCHMARKS.md, section
-// "Controller runtime, in memory". Run with:
+// the in-memory state built as Talos builds it: the chain, the chain beside a
+// busy neighbour, four CPU-bound controllers side by side, and the preloaded
+// transforms. See BENCHMARKS.md, section "Controller runtime, in memory". Run with:
 //
 //	go test ./bench -run '^$' -bench Runtime -benchtime 1x -cpu 2
 //
@@ -39,6 +40,13 @@ const (
 	transformOut  = resource.Namespace("out")
 	transformSize = 100_000
 	transformRuns = 5
+	// neighbourRounds is the busy neighbour's work per reconcile (about 8 ms),
+	// parallelRounds a parallel controller's per item (about 80 µs).
+	neighbourRounds  = 2_000_000
+	parallelRounds   = 20_000
+	parallelInputs   = 2_000
+	parallelCount    = 4
+	neighbourSamples = 500
 	// waitLimit bounds every wait, so that a broken controller fails the
 	// benchmark instead of hanging it.
 	waitLimit = time.Minute
@@ -136,6 +144,74 @@ func (ctrl linkController) Run(ctx context.Context, r controller.Runtime, _ *zap
 
 			if err := safe.WriterModify(ctx, r, newNum(to, num.Metadata().ID(), 0), func(out *Num) error {
 				out.TypedSpec().Value = value
+
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// crunch is pure CPU work, the same arithmetic as the Rust benchmark's:
+// rounds steps of splitmix64 from seed, each depending on the last.
+func crunch(seed uint64, rounds int) uint64 {
+	x := seed
+	for range rounds {
+		x += 0x9e3779b97f4a7c15
+		z := x
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+		x = z ^ (z >> 31)
+	}
+
+	return x
+}
+
+// crunchController reads every Num of from and, for each, crunches for
+// rounds steps and writes the result as a Text of to: the busy neighbour
+// (from "busy", 2,000,000 rounds) and the parallel controllers (from
+// p{index}, 20,000 rounds).
+type crunchController struct {
+	name     string
+	from, to resource.Namespace
+	rounds   int
+}
+
+func (ctrl crunchController) Name() string { return ctrl.name }
+
+func (ctrl crunchController) Inputs() []controller.Input {
+	return []controller.Input{{Namespace: ctrl.from, Type: numType, Kind: controller.InputWeak}}
+}
+
+func (ctrl crunchController) Outputs() []controller.Output {
+	return []controller.Output{{Type: textType, Kind: controller.OutputShared}}
+}
+
+func (ctrl crunchController) Run(ctx context.Context, r controller.Runtime, _ *zap.Logger) error {
+	kind := resource.NewMetadata(ctrl.from, numType, "", resource.VersionUndefined)
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.EventCh():
+		}
+
+		nums, err := safe.ReaderList[*Num](ctx, r, kind)
+		if err != nil {
+			return err
+		}
+
+		for num := range nums.All() {
+			value := strconv.FormatUint(crunch(uint64(num.TypedSpec().Value), ctrl.rounds), 10)
+			text := typed.NewResource[TextSpec, TextExtension](
+				resource.NewMetadata(ctrl.to, textType, num.Metadata().ID(), resource.VersionUndefined),
+				TextSpec{},
+			)
+
+			if err := safe.WriterModify(ctx, r, text, func(text *Text) error {
+				text.TypedSpec().Value = value
 
 				return nil
 			}); err != nil {
@@ -285,7 +361,7 @@ func BenchmarkRuntimeChain(b *testing.B) {
 			var times []time.Duration
 
 			for range b.N {
-				times = append(times, chainLatency(b, chain.links, chain.samples)...)
+				times = append(times, chainLatency(b, chain.links, chain.samples, false)...)
 			}
 
 			slices.Sort(times)
@@ -297,7 +373,25 @@ func BenchmarkRuntimeChain(b *testing.B) {
 	}
 }
 
-func chainLatency(b *testing.B, links, samples int) []time.Duration {
+// BenchmarkRuntimeNeighbour: the chain of ten beside a busy neighbour, a
+// controller none of the links reads that crunches for about 8 ms per
+// reconcile and that a goroutine wakes every millisecond by writing its
+// input, from before the first sample until after the last.
+func BenchmarkRuntimeNeighbour(b *testing.B) {
+	var times []time.Duration
+
+	for range b.N {
+		times = append(times, chainLatency(b, 10, neighbourSamples, true)...)
+	}
+
+	slices.Sort(times)
+	b.ReportMetric(micros(percentile(times, 0.5)), "median-µs")
+	b.ReportMetric(micros(percentile(times, 0.9)), "p90-µs")
+	b.ReportMetric(micros(percentile(times, 0.99)), "p99-µs")
+	b.ReportMetric(micros(times[len(times)-1]), "max-µs")
+}
+
+func chainLatency(b *testing.B, links, samples int, neighbour bool) []time.Duration {
 	b.Helper()
 
 	st := newState()
@@ -311,6 +405,16 @@ func chainLatency(b *testing.B, links, samples int) []time.Duration {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+
+	if neighbour {
+		if err := rt.RegisterController(crunchController{name: "neighbour", from: "busy", to: "busy-out", rounds: neighbourRounds}); err != nil {
+			b.Fatal(err)
+		}
+
+		if err := st.Create(ctx, newNum("busy", "x", 0)); err != nil {
+			b.Fatal(err)
+		}
+	}
 
 	head := newNum(chainNamespace(0), "x", 0)
 	if err := st.Create(ctx, head); err != nil {
@@ -358,6 +462,11 @@ func chainLatency(b *testing.B, links, samples int) []time.Duration {
 
 	waitFor(0)
 
+	if neighbour {
+		stopWriter := startNeighbourWriter(ctx, b, st)
+		defer stopWriter()
+	}
+
 	warmUp := samples / 10
 	times := make([]time.Duration, 0, samples)
 
@@ -383,6 +492,140 @@ func chainLatency(b *testing.B, links, samples int) []time.Duration {
 	running.stop(b)
 
 	return times
+}
+
+// startNeighbourWriter waits until the neighbour has reconciled once, then
+// writes its input every millisecond until the returned function is called
+// (which waits for the writer to end).
+func startNeighbourWriter(ctx context.Context, b *testing.B, st state.State) func() {
+	b.Helper()
+
+	output := resource.NewMetadata("busy-out", textType, "x", resource.VersionUndefined)
+	deadline := time.Now().Add(waitLimit)
+
+	for {
+		if _, err := st.Get(ctx, output); err == nil {
+			break
+		}
+
+		pollPause(b, deadline)
+	}
+
+	input := resource.NewMetadata("busy", numType, "x", resource.VersionUndefined)
+	writerCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+
+	go func() {
+		ticker := time.NewTicker(time.Millisecond)
+		defer ticker.Stop()
+
+		for value := int64(1); ; value++ {
+			select {
+			case <-writerCtx.Done():
+				done <- nil
+
+				return
+			case <-ticker.C:
+			}
+
+			if _, err := safe.StateUpdateWithConflicts(writerCtx, st, input, func(num *Num) error {
+				num.TypedSpec().Value = value
+
+				return nil
+			}); err != nil && writerCtx.Err() == nil {
+				done <- err
+
+				return
+			}
+		}
+	}()
+
+	return func() {
+		stop()
+
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRuntimeParallel: four independent controllers, each over its own
+// 2,000 preloaded inputs, each input crunched for about 80 µs before its
+// output is written; timed from Run until every output exists; median of 5 runs.
+func BenchmarkRuntimeParallel(b *testing.B) {
+	var runs []time.Duration
+
+	for range b.N {
+		for range transformRuns {
+			runs = append(runs, parallelPreloaded(b))
+		}
+	}
+
+	slices.Sort(runs)
+	b.ReportMetric(millis(percentile(runs, 0.5)), "median-ms")
+	b.ReportMetric(millis(runs[0]), "min-ms")
+	b.ReportMetric(millis(runs[len(runs)-1]), "max-ms")
+}
+
+func parallelPreloaded(b *testing.B) time.Duration {
+	b.Helper()
+
+	st := newState()
+	rt := newRuntime(b, st)
+	ctx := context.Background()
+
+	for index := range parallelCount {
+		from := fmt.Sprintf("p%d", index)
+
+		ctrl := crunchController{name: fmt.Sprintf("parallel%d", index), from: from, to: from + "-out", rounds: parallelRounds}
+		if err := rt.RegisterController(ctrl); err != nil {
+			b.Fatal(err)
+		}
+
+		for id := range parallelInputs {
+			if err := st.Create(ctx, newNum(from, fmt.Sprintf("n%06d", id), int64(id))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+
+	begin := time.Now()
+	running := start(rt)
+	deadline := begin.Add(waitLimit)
+
+	for index := range parallelCount {
+		outputs := resource.NewMetadata(fmt.Sprintf("p%d-out", index), textType, "", resource.VersionUndefined)
+
+		for {
+			list, err := st.List(ctx, outputs)
+			if err != nil {
+				b.Fatal(err)
+			}
+
+			if len(list.Items) >= parallelInputs {
+				break
+			}
+
+			pollPause(b, deadline)
+		}
+	}
+
+	elapsed := time.Since(begin)
+
+	last := resource.NewMetadata(fmt.Sprintf("p%d-out", parallelCount-1), textType, fmt.Sprintf("n%06d", parallelInputs-1), resource.VersionUndefined)
+
+	output, err := safe.StateGet[*Text](ctx, st, last)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	if want := strconv.FormatUint(crunch(parallelInputs-1, parallelRounds), 10); output.TypedSpec().Value != want {
+		b.Fatalf("a parallel controller wrote %q, not %q", output.TypedSpec().Value, want)
+	}
+
+	running.stop(b)
+
+	return elapsed
 }
 
 // BenchmarkRuntimeTransform: Rust runtime transform throughput, preloaded: the
