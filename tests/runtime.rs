@@ -123,17 +123,24 @@ impl Mover {
 }
 
 /// Not collected: a queue controller of two workers whose reconciles wait
-/// for each other, noting the tokio task each runs in.
+/// for each other holding their threads, noting the thread each runs on.
 #[controller(inputs = [Primary<Config>(namespace = "parallel")], outputs = [], concurrency = 2, inventory = false)]
 struct Pair {
-    both_in: Arc<tokio::sync::Barrier>,
-    tasks: Arc<std::sync::Mutex<Vec<tokio::task::Id>>>,
+    inside: Arc<std::sync::atomic::AtomicUsize>,
+    threads: Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>,
 }
 
 impl Pair {
     async fn reconcile(&self, _ctx: &Ctx<Self>, _item: &Pointer) -> cosi::Result<()> {
-        self.tasks.lock().expect("not poisoned").push(tokio::task::id());
-        self.both_in.wait().await;
+        self.threads.lock().expect("not poisoned").push(std::thread::current().id());
+        self.inside.fetch_add(1, Ordering::SeqCst);
+        let started = std::time::Instant::now();
+        while self.inside.load(Ordering::SeqCst) < 2 {
+            if started.elapsed() > std::time::Duration::from_secs(20) {
+                return Err(cosi::Error::other(std::io::Error::other("the other item never ran at the same time")));
+            }
+            std::hint::spin_loop();
+        }
         Ok(())
     }
 }
@@ -423,20 +430,20 @@ fn spin_beside_another_task() {
 }
 
 #[test]
-fn a_queue_controllers_workers_after_the_first_run_in_tasks_of_their_own() {
+fn a_queue_controllers_workers_run_in_parallel() {
     block_on(async {
         let state = cosi::state::memory();
         let runtime = Runtime::new(state.clone());
-        let tasks = Arc::default();
-        let pair = Pair { both_in: Arc::new(tokio::sync::Barrier::new(2)), tasks: Arc::clone(&tasks) };
+        let threads = Arc::default();
+        let pair = Pair { inside: Arc::default(), threads: Arc::clone(&threads) };
         runtime.register(pair).expect("register");
         runtime.start().expect("start");
         for id in ["a", "b"] {
             let config = Typed::new_in("parallel", id, Config::default());
             state.create(config, CreateOptions::default()).await.expect("create");
         }
-        // Both items reconcile at once (each waits for the other), so two
-        // workers run them; in two tasks, which may run on two threads.
+        // Both items reconcile at once (each waits for the other, holding its
+        // thread), so two workers run them, on two threads.
         eventually("both items reconciled", || async {
             match runtime.stats("Pair").expect("registered").reconciles {
                 2 => Ok(()),
@@ -444,9 +451,10 @@ fn a_queue_controllers_workers_after_the_first_run_in_tasks_of_their_own() {
             }
         })
         .await;
-        let tasks = tasks.lock().expect("not poisoned").clone();
-        assert_eq!(tasks.len(), 2, "{tasks:?}");
-        assert_ne!(tasks[0], tasks[1], "both workers ran in one task");
+        assert_eq!(runtime.stats("Pair").expect("registered").errors, 0, "an item waited in vain for the other");
+        let threads = threads.lock().expect("not poisoned").clone();
+        assert_eq!(threads.len(), 2, "{threads:?}");
+        assert_ne!(threads[0], threads[1], "both workers ran on one thread");
         runtime.shutdown().await;
     });
 }

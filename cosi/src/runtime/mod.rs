@@ -51,14 +51,15 @@
 //!   fell behind the state's history starts over and wakes every controller
 //!   that reads the kind (queue controllers: re-queues every resource), so no
 //!   change is lost.
-//! - **Controllers share one task.** Every controller's loop (and the first
-//!   worker of a queue controller) is a future of one task, so a change that
-//!   ripples through a chain of controllers goes from one to the next without
-//!   tokio's scheduler or another thread. Controllers run one at a time:
-//!   a reconcile awaits and never blocks, and gives CPU-heavy work to a task
-//!   or to `tokio::task::spawn_blocking`, whose result it awaits. A queue
-//!   controller's further workers (`concurrency` above one) have tasks of
-//!   their own, so its items may run in parallel.
+//! - **Controllers run in a pool of lanes, one per worker thread.** Every
+//!   controller's loop (and every queue worker) is a future of the
+//!   runtime's pool, polled by one lane (a task) at a time. A change that
+//!   ripples through a chain of controllers goes from one to the next inside
+//!   one lane, without tokio's scheduler or another thread; a controller
+//!   whose reconcile holds its thread holds one lane, and the other lanes
+//!   run everything else. A reconcile should still await rather than
+//!   block: its CPU-heavy or blocking work belongs in
+//!   `tokio::task::spawn_blocking`.
 //! - **Coalesced triggers.** A reconcile controller has one pending wake-up at
 //!   most: a burst of changes while it is busy makes one more reconcile, never
 //!   none after the last change. Every controller reconciles once at start.

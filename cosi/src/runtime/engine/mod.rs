@@ -7,18 +7,18 @@
 //! - `watch`: one watch task per kind some controller reads, resumed from its
 //!   bookmark, started over when it falls behind, stopped when nobody reads
 //!   the kind;
-//! - `driver`: the one task every controller's loop runs in;
+//! - `pool`: the lanes (tasks) every controller's loop runs in;
 //! - `reconciler`: a reconcile controller's loop;
 //! - `worker`: a queue controller's workers;
 //! - `publish`: resource definitions and controller statuses written to the state.
 //!
 //! Every task is spawned on one [`TaskTracker`] and stops on one
 //! [`CancellationToken`], so shutdown cancels them all and waits for each:
-//! nothing outlives the runtime. The controllers' loops (and a queue
-//! controller's first worker) are not tasks of their own but futures of the
-//! driver's one task, which ends once they all have.
+//! nothing outlives the runtime. The controllers' loops and queue workers
+//! are not tasks of their own but futures of the pool, whose lanes end once
+//! they all have.
 
-mod driver;
+mod pool;
 mod publish;
 mod reconciler;
 mod routing;
@@ -53,7 +53,7 @@ use crate::state::State;
 
 pub(crate) use routing::reads;
 
-use driver::Driver;
+use pool::Pool;
 use routing::Routes;
 use watch::KindWatch;
 
@@ -80,8 +80,8 @@ pub(crate) struct Engine {
     handle: Mutex<Option<tokio::runtime::Handle>>,
     cancel: CancellationToken,
     tasks: TaskTracker,
-    /// Runs the controllers' loops, inside one of those tasks.
-    driver: Driver,
+    /// Runs the controllers' loops, inside the lanes, tasks of the tracker.
+    pool: Pool,
 }
 
 enum Run {
@@ -95,6 +95,7 @@ impl Engine {
         let types = Types::with_builtins(options.status_namespace.is_some());
         Arc::new(Engine {
             state,
+            pool: Pool::new(),
             options,
             controllers: RwLock::default(),
             routes: Arc::default(),
@@ -106,7 +107,6 @@ impl Engine {
             handle: Mutex::new(None),
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
-            driver: Driver::default(),
         })
     }
 
@@ -191,7 +191,11 @@ impl Engine {
                 }
             }
         };
+        let lanes = handle.metrics().num_workers();
         *self.handle.lock() = Some(handle);
+        for lane in self.pool.start(lanes, &self.cancel) {
+            self.spawn(lane);
+        }
         self.publish_definitions();
         let kinds: Vec<Kind> = self.routes.read().keys().cloned().collect();
         for kind in kinds {
@@ -222,12 +226,9 @@ impl Engine {
         }
     }
 
-    /// Runs `future` (a controller's loop, or a queue worker) in the driver,
-    /// spawning the driver's task with the first one.
-    fn drive(&self, future: impl std::future::Future<Output = ()> + Send + 'static) {
-        if let Some(task) = self.driver.add(future, &self.cancel) {
-            self.spawn(task);
-        }
+    /// Runs `future` (`core`'s loop, or a queue worker) in the pool.
+    fn drive(&self, core: &Arc<Core>, future: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.pool.add(Arc::clone(core), future);
     }
 
     /// Starts a registered controller's loop once the kinds it reads are watched.
@@ -236,6 +237,7 @@ impl Engine {
         let ready: Vec<_> = core.inputs().iter().map(|input| self.ensure_watch(&input.kind)).collect();
         let engine = Arc::clone(self);
         let reported = Arc::clone(&core);
+        let owner = Arc::clone(&core);
         let host = Arc::clone(&core) as Arc<dyn Host>;
         let run: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = match body {
             Body::Reconcile(build) => {
@@ -249,7 +251,7 @@ impl Engine {
         };
         // Reconciles catch their own panics and restart; a panic in the loop
         // around them ends the controller, which its status then reports.
-        self.drive(async move {
+        self.drive(&owner, async move {
             if let Err(panic) = AssertUnwindSafe(run).catch_unwind().await {
                 let message = format!("the controller's task panicked and stopped: {}", panic_message(&*panic));
                 tracing::error!(controller = %reported.name, error = %message, "controller stopped");

@@ -13,7 +13,7 @@ use tracing::Instrument;
 use crate::backoff::Backoff;
 use crate::controller::{ErasedReconcile, Outcome, Requeue, RequeueError};
 use crate::runtime::core::{Core, Trigger, deadline};
-use crate::runtime::engine::{Engine, driver, panic_message, watch as kind_watch};
+use crate::runtime::engine::{Engine, panic_message, pool, watch as kind_watch};
 use crate::runtime::settle::InFlight;
 
 impl Engine {
@@ -74,7 +74,7 @@ impl Engine {
                     }
                     core.finished();
                     if core.is_woken() {
-                        driver::yield_turn().await;
+                        pool::yield_turn().await;
                     }
                     continue;
                 }

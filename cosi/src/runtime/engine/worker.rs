@@ -1,6 +1,6 @@
 //! A queue controller: its primary inputs listed once watched, then
-//! `concurrency` workers over its queue, each item with its own backoff: the
-//! first in the driver, the others in tasks of their own.
+//! `concurrency` workers over its queue, each item with its own backoff, each
+//! a future of the pool (so they run in parallel on as many lanes).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use crate::controller::{ErasedQueue, Outcome, Requeue};
 use crate::resource::Kind;
 use crate::runtime::core::{Core, deadline};
 use crate::runtime::engine::reconciler::read_outcome;
-use crate::runtime::engine::{Engine, driver, reads, watch as kind_watch};
+use crate::runtime::engine::{Engine, pool, reads, watch as kind_watch};
 use crate::runtime::queue::{Item, Job, Key};
 use crate::runtime::settle::InFlight;
 
@@ -32,17 +32,10 @@ impl Engine {
         if self.cancel.run_until_cancelled(kind_watch::ready(ready)).await.is_none() {
             return;
         }
-        // The first worker runs in the driver, beside the other controllers;
-        // the others have tasks of their own, so that `concurrency` workers
-        // may run on as many threads.
-        for worker in 0..core.declaration.concurrency.unwrap_or(1).max(1) {
+        for _ in 0..core.declaration.concurrency.unwrap_or(1).max(1) {
             let engine = Arc::clone(&self);
-            let (core, controller) = (Arc::clone(&core), Arc::clone(&controller));
-            let work = async move { engine.run_worker(core, controller).await };
-            match worker {
-                0 => self.drive(work),
-                _ => self.spawn(work),
-            }
+            let (worker, controller) = (Arc::clone(&core), Arc::clone(&controller));
+            self.drive(&core, async move { engine.run_worker(worker, controller).await });
         }
         let kinds: Vec<Kind> = core.inputs().iter().map(|input| input.kind.clone()).collect();
         for kind in kinds {
@@ -65,7 +58,7 @@ impl Engine {
             // a few, the other controllers get their turn.
             items = items.wrapping_add(1);
             if items.is_multiple_of(ITEMS_PER_TURN) {
-                driver::yield_turn().await;
+                pool::yield_turn().await;
             }
             let item = queue.next().await;
             core.stats.set_queue_depth(queue.len());

@@ -1,0 +1,424 @@
+//! The pool every controller's loop runs in: the controllers' futures, one
+//! queue of those woken, and as many lanes polling it as the tokio runtime
+//! has worker threads.
+//!
+//! A chain of controllers is a chain of wake-ups: a write wakes the next
+//! controller, whose write wakes the next. With a tokio task per controller,
+//! each hop goes through tokio's scheduler, and on a multi-thread runtime
+//! every few hops push a task to the run queue and wake an idle worker,
+//! which steals it: the chain bounces between threads and each bounce is a
+//! futex call. Here a lane (a tokio task) polls controller futures one after
+//! the other from the pool's queue, and a controller woken from inside a
+//! lane is left to that lane: a hop is a push onto the queue and the next
+//! poll of the same loop, on the same thread, with nothing of tokio's in
+//! between.
+//!
+//! A lane cannot preempt a controller that holds its thread (a reconcile
+//! that computes for milliseconds without awaiting), so there is more than
+//! one lane, and the others carry on meanwhile:
+//!
+//! - a controller woken from outside every lane (a client's write, a watch
+//!   task, a timer) while no lane is free to take it next wakes an idle
+//!   lane;
+//! - a lane that takes a controller from the queue and leaves more behind
+//!   wakes an idle lane for the rest, and hands its own tokio task back to
+//!   the scheduler first, so that the two run on two threads rather than
+//!   one after the other on one (tokio runs a task woken from a worker
+//!   thread next on that thread, in a slot no other worker steals from);
+//! - a controller woken from inside a lane whose poll then holds its thread
+//!   is taken by another lane, which the [`watchdog`] wakes once that poll
+//!   has lasted [`watchdog::STALLED`].
+//!
+//! So a busy controller holds one lane and one thread, never the others,
+//! and controllers with work use every worker thread. A controller is
+//! polled by one lane at a time: a wake-up while it is polled queues it
+//! again when the poll ends. Each lane yields to the rest of the program
+//! after [`BUDGET`] polls; a loop that has its next turn at once steps aside
+//! first ([`yield_turn`]).
+//!
+//! On a current-thread runtime there is one lane and no watchdog:
+//! controllers run one at a time on the one thread, in the order they were
+//! woken, and the run is as deterministic as the program around it.
+
+mod watchdog;
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use futures_util::task::{ArcWake, AtomicWaker, waker_ref};
+use parking_lot::Mutex;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+use crate::runtime::core::Core;
+use crate::runtime::engine::panic_message;
+
+/// Polls of controller futures in one poll of a lane before it lets other
+/// tasks of the program run.
+const BUDGET: usize = 64;
+
+type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The controllers' futures, the queue of those woken, and the lanes.
+pub(super) struct Pool {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// Woken futures, in the order they were woken.
+    ready: Mutex<VecDeque<Arc<Slot>>>,
+    /// Futures not finished yet.
+    live: AtomicUsize,
+    /// The lanes, made at the start (their number is the tokio runtime's).
+    lanes: OnceLock<Box<[Lane]>>,
+    /// What the lanes' poll times count from.
+    epoch: Instant,
+    /// The watchdog's thread, when there is more than one lane.
+    watchdog: OnceLock<watchdog::Handle>,
+    /// Set once the lanes have ended (or the pool is gone): the watchdog ends.
+    ended: AtomicBool,
+}
+
+/// One tokio task polling the queue.
+struct Lane {
+    state: AtomicU8,
+    /// The lane's task, woken to leave `IDLE`.
+    waker: AtomicWaker,
+    /// When the poll in progress began, in nanoseconds since the pool's
+    /// epoch (never zero); zero between polls.
+    since: AtomicU64,
+}
+
+/// Parked: looks at the queue again only once woken.
+const IDLE: u8 = 0;
+/// Woken, or polling between two futures: takes the next woken future
+/// before it parks.
+const ACTIVE: u8 = 1;
+/// Inside a future's poll, which may be long.
+const BUSY: u8 = 2;
+
+/// One controller's future.
+struct Slot {
+    future: Mutex<Option<Task>>,
+    state: AtomicU8,
+    /// Whose future it is.
+    core: Arc<Core>,
+    shared: Weak<Shared>,
+}
+
+/// Neither queued nor polled: waits for a wake-up.
+const WAITING: u8 = 0;
+/// In the queue.
+const QUEUED: u8 = 1;
+/// Being polled by a lane.
+const POLLED: u8 = 2;
+/// Being polled, and woken meanwhile: queued again when the poll ends.
+const POLLED_WOKEN: u8 = 3;
+/// Finished.
+const DONE: u8 = 4;
+
+thread_local! {
+    /// The pool (its address) and lane this thread is polling a future of, if any.
+    static LANE: Cell<Option<(usize, usize)>> = const { Cell::new(None) };
+}
+
+impl ArcWake for Slot {
+    fn wake_by_ref(slot: &Arc<Self>) {
+        let mut state = slot.state.load(Ordering::Acquire);
+        loop {
+            let next = match state {
+                WAITING => QUEUED,
+                POLLED => POLLED_WOKEN,
+                _ => return,
+            };
+            match slot.state.compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break,
+                Err(actual) => state = actual,
+            }
+        }
+        if state == WAITING
+            && let Some(shared) = slot.shared.upgrade()
+        {
+            shared.ready.lock().push_back(Arc::clone(slot));
+            // The lane polling the waker takes it after its current poll
+            // (or, should that poll hold its thread, another lane does:
+            // the watchdog sees to it).
+            if current_lane(&shared).is_none() {
+                shared.woken_from_outside();
+            }
+        }
+    }
+}
+
+/// The lane of `shared` this thread is polling a future of, if any.
+fn current_lane(shared: &Arc<Shared>) -> Option<usize> {
+    let me = Arc::as_ptr(shared) as usize;
+    LANE.get().and_then(|(pool, lane)| (pool == me).then_some(lane))
+}
+
+/// Lets every other woken controller go first: the caller is polled again
+/// after them. A loop whose next turn is ready at once (a controller woken
+/// again while it reconciled, a queue with more items) would otherwise run on
+/// inside one poll, where neither the other controllers nor the lane's
+/// budget can reach it.
+pub(super) fn yield_turn() -> impl Future<Output = ()> {
+    let mut yielded = false;
+    std::future::poll_fn(move |cx| {
+        if yielded {
+            return Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+}
+
+impl Pool {
+    pub(super) fn new() -> Self {
+        Pool {
+            shared: Arc::new(Shared {
+                ready: Mutex::default(),
+                live: AtomicUsize::new(0),
+                lanes: OnceLock::new(),
+                epoch: Instant::now(),
+                watchdog: OnceLock::new(),
+                ended: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Makes `lanes` lanes (at least one), and with more than one the
+    /// watchdog's thread; returns the lanes' tasks, for the caller to spawn.
+    /// Each ends once `stop` is cancelled and every future has finished.
+    pub(super) fn start(
+        &self,
+        lanes: usize,
+        stop: &CancellationToken,
+    ) -> Vec<impl Future<Output = ()> + Send + 'static + use<>> {
+        let lanes = lanes.max(1);
+        let made = (0..lanes)
+            .map(|_| Lane { state: AtomicU8::new(ACTIVE), waker: AtomicWaker::new(), since: AtomicU64::new(0) })
+            .collect();
+        if self.shared.lanes.set(made).is_err() {
+            return Vec::new();
+        }
+        if lanes > 1 {
+            watchdog::start(&self.shared);
+        }
+        (0..lanes)
+            .map(|lane| {
+                let shared = Arc::clone(&self.shared);
+                let mut stopped = Box::pin(stop.clone().cancelled_owned());
+                // Unconstrained by tokio's cooperative budget, which counts
+                // per task and would run out for all controllers at once:
+                // the lane keeps its own (`BUDGET`).
+                tokio::task::unconstrained(std::future::poll_fn(move |cx| shared.poll_lane(lane, cx, stopped.as_mut())))
+            })
+            .collect()
+    }
+
+    /// Adds `core`'s future, to be polled at once (once the lanes run).
+    pub(super) fn add(&self, core: Arc<Core>, future: impl Future<Output = ()> + Send + 'static) {
+        let slot = Arc::new(Slot {
+            future: Mutex::new(Some(Box::pin(future))),
+            state: AtomicU8::new(WAITING),
+            core,
+            shared: Arc::downgrade(&self.shared),
+        });
+        self.shared.live.fetch_add(1, Ordering::SeqCst);
+        ArcWake::wake_by_ref(&slot);
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.shared.end();
+    }
+}
+
+impl Shared {
+    fn lanes(&self) -> &[Lane] {
+        self.lanes.get().map_or(&[], |lanes| lanes)
+    }
+
+    /// Nanoseconds since the epoch, never zero.
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1)
+    }
+
+    /// A future was queued from outside every lane: wakes an idle lane
+    /// unless one will take it next.
+    fn woken_from_outside(&self) {
+        let lanes = self.lanes();
+        if lanes.iter().any(|lane| lane.state.load(Ordering::SeqCst) == ACTIVE) {
+            return;
+        }
+        self.wake_idle(lanes, None);
+    }
+
+    /// Wakes one idle lane other than `except`; returns whether it did.
+    fn wake_idle(&self, lanes: &[Lane], except: Option<usize>) -> bool {
+        for (index, lane) in lanes.iter().enumerate() {
+            if Some(index) == except {
+                continue;
+            }
+            if lane.state.compare_exchange(IDLE, ACTIVE, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+                lane.waker.wake();
+                self.active();
+                return true;
+            }
+        }
+        false
+    }
+
+    /// A lane left `IDLE`: the watchdog watches again, if it rested.
+    fn active(&self) {
+        if let Some(watchdog) = self.watchdog.get() {
+            watchdog.wake();
+        }
+    }
+
+    /// The lanes have ended, or the pool is gone: so does the watchdog.
+    fn end(&self) {
+        self.ended.store(true, Ordering::SeqCst);
+        if let Some(watchdog) = self.watchdog.get() {
+            watchdog.wake();
+        }
+    }
+
+    /// One poll of lane `index`: polls woken futures until none is left or
+    /// the budget is spent; ends once the runtime stopped and every future
+    /// has finished.
+    fn poll_lane(
+        self: &Arc<Self>,
+        index: usize,
+        cx: &mut Context<'_>,
+        stopped: Pin<&mut WaitForCancellationFutureOwned>,
+    ) -> Poll<()> {
+        let lanes = self.lanes();
+        let lane = &lanes[index];
+        lane.waker.register(cx.waker());
+        if lane.state.swap(ACTIVE, Ordering::SeqCst) == IDLE {
+            self.active();
+        }
+        let _inside = Inside::enter(self, index);
+        for _ in 0..BUDGET {
+            let Some((slot, more)) = self.next(lane) else {
+                // A live future wakes a lane when the runtime stops (it
+                // stops too); with none left, the stop itself must.
+                if self.live.load(Ordering::SeqCst) == 0 && stopped.poll(cx).is_ready() {
+                    // The other lanes end too.
+                    for other in lanes {
+                        other.state.store(ACTIVE, Ordering::SeqCst);
+                        other.waker.wake();
+                    }
+                    self.end();
+                    return Poll::Ready(());
+                }
+                return Poll::Pending;
+            };
+            // More woken futures than this lane takes now: another lane
+            // takes the rest, on another thread. This lane's task steps
+            // aside first, or the lane it woke would wait behind it.
+            let helped = lanes
+                .iter()
+                .enumerate()
+                .any(|(other, lane)| other != index && lane.state.load(Ordering::SeqCst) == ACTIVE);
+            if more && !helped && self.wake_idle(lanes, Some(index)) {
+                self.ready.lock().push_front(slot);
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            slot.state.store(POLLED, Ordering::SeqCst);
+            lane.since.store(self.now(), Ordering::SeqCst);
+            lane.state.store(BUSY, Ordering::SeqCst);
+            self.poll_slot(&slot);
+            lane.state.store(ACTIVE, Ordering::SeqCst);
+            lane.since.store(0, Ordering::SeqCst);
+        }
+        // The budget is spent: let the program's other tasks run, and come back.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// Polls one future, and queues it again if it was woken meanwhile.
+    fn poll_slot(&self, slot: &Arc<Slot>) {
+        let mut future = slot.future.lock();
+        let Some(task) = future.as_mut() else { return };
+        let waker = waker_ref(slot);
+        let polled =
+            std::panic::catch_unwind(AssertUnwindSafe(|| task.as_mut().poll(&mut Context::from_waker(&waker))));
+        let done = match polled {
+            Ok(poll) => poll.is_ready(),
+            // The loops catch their panics; this is the last line.
+            Err(panic) => {
+                tracing::error!(controller = %slot.core.name, panic = %panic_message(&*panic), "a controller's loop panicked");
+                true
+            }
+        };
+        if done {
+            *future = None;
+            drop(future);
+            slot.state.store(DONE, Ordering::SeqCst);
+            if self.live.fetch_sub(1, Ordering::SeqCst) == 1 {
+                // The last one: the lanes look at the stop.
+                for lane in self.lanes() {
+                    if lane.state.swap(ACTIVE, Ordering::SeqCst) == IDLE {
+                        lane.waker.wake();
+                    }
+                }
+            }
+            return;
+        }
+        drop(future);
+        if slot.state.compare_exchange(POLLED, WAITING, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+            // Woken while polled: to the back of the queue, for this lane
+            // (or another) to take.
+            slot.state.store(QUEUED, Ordering::SeqCst);
+            self.ready.lock().push_back(Arc::clone(slot));
+        }
+    }
+
+    /// The next woken future, and whether more are left; with none, parks
+    /// the lane (so that a later wake-up wakes its task) and looks once more.
+    fn next(&self, lane: &Lane) -> Option<(Arc<Slot>, bool)> {
+        {
+            let mut ready = self.ready.lock();
+            if let Some(slot) = ready.pop_front() {
+                return Some((slot, !ready.is_empty()));
+            }
+        }
+        // Paired with the wakers' look at the lanes after their push:
+        // either this sees the future, or the waker sees this lane idle.
+        lane.state.store(IDLE, Ordering::SeqCst);
+        let mut ready = self.ready.lock();
+        let slot = ready.pop_front()?;
+        // Taken back from idle, unless a waker took it first (and woke the
+        // task, which is then polled once more for nothing).
+        if lane.state.compare_exchange(IDLE, ACTIVE, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+            self.active();
+        }
+        Some((slot, !ready.is_empty()))
+    }
+}
+
+/// Marks this thread as polling in a lane, until dropped.
+struct Inside(Option<(usize, usize)>);
+
+impl Inside {
+    fn enter(shared: &Arc<Shared>, lane: usize) -> Self {
+        Inside(LANE.replace(Some((Arc::as_ptr(shared) as usize, lane))))
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        LANE.set(self.0);
+    }
+}

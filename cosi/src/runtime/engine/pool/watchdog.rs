@@ -1,0 +1,112 @@
+//! The pool's watchdog: a thread that looks at the lanes every [`TICK`]
+//! while any is awake, for what the lanes cannot see from inside a poll: a
+//! stalled lane. A controller woken from inside a lane is left to
+//! that lane, which takes it once its current poll ends. When that poll
+//! holds its thread instead (a reconcile that wakes another controller and
+//! then computes), and no other lane is awake to take the queue, the
+//! watchdog wakes an idle lane once the poll has lasted [`STALLED`].
+//!
+//! It rests (parks) once every lane has been idle for [`REST_AFTER`] ticks,
+//! and the first lane to wake wakes it, so an idle program has no thread
+//! waking every millisecond. Its thread holds the pool weakly and ends with
+//! the pool's lanes, or when the pool is dropped.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::Thread;
+use std::time::Duration;
+
+use super::{ACTIVE, BUSY, IDLE, Shared};
+
+/// How often the watchdog looks while any lane is awake.
+const TICK: Duration = Duration::from_millis(1);
+
+/// How long a poll holds its lane before the watchdog has another lane take
+/// what waits in the queue.
+pub(super) const STALLED: Duration = Duration::from_micros(500);
+
+/// Ticks with every lane idle before the watchdog rests.
+const REST_AFTER: u32 = 100;
+
+/// The watchdog as the pool sees it: its thread, and whether it rests.
+pub(super) struct Handle {
+    thread: Thread,
+    resting: AtomicBool,
+}
+
+impl Handle {
+    /// Wakes the watchdog if it rests: a lane left `IDLE`, or the pool ends.
+    pub(super) fn wake(&self) {
+        if self.resting.load(Ordering::SeqCst) && self.resting.swap(false, Ordering::SeqCst) {
+            self.thread.unpark();
+        }
+    }
+}
+
+/// Starts the watchdog of `shared`'s lanes. A thread that cannot be made
+/// (the system's limit) leaves the pool without one, which a log line says:
+/// the lanes still run, only a stalled one is not relieved.
+pub(super) fn start(shared: &Arc<Shared>) {
+    let pool = Arc::downgrade(shared);
+    let started = std::thread::Builder::new().name("cosi-watchdog".to_owned()).spawn(move || watch(&pool));
+    match started {
+        Ok(thread) => {
+            let _ = shared.watchdog.set(Handle { thread: thread.thread().clone(), resting: AtomicBool::new(false) });
+        }
+        Err(error) => tracing::error!(%error, "the runtime could not start its watchdog thread"),
+    }
+}
+
+fn watch(pool: &Weak<Shared>) {
+    let mut quiet = 0;
+    loop {
+        std::thread::sleep(TICK);
+        let Some(shared) = pool.upgrade() else { return };
+        if shared.ended.load(Ordering::SeqCst) {
+            return;
+        }
+        // Its handle is set just after the spawn.
+        let Some(handle) = shared.watchdog.get() else { continue };
+        let lanes = shared.lanes();
+        let now = shared.now();
+        let (mut awake, mut stalled, mut idle) = (false, false, false);
+        for lane in lanes {
+            match lane.state.load(Ordering::SeqCst) {
+                IDLE => idle = true,
+                ACTIVE => awake = true,
+                BUSY => {
+                    let since = lane.since.load(Ordering::SeqCst);
+                    if since == 0 {
+                        continue;
+                    }
+                    stalled |= Duration::from_nanos(now.saturating_sub(since)) >= STALLED;
+                }
+                _ => (),
+            }
+        }
+        if stalled && !awake && idle && !shared.ready.lock().is_empty() {
+            shared.wake_idle(lanes, None);
+        }
+        quiet = match lanes.iter().all(|lane| lane.state.load(Ordering::SeqCst) == IDLE) {
+            true => quiet + 1,
+            false => 0,
+        };
+        if quiet < REST_AFTER {
+            continue;
+        }
+        // Rests, unless a lane woke meanwhile: a lane that wakes after the
+        // flag is up unparks the thread, and a park after an unpark returns.
+        handle.resting.store(true, Ordering::SeqCst);
+        let asleep = lanes.iter().all(|lane| lane.state.load(Ordering::SeqCst) == IDLE);
+        drop(shared);
+        if asleep {
+            std::thread::park();
+        }
+        quiet = 0;
+        if let Some(shared) = pool.upgrade()
+            && let Some(handle) = shared.watchdog.get()
+        {
+            handle.resting.store(false, Ordering::SeqCst);
+        }
+    }
+}
