@@ -1,18 +1,22 @@
 //! Controllers run independently: one that holds its thread (computing, or
-//! blocking where it should not) stalls no other, and controllers with work
-//! use every worker thread.
+//! blocking where it should not) stalls no other, controllers with work use
+//! every worker thread, and the runtime reports a poll that holds its thread
+//! too long against its controller.
 //!
 //! Nothing here is a timing: each test waits for an order of events (a
 //! controller reconciles while another still spins) that the old design,
 //! every controller in one task, could never produce; the waits are
 //! generous bounds that only a broken runtime reaches.
 
-use std::sync::Arc;
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use cosi::prelude::*;
+use cosi::runtime::{ControllerStatus, RuntimeOptions};
 use cosi::state::WatchCondition;
+use cosi::testing::runtime::eventually;
 
 /// How long a test waits for what it expects before it fails.
 const WAIT: Duration = Duration::from_secs(20);
@@ -220,4 +224,124 @@ fn controllers_with_work_run_on_every_worker_thread() {
         }
         runtime.shutdown().await;
     });
+}
+
+/// Holds its thread for `hold` in its first reconcile, then never again.
+#[controller(inputs = [Weak<Load>(namespace = "slow")], outputs = [], inventory = false)]
+struct Slow {
+    hold: Duration,
+    done: bool,
+}
+
+impl Slow {
+    async fn reconcile(&mut self, _ctx: &mut Ctx<Self>) -> cosi::Result<()> {
+        if !std::mem::replace(&mut self.done, true) {
+            std::thread::sleep(self.hold);
+        }
+        Ok(())
+    }
+}
+
+/// The log lines written through the global subscriber, which this test
+/// binary sets once.
+fn logs() -> &'static Mutex<Vec<u8>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let writer = Arc::clone(&logs);
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .without_time()
+            .with_writer(move || LogWriter(Arc::clone(&writer)))
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber");
+        logs
+    })
+}
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl Write for LogWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("the logs").extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_poll_that_holds_its_thread_too_long_is_reported() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    let logs = logs();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let state = cosi::state::memory();
+    let mut options = RuntimeOptions::default();
+    options.long_poll = Duration::from_millis(50);
+    options.status_interval = Duration::from_millis(10);
+    // The runtime takes its metric handles when a controller is registered.
+    let runtime = metrics::with_local_recorder(&recorder, || {
+        let runtime = Runtime::with_options(state.clone(), options);
+        // Past the watchdog's second, so that it reports the poll while it lasts, too.
+        runtime.register(Slow { hold: Duration::from_millis(1_300), done: false }.named("slow")).expect("register");
+        runtime.register(Slow { hold: Duration::ZERO, done: false }.named("quick")).expect("register");
+        runtime
+    });
+    block_on(async {
+        runtime.start().expect("start");
+        runtime.settled().await;
+        // Counted when the poll has returned, which may be just after the
+        // reconcile's end that `settled` saw.
+        let slow = eventually("the long poll counted", || async {
+            let slow = runtime.stats("slow").expect("stats");
+            match slow.long_polls {
+                0 => Err("not yet"),
+                _ => Ok(slow),
+            }
+        })
+        .await;
+        assert_eq!(slow.long_polls, 1, "{slow:?}");
+        assert!(slow.longest_poll >= Duration::from_millis(1_300), "{slow:?}");
+        let quick = runtime.stats("quick").expect("stats");
+        assert_eq!((quick.long_polls, quick.longest_poll), (0, Duration::ZERO), "{quick:?}");
+
+        let reported = WatchCondition::new().resource(|status: &Typed<ControllerStatus>| status.long_polls == 1);
+        let status = Pointer::new("runtime", ControllerStatus::TYPE, "slow");
+        let event = tokio::time::timeout(WAIT, state.watch_for::<ControllerStatus>(status, reported))
+            .await
+            .expect("the status reports the long poll")
+            .expect("the watch");
+        let status = event.resource().expect("the status");
+        assert!(status.longest_poll_ms.is_some_and(|ms| ms >= 1_300), "{status:?}");
+        runtime.shutdown().await;
+    });
+
+    let logged = String::from_utf8_lossy(&logs.lock().expect("the logs")).into_owned();
+    // The other tests of this binary log through the same subscriber.
+    let about = |controller: &str| -> Vec<&str> {
+        let name = format!("controller={controller} ");
+        logged.lines().filter(|line| line.contains("held its thread") && line.contains(&name)).collect()
+    };
+    let lines = about("slow");
+    // The watchdog's, while the poll lasted, then the one after it.
+    let [during, after] = lines[..] else { panic!("two log lines for the long poll:\n{logged}") };
+    assert!(during.contains("WARN") && during.contains("still does"), "{during}");
+    assert!(after.contains("WARN") && !after.contains("still does"), "{after}");
+    assert_eq!(about("quick"), Vec::<&str>::new());
+
+    let metrics: Vec<_> = snapshotter.snapshot().into_vec();
+    let long_polls = |controller: &str| {
+        metrics.iter().find_map(|(key, .., value)| {
+            let key = key.key();
+            let named = key.name() == "cosi_controller_long_polls_total"
+                && key.labels().any(|label| label.key() == "controller" && label.value() == controller);
+            named.then_some(value)
+        })
+    };
+    assert!(matches!(long_polls("slow"), Some(DebugValue::Counter(1))), "{metrics:?}");
+    assert!(matches!(long_polls("quick"), Some(DebugValue::Counter(0))), "{metrics:?}");
 }

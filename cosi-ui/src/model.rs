@@ -68,6 +68,11 @@ pub(crate) struct ControllerView {
     /// When a failing controller is retried, in milliseconds since the Unix epoch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) next_retry_ms: Option<u64>,
+    /// Polls that held their thread longer than the runtime's `long_poll`.
+    pub(crate) long_polls: u64,
+    /// The longest of those, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) longest_poll_ms: Option<u64>,
 }
 
 impl ControllerView {
@@ -85,6 +90,8 @@ impl ControllerView {
             rate,
             last_error: status.last_error.clone(),
             next_retry_ms: status.next_retry_ms,
+            long_polls: status.long_polls,
+            longest_poll_ms: status.longest_poll_ms,
         }
     }
 }

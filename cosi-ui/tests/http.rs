@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use cosi::prelude::*;
+use cosi::runtime::{ControllerStatus, RUNTIME_NAMESPACE, RUNTIME_OWNER};
 use cosi_ui::{Config, Ui};
 use support::{EventClient, Number, Word, eventually, get, json};
 
@@ -58,7 +59,7 @@ async fn the_summary_counts_resources_and_shows_controllers() {
     let (state, runtime) = support::program().await;
     state.create(Typed::new("seven", Number { value: 7 }), CreateOptions::default()).await.expect("create");
     runtime.settled().await;
-    let ui = Ui::new(state, Config::default());
+    let ui = Ui::new(Arc::clone(&state), Config::default());
     let (status, _, body) = get(&ui, "/api/summary").await;
     assert_eq!(status, StatusCode::OK);
     let summary = json(&body);
@@ -70,6 +71,20 @@ async fn the_summary_counts_resources_and_shows_controllers() {
     assert_eq!(count(Word::TYPE), 2);
     let speller = &summary["controllers"][0];
     assert_eq!((speller["name"].as_str(), speller["state"].as_str()), (Some("speller"), Some("running")));
+    assert_eq!((speller["longPolls"].as_u64(), speller.get("longestPollMs")), (Some(0), None), "{speller}");
+
+    // A controller whose polls held their thread, as its status says.
+    let status = Pointer::new(RUNTIME_NAMESPACE, ControllerStatus::TYPE, "speller");
+    let options = UpdateOptions::owner(RUNTIME_OWNER);
+    runtime.shutdown().await;
+    let reported = |status: &mut Typed<ControllerStatus>| {
+        status.long_polls = 3;
+        status.longest_poll_ms = Some(42);
+    };
+    state.modify::<ControllerStatus>(&status, options, reported).await.expect("the status");
+    let (_, _, body) = get(&ui, "/api/summary").await;
+    let speller = json(&body)["controllers"][0].clone();
+    assert_eq!((speller["longPolls"].as_u64(), speller["longestPollMs"].as_u64()), (Some(3), Some(42)), "{speller}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -304,6 +304,10 @@ function showController(name) {
   row("errors", view.errors);
   row("restarts", view.restarts);
   if (view.lastError) row("last error", view.lastError, "error");
+  if (view.longPolls) {
+    const longest = view.longestPollMs === undefined ? "" : `, the longest ${view.longestPollMs} ms`;
+    row("long polls", `${view.longPolls}${longest}: it holds its thread; move heavy work to spawn_blocking`, "error");
+  }
   if (node && page.layout) {
     const reads = page.layout.edges.filter((edge) => edge.to === node.node.id);
     const writes = page.layout.edges.filter((edge) => edge.from === node.node.id);

@@ -181,6 +181,17 @@ impl Core {
             && self.queue.as_ref().is_none_or(|queue| queue.is_idle(now))
     }
 
+    /// One poll of the controller held its thread for `held`, more than the
+    /// runtime's `long_poll`.
+    pub(crate) fn long_poll(&self, held: Duration) {
+        tracing::warn!(
+            controller = %self.name,
+            ?held,
+            "a controller held its thread for {held:?} without awaiting; move CPU-heavy or blocking work to spawn_blocking"
+        );
+        self.stats.record_long_poll(held);
+    }
+
     /// Queues every item of a queue controller's primary inputs again, while the engine runs.
     fn requeue_items(&self) {
         if let (Some(engine), Some(core)) = (self.running_engine(), self.me.upgrade()) {
@@ -303,6 +314,8 @@ pub(crate) struct Stats {
     pub(crate) reads: AtomicU64,
     pub(crate) writes: AtomicU64,
     pub(crate) busy_nanos: AtomicU64,
+    pub(crate) long_polls: AtomicU64,
+    pub(crate) longest_poll_nanos: AtomicU64,
     pub(crate) last_error: Mutex<Option<String>>,
     /// When a failed controller (or item) is retried next; `None` while healthy.
     pub(crate) next_retry: Mutex<Option<SystemTime>>,
@@ -318,6 +331,7 @@ struct Metrics {
     restarts: metrics::Counter,
     busy: metrics::Histogram,
     queue_depth: metrics::Gauge,
+    long_polls: metrics::Counter,
 }
 
 impl Stats {
@@ -332,6 +346,8 @@ impl Stats {
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             busy_nanos: AtomicU64::new(0),
+            long_polls: AtomicU64::new(0),
+            longest_poll_nanos: AtomicU64::new(0),
             last_error: Mutex::new(None),
             next_retry: Mutex::new(None),
             dirty: AtomicBool::new(true),
@@ -342,6 +358,7 @@ impl Stats {
                 restarts: metrics::counter!("cosi_controller_restarts_total", &label()),
                 busy: metrics::histogram!("cosi_controller_busy_seconds", &label()),
                 queue_depth: metrics::gauge!("cosi_controller_queue_depth", &label()),
+                long_polls: metrics::counter!("cosi_controller_long_polls_total", &label()),
             },
         }
     }
@@ -361,6 +378,13 @@ impl Stats {
         self.metrics.busy.record(busy.as_secs_f64());
         self.failing.store(false, Ordering::Relaxed);
         *self.next_retry.lock() = None;
+        self.dirty.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn record_long_poll(&self, held: Duration) {
+        self.long_polls.fetch_add(1, Ordering::Relaxed);
+        self.longest_poll_nanos.fetch_max(u64::try_from(held.as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.metrics.long_polls.increment(1);
         self.dirty.store(true, Ordering::Release);
     }
 
@@ -399,6 +423,8 @@ impl Stats {
             reads: self.reads.load(Ordering::Relaxed),
             writes: self.writes.load(Ordering::Relaxed),
             busy: Duration::from_nanos(self.busy_nanos.load(Ordering::Relaxed)),
+            long_polls: self.long_polls.load(Ordering::Relaxed),
+            longest_poll: Duration::from_nanos(self.longest_poll_nanos.load(Ordering::Relaxed)),
             queue_depth,
             backing_off,
             last_error: self.last_error.lock().clone(),
@@ -428,6 +454,11 @@ pub struct ControllerStats {
     pub writes: u64,
     /// Time spent reconciling.
     pub busy: Duration,
+    /// Polls that held their thread longer than the runtime's
+    /// [`long_poll`](crate::runtime::RuntimeOptions::long_poll).
+    pub long_polls: u64,
+    /// The longest of those, or zero.
+    pub longest_poll: Duration,
     /// Items waiting (queue controllers).
     pub queue_depth: usize,
     /// Items of those waiting out a backoff after a failure (queue controllers).

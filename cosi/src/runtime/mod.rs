@@ -57,8 +57,9 @@
 //!   ripples through a chain of controllers goes from one to the next inside
 //!   one lane, without tokio's scheduler or another thread; a controller
 //!   whose reconcile holds its thread holds one lane, and the other lanes
-//!   run everything else. A reconcile should still await rather than
-//!   block: its CPU-heavy or blocking work belongs in
+//!   run everything else. A reconcile should still await rather than block:
+//!   a poll longer than [`RuntimeOptions::long_poll`] is reported, naming
+//!   the controller, so that its CPU-heavy or blocking work moves to
 //!   `tokio::task::spawn_blocking`.
 //! - **Coalesced triggers.** A reconcile controller has one pending wake-up at
 //!   most: a burst of changes while it is busy makes one more reconcile, never
@@ -70,7 +71,8 @@
 //! - **Observability.** A tracing span per reconcile; counters through the
 //!   `metrics` facade (`cosi_controller_reconciles_total`,
 //!   `cosi_controller_errors_total`, `cosi_controller_restarts_total`,
-//!   `cosi_controller_busy_seconds`, `cosi_controller_queue_depth`, labelled
+//!   `cosi_controller_busy_seconds`, `cosi_controller_queue_depth`,
+//!   `cosi_controller_long_polls_total`, labelled
 //!   by controller; install the recorder before building the runtime); one
 //!   [`ControllerStatus`] resource per controller in the `runtime` namespace.
 
@@ -184,6 +186,15 @@ pub struct RuntimeOptions {
     pub status_namespace: Option<String>,
     /// How often changed controller statuses are written, at most.
     pub status_interval: Duration,
+    /// How long one poll of a controller (the code of a reconcile between
+    /// two awaits that wait) may hold its thread before the runtime reports
+    /// it: a warning naming the controller and the time, the counter
+    /// `cosi_controller_long_polls_total`, and [`ControllerStats::long_polls`]
+    /// (also in the controller's [`ControllerStatus`]). Such a controller
+    /// keeps one of the runtime's lanes, and one thread, from every other
+    /// controller meanwhile: its CPU-heavy or blocking work belongs in
+    /// `tokio::task::spawn_blocking`.
+    pub long_poll: Duration,
 }
 
 impl Default for RuntimeOptions {
@@ -192,6 +203,7 @@ impl Default for RuntimeOptions {
             backoff: BackoffOptions::default(),
             status_namespace: Some(RUNTIME_NAMESPACE.to_owned()),
             status_interval: Duration::from_secs(1),
+            long_poll: Duration::from_millis(5),
         }
     }
 }

@@ -21,6 +21,7 @@ pub const RUNTIME_OWNER: &str = "runtime";
     print_columns(name = "Reconciles", json_path = "{.reconciles}"),
     print_columns(name = "Restarts", json_path = "{.restarts}"),
     print_columns(name = "Healthy", json_path = "{.healthy}"),
+    print_columns(name = "Long polls", json_path = "{.long_polls}"),
 )]
 pub struct ControllerStatus {
     /// What it reads now.
@@ -47,6 +48,13 @@ pub struct ControllerStatus {
     pub next_retry_ms: Option<u64>,
     /// Whether its last reconcile succeeded.
     pub healthy: bool,
+    /// Polls that held their thread longer than the runtime's `long_poll`
+    /// ([`ControllerStats::long_polls`](crate::runtime::ControllerStats::long_polls)).
+    #[serde(default)]
+    pub long_polls: u64,
+    /// The longest of those, in milliseconds; unset while there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub longest_poll_ms: Option<u64>,
 }
 
 impl ControllerStatus {

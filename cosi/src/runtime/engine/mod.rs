@@ -95,7 +95,7 @@ impl Engine {
         let types = Types::with_builtins(options.status_namespace.is_some());
         Arc::new(Engine {
             state,
-            pool: Pool::new(),
+            pool: Pool::new(options.long_poll),
             options,
             controllers: RwLock::default(),
             routes: Arc::default(),

@@ -95,6 +95,9 @@ impl Engine {
                     status.last_error.clone_from(&stats.last_error);
                     status.next_retry_ms = stats.next_retry.and_then(unix_millis);
                     status.healthy = healthy;
+                    status.long_polls = stats.long_polls;
+                    status.longest_poll_ms = (stats.long_polls > 0)
+                        .then(|| u64::try_from(stats.longest_poll.as_millis()).unwrap_or(u64::MAX));
                 })
                 .await;
             if let Err(error) = written {

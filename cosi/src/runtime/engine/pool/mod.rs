@@ -34,7 +34,9 @@
 //! polled by one lane at a time: a wake-up while it is polled queues it
 //! again when the poll ends. Each lane yields to the rest of the program
 //! after [`BUDGET`] polls; a loop that has its next turn at once steps aside
-//! first ([`yield_turn`]).
+//! first ([`yield_turn`]). Every poll is timed, and one that holds its
+//! thread longer than the runtime's `long_poll` is reported against its
+//! controller ([`Core::long_poll`]).
 //!
 //! On a current-thread runtime there is one lane and no watchdog:
 //! controllers run one at a time on the one thread, in the order they were
@@ -50,7 +52,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::task::{ArcWake, AtomicWaker, waker_ref};
 use parking_lot::Mutex;
@@ -77,6 +79,11 @@ struct Shared {
     live: AtomicUsize,
     /// The lanes, made at the start (their number is the tokio runtime's).
     lanes: OnceLock<Box<[Lane]>>,
+    /// Every future's slot, by its number, for the watchdog to name a
+    /// controller whose poll holds its lane.
+    slots: Mutex<Vec<Weak<Slot>>>,
+    /// A poll longer than this is reported.
+    long_poll: Duration,
     /// What the lanes' poll times count from.
     epoch: Instant,
     /// The watchdog's thread, when there is more than one lane.
@@ -93,6 +100,8 @@ struct Lane {
     /// When the poll in progress began, in nanoseconds since the pool's
     /// epoch (never zero); zero between polls.
     since: AtomicU64,
+    /// The number of the slot being polled.
+    slot: AtomicUsize,
 }
 
 /// Parked: looks at the queue again only once woken.
@@ -107,8 +116,10 @@ const BUSY: u8 = 2;
 struct Slot {
     future: Mutex<Option<Task>>,
     state: AtomicU8,
-    /// Whose future it is.
+    /// Whose future it is: a long poll is reported against it.
     core: Arc<Core>,
+    /// Its place in [`Shared::slots`].
+    number: usize,
     shared: Weak<Shared>,
 }
 
@@ -180,12 +191,14 @@ pub(super) fn yield_turn() -> impl Future<Output = ()> {
 }
 
 impl Pool {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(long_poll: Duration) -> Self {
         Pool {
             shared: Arc::new(Shared {
                 ready: Mutex::default(),
                 live: AtomicUsize::new(0),
                 lanes: OnceLock::new(),
+                slots: Mutex::default(),
+                long_poll,
                 epoch: Instant::now(),
                 watchdog: OnceLock::new(),
                 ended: AtomicBool::new(false),
@@ -203,7 +216,12 @@ impl Pool {
     ) -> Vec<impl Future<Output = ()> + Send + 'static + use<>> {
         let lanes = lanes.max(1);
         let made = (0..lanes)
-            .map(|_| Lane { state: AtomicU8::new(ACTIVE), waker: AtomicWaker::new(), since: AtomicU64::new(0) })
+            .map(|_| Lane {
+                state: AtomicU8::new(ACTIVE),
+                waker: AtomicWaker::new(),
+                since: AtomicU64::new(0),
+                slot: AtomicUsize::new(0),
+            })
             .collect();
         if self.shared.lanes.set(made).is_err() {
             return Vec::new();
@@ -225,12 +243,16 @@ impl Pool {
 
     /// Adds `core`'s future, to be polled at once (once the lanes run).
     pub(super) fn add(&self, core: Arc<Core>, future: impl Future<Output = ()> + Send + 'static) {
+        let mut slots = self.shared.slots.lock();
         let slot = Arc::new(Slot {
             future: Mutex::new(Some(Box::pin(future))),
             state: AtomicU8::new(WAITING),
             core,
+            number: slots.len(),
             shared: Arc::downgrade(&self.shared),
         });
+        slots.push(Arc::downgrade(&slot));
+        drop(slots);
         self.shared.live.fetch_add(1, Ordering::SeqCst);
         ArcWake::wake_by_ref(&slot);
     }
@@ -336,6 +358,7 @@ impl Shared {
                 return Poll::Pending;
             }
             slot.state.store(POLLED, Ordering::SeqCst);
+            lane.slot.store(slot.number, Ordering::Relaxed);
             lane.since.store(self.now(), Ordering::SeqCst);
             lane.state.store(BUSY, Ordering::SeqCst);
             self.poll_slot(&slot);
@@ -347,13 +370,19 @@ impl Shared {
         Poll::Pending
     }
 
-    /// Polls one future, and queues it again if it was woken meanwhile.
+    /// Polls one future, timing the poll, and queues it again if it was
+    /// woken meanwhile.
     fn poll_slot(&self, slot: &Arc<Slot>) {
         let mut future = slot.future.lock();
         let Some(task) = future.as_mut() else { return };
         let waker = waker_ref(slot);
+        let started = Instant::now();
         let polled =
             std::panic::catch_unwind(AssertUnwindSafe(|| task.as_mut().poll(&mut Context::from_waker(&waker))));
+        let held = started.elapsed();
+        if held >= self.long_poll {
+            slot.core.long_poll(held);
+        }
         let done = match polled {
             Ok(poll) => poll.is_ready(),
             // The loops catch their panics; this is the last line.

@@ -1,10 +1,15 @@
 //! The pool's watchdog: a thread that looks at the lanes every [`TICK`]
-//! while any is awake, for what the lanes cannot see from inside a poll: a
-//! stalled lane. A controller woken from inside a lane is left to
-//! that lane, which takes it once its current poll ends. When that poll
-//! holds its thread instead (a reconcile that wakes another controller and
-//! then computes), and no other lane is awake to take the queue, the
-//! watchdog wakes an idle lane once the poll has lasted [`STALLED`].
+//! while any is awake, for what the lanes cannot see from inside a poll.
+//!
+//! - **A stalled lane.** A controller woken from inside a lane is left to
+//!   that lane, which takes it once its current poll ends. When that poll
+//!   holds its thread instead (a reconcile that wakes another controller and
+//!   then computes), and no other lane is awake to take the queue, the
+//!   watchdog wakes an idle lane once the poll has lasted [`STALLED`].
+//! - **A poll that does not end.** A poll that has held its thread for
+//!   [`STILL_HELD`] (or the runtime's `long_poll`, if longer) is reported
+//!   while it lasts, once: the report after a poll ends never comes for a
+//!   controller stuck in a loop or a blocking call.
 //!
 //! It rests (parks) once every lane has been idle for [`REST_AFTER`] ticks,
 //! and the first lane to wake wakes it, so an idle program has no thread
@@ -24,6 +29,9 @@ const TICK: Duration = Duration::from_millis(1);
 /// How long a poll holds its lane before the watchdog has another lane take
 /// what waits in the queue.
 pub(super) const STALLED: Duration = Duration::from_micros(500);
+
+/// How long a poll holds its thread before it is reported while it lasts.
+const STILL_HELD: Duration = Duration::from_secs(1);
 
 /// Ticks with every lane idle before the watchdog rests.
 const REST_AFTER: u32 = 100;
@@ -59,6 +67,9 @@ pub(super) fn start(shared: &Arc<Shared>) {
 
 fn watch(pool: &Weak<Shared>) {
     let mut quiet = 0;
+    // The poll each lane's last report was about (its start), so that one
+    // poll is reported once.
+    let mut reported: Vec<u64> = Vec::new();
     loop {
         std::thread::sleep(TICK);
         let Some(shared) = pool.upgrade() else { return };
@@ -68,9 +79,10 @@ fn watch(pool: &Weak<Shared>) {
         // Its handle is set just after the spawn.
         let Some(handle) = shared.watchdog.get() else { continue };
         let lanes = shared.lanes();
+        reported.resize(lanes.len(), 0);
         let now = shared.now();
         let (mut awake, mut stalled, mut idle) = (false, false, false);
-        for lane in lanes {
+        for (lane, last) in lanes.iter().zip(&mut reported) {
             match lane.state.load(Ordering::SeqCst) {
                 IDLE => idle = true,
                 ACTIVE => awake = true,
@@ -79,7 +91,12 @@ fn watch(pool: &Weak<Shared>) {
                     if since == 0 {
                         continue;
                     }
-                    stalled |= Duration::from_nanos(now.saturating_sub(since)) >= STALLED;
+                    let held = Duration::from_nanos(now.saturating_sub(since));
+                    stalled |= held >= STALLED;
+                    if held >= STILL_HELD.max(shared.long_poll) && *last != since {
+                        *last = since;
+                        report(&shared, lane.slot.load(Ordering::Relaxed), held);
+                    }
                 }
                 _ => (),
             }
@@ -109,4 +126,16 @@ fn watch(pool: &Weak<Shared>) {
             handle.resting.store(false, Ordering::SeqCst);
         }
     }
+}
+
+/// Reports a poll of the slot numbered `slot` that has held its thread for
+/// `held` and still does.
+fn report(shared: &Shared, slot: usize, held: Duration) {
+    let Some(slot) = shared.slots.lock().get(slot).and_then(Weak::upgrade) else { return };
+    tracing::warn!(
+        controller = %slot.core.name,
+        ?held,
+        "a controller has held its thread for {held:?} without awaiting, and still does; \
+         move CPU-heavy or blocking work to spawn_blocking"
+    );
 }
