@@ -1,20 +1,19 @@
-//! What the runtime keeps per registered controller, shared by its task, the
-//! event router and (as its [`Host`]) its [`Ctx`](crate::Ctx): the current
-//! inputs, the reconcile trigger and the statistics.
+//! What the runtime keeps per registered controller, shared by its loop, the
+//! event router and its host: the current inputs, the reconcile trigger, the
+//! queue and the statistics. It points to nothing of the runtime's above it.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
 
-use crate::controller::{Declaration, Host, Input, InputKind, check_runtime_inputs};
+use crate::controller::{Declaration, Input};
 use crate::resource::Pointer;
-use crate::runtime::engine::Engine;
-use crate::runtime::queue::{Job, Key, Queue};
+use crate::runtime::queue::Queue;
 use crate::runtime::settle::Activity;
-use crate::state::{Error, Result, State};
+use crate::state::State;
 
 /// The longest wait the runtime schedules. A longer delay (a requeue or a
 /// retry of `Duration::MAX`, meaning "not again", or one computed from a
@@ -36,7 +35,7 @@ pub(crate) struct Core {
     inputs: RwLock<Arc<[Input]>>,
     /// Held from a change of `inputs` to the end of its reroute, so that two
     /// workers changing them at once leave the routes matching the inputs.
-    rerouting: Mutex<()>,
+    pub(crate) rerouting: Mutex<()>,
     /// One stored wake-up: many changes while the controller is busy make
     /// one more reconcile, never none.
     wake: Notify,
@@ -51,9 +50,6 @@ pub(crate) struct Core {
     /// What caused the pending wake-up, for the reconcile's span.
     trigger: Mutex<Option<Trigger>>,
     activity: Arc<Activity>,
-    engine: Weak<Engine>,
-    /// Itself, for the engine's routes when its inputs change.
-    me: Weak<Core>,
 }
 
 /// What woke a controller: the first cause since its last reconcile.
@@ -93,10 +89,9 @@ impl Core {
         inputs: Vec<Input>,
         state: Arc<dyn State>,
         activity: Arc<Activity>,
-        engine: Weak<Engine>,
     ) -> Arc<Self> {
-        let queue = declaration.concurrency.map(|_| Queue::default());
-        Arc::new_cyclic(|me| Core {
+        let queue = declaration.concurrency.map(|_| Queue::new(Arc::clone(&activity)));
+        Arc::new(Core {
             stats: Stats::new(&name),
             name,
             declaration,
@@ -110,13 +105,21 @@ impl Core {
             backing_off: AtomicBool::new(false),
             trigger: Mutex::new(None),
             activity,
-            engine,
-            me: me.clone(),
         })
     }
 
     pub(crate) fn inputs(&self) -> Arc<[Input]> {
         Arc::clone(&self.inputs.read())
+    }
+
+    /// Replaces the inputs; `false` when they were these already.
+    pub(crate) fn set_inputs(&self, inputs: &Arc<[Input]>) -> bool {
+        let mut current = self.inputs.write();
+        if *current == *inputs {
+            return false;
+        }
+        *current = Arc::clone(inputs);
+        true
     }
 
     /// Asks for a reconcile; coalesces with any not yet started. `trigger`
@@ -190,116 +193,6 @@ impl Core {
             "a controller held its thread for {held:?} without awaiting; move CPU-heavy or blocking work to spawn_blocking"
         );
         self.stats.record_long_poll(held);
-    }
-
-    /// Queues every item of a queue controller's primary inputs again, while the engine runs.
-    fn requeue_items(&self) {
-        if let (Some(engine), Some(core)) = (self.running_engine(), self.me.upgrade()) {
-            engine.requeue_primaries(&core);
-        }
-    }
-
-    /// The engine, while it runs.
-    fn running_engine(&self) -> Option<Arc<Engine>> {
-        self.engine.upgrade().filter(|engine| engine.is_running())
-    }
-}
-
-/// The runtime's side of a controller's context.
-impl Host for Core {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn declaration(&self) -> &'static Declaration {
-        self.declaration
-    }
-
-    fn state(&self) -> &dyn State {
-        &*self.state
-    }
-
-    fn inputs(&self) -> Arc<[Input]> {
-        Core::inputs(self)
-    }
-
-    /// Replaces the inputs (COSI's `UpdateInputs`). The same inputs again
-    /// change nothing: a controller that sets its inputs on every reconcile
-    /// is not woken by its own call.
-    fn update_inputs(&self, inputs: Vec<Input>) -> Result<()> {
-        let inputs: Arc<[Input]> =
-            check_runtime_inputs(&self.name, self.declaration, inputs).map_err(Error::InvalidArgument)?.into();
-        let _rerouting = self.rerouting.lock();
-        {
-            let mut current = self.inputs.write();
-            if *current == inputs {
-                return Ok(());
-            }
-            *current = Arc::clone(&inputs);
-        }
-        if let (Some(engine), Some(core)) = (self.engine.upgrade(), self.me.upgrade()) {
-            engine.reroute(&core, &inputs);
-        }
-        Ok(())
-    }
-
-    fn count_read(&self) {
-        self.stats.count_read();
-    }
-
-    fn count_write(&self) {
-        self.stats.count_write();
-    }
-
-    /// A queue controller has no one reconcile to run again: every item of
-    /// its primary inputs is queued again, as its [`Waker`](crate::controller::Waker)
-    /// does. (Only [`DynCtx`](crate::controller::DynCtx) offers this to a
-    /// queue controller; its typed `Ctx` does not.)
-    fn requeue(&self) {
-        match &self.queue {
-            None => {
-                self.wake(|| Trigger::Requeue);
-            }
-            Some(_) => self.requeue_items(),
-        }
-    }
-
-    fn wake(&self) {
-        if self.running_engine().is_none() {
-            return;
-        }
-        match &self.queue {
-            None => {
-                if Core::wake(self, || Trigger::External) {
-                    self.stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            Some(_) => {
-                self.stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
-                self.requeue_items();
-            }
-        }
-    }
-
-    fn wake_item(&self, item: &Pointer) -> Result<()> {
-        let Some(queue) = &self.queue else {
-            Host::wake(self);
-            return Ok(());
-        };
-        let primary = self.inputs().iter().any(|input| input.dependency == InputKind::Primary && input.reads(item));
-        if !primary {
-            return Err(Error::invalid_argument(format!(
-                "controller `{}` cannot queue {item}: it is not a resource of a primary input",
-                self.name
-            )));
-        }
-        if self.running_engine().is_none() {
-            return Ok(());
-        }
-        self.stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
-        queue.put(Key { pointer: item.clone(), job: Job::Reconcile }, None);
-        self.activity.bump();
-        Ok(())
     }
 }
 

@@ -18,6 +18,7 @@
 //!   backoffs never outnumber the items.
 
 use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -31,6 +32,7 @@ use tokio::time::Instant;
 use crate::backoff::{Backoff, BackoffOptions};
 use crate::controller::ReducedMetadata;
 use crate::resource::Pointer;
+use crate::runtime::settle::Activity;
 
 /// What to do with a resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -52,10 +54,12 @@ pub(crate) struct Item {
     pub(crate) value: Option<ReducedMetadata>,
 }
 
-#[derive(Default)]
 pub(crate) struct Queue {
     inner: Mutex<Inner>,
     ready: Notify,
+    /// Every put, release and drop of items moves pending work: it bumps
+    /// the epoch `settled` checks.
+    activity: Arc<Activity>,
 }
 
 #[derive(Default)]
@@ -75,17 +79,24 @@ struct Inner {
 }
 
 impl Queue {
+    pub(crate) fn new(activity: Arc<Activity>) -> Self {
+        Queue { inner: Mutex::default(), ready: Notify::new(), activity }
+    }
+
     /// Queues `key` now, with `value` replacing any earlier one.
     pub(crate) fn put(&self, key: Key, value: Option<ReducedMetadata>) {
         {
             let mut inner = self.inner.lock();
             if inner.on_hold.contains(&key) {
                 inner.parked.insert(key, value);
+                drop(inner);
+                self.activity.bump();
                 return;
             }
             inner.schedule(key, value, When::Now);
         }
         self.ready.notify_one();
+        self.activity.bump();
     }
 
     /// Releases an item a worker is done with, queueing it again at `requeue`
@@ -102,6 +113,7 @@ impl Queue {
             }
         }
         self.ready.notify_one();
+        self.activity.bump();
     }
 
     /// The next due item, waiting until there is one.
@@ -158,6 +170,8 @@ impl Queue {
         scheduled.retain(|key, _| keep(key));
         parked.retain(|key, _| keep(key));
         backoffs.retain(|key, _| on_hold.contains(key) || keep(key));
+        drop(inner);
+        self.activity.bump();
     }
 
     /// Items that failed and wait out their backoff.
@@ -257,7 +271,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn items_come_out_in_order_once_and_never_twice_at_once() {
-        let queue = Queue::default();
+        let queue = Queue::new(Arc::default());
         queue.put(key("a"), None);
         queue.put(key("b"), None);
         queue.put(key("a"), None);
@@ -283,7 +297,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn retain_drops_items_and_their_backoffs() {
-        let queue = Queue::default();
+        let queue = Queue::new(Arc::default());
         let options = crate::runtime::BackoffOptions::default();
         for id in ["a", "b", "c"] {
             queue.put(key(id), None);
@@ -305,7 +319,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn requeue_waits_and_never_postpones() {
-        let queue = Queue::default();
+        let queue = Queue::new(Arc::default());
         queue.put(key("a"), None);
         let item = queue.next().await;
         let start = Instant::now();

@@ -24,6 +24,12 @@
 //! written, and one made by a reconcile is followed by the bump of that
 //! reconcile's end.
 //!
+//! The bump is part of each operation that moves work, in the type that
+//! holds it, never a call the engine must remember: a controller's wake-up
+//! and reconcile (`Core`), a queue's put, release and retain (`Queue`), a
+//! feed's opening, phase, routing and end (`Feeds`, `KindWatch`), and an
+//! engine task's start and end ([`InFlight`]).
+//!
 //! Waiting is event-driven: a waiter sleeps until the next bump, so no timer
 //! decides anything.
 

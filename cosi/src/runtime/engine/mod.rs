@@ -1,87 +1,86 @@
-//! The engine behind [`Runtime`](crate::Runtime): the registry of
-//! controllers and the lifecycle of every task. Each job has a file:
+//! The engine behind [`Runtime`](crate::Runtime): what runs the controllers,
+//! in parts that each own their lock.
 //!
-//! - `routing`: which controllers read a kind, and what a change asks of each
-//!   (a wake-up or a queue item), decided in one place for live changes and
-//!   for resynchronisations alike;
-//! - `watch`: one watch task per kind some controller reads, resumed from its
-//!   bookmark, started over when it falls behind, stopped when nobody reads
-//!   the kind;
-//! - `pool`: the lanes (tasks) every controller's loop runs in;
-//! - `reconciler`: a reconcile controller's loop;
-//! - `worker`: a queue controller's workers;
-//! - `publish`: resource definitions and controller statuses written to the state.
+//! - [`Engine`] (here): the lifecycle (register, start, stop, `settled`'s
+//!   check) over the two parts below.
+//! - [`Registry`] (`registry`): the registered controllers and the resource
+//!   types they use.
+//! - [`Wiring`] (`wiring`): what running controllers reach through their
+//!   [`Host`](crate::controller::Host) ([`ControllerHost`](host::ControllerHost),
+//!   `host`): the state, the [`Router`](routing::Router) (`routing`: which
+//!   controllers read a kind, and what a change asks of each), the
+//!   [`Feeds`](watch::Feeds) (`watch`: one observer or watch task per kind
+//!   some controller reads) and the [`Tasks`](tasks::Tasks) (`tasks`: the
+//!   tracker, the stop and the [`Pool`](pool::Pool) every controller's loop
+//!   runs in). A controller's loop is `reconciler` or `worker`; `publish`
+//!   writes definitions and statuses.
 //!
-//! Every task is spawned on one [`TaskTracker`] and stops on one
-//! [`CancellationToken`], so shutdown cancels them all and waits for each:
-//! nothing outlives the runtime. The controllers' loops and queue workers
-//! are not tasks of their own but futures of the pool, whose lanes end once
-//! they all have.
+//! Nothing below points back up: the registry and the wiring know nothing
+//! of the engine, and a controller's host holds the wiring, not the engine.
+//!
+//! # Lock order
+//!
+//! Each part owns its locks; where one is taken under another, it is in
+//! this order, never the reverse:
+//!
+//! 1. [`Engine`]'s `run` (the lifecycle): registrations, the start and the
+//!    stop are serialized by it.
+//! 2. [`Registry`]'s controllers, then its types.
+//! 3. A controller's `rerouting` (held across one `update_inputs`).
+//! 4. [`Feeds`](watch::Feeds)' map of kinds. [`Wiring::ensure_watch`] opens a kind's
+//!    observation under it, and dropping an observation takes the state's
+//!    lock of the kind, so the state's locks come after it.
+//! 5. The state's locks: a write routes its change under its collection's
+//!    lock ([`Observer`](crate::state::Observer)).
+//! 6. [`Router`](routing::Router)'s routes, read under the state's locks by every routed
+//!    change; nothing holding them may call the state or take the feeds
+//!    (`Wiring::stop_unread_watches` takes the feeds first).
+//! 7. A controller's own locks (its inputs, its trigger, its queue) and the
+//!    pool's queue, taken last by what a change delivers.
+//!
+//! Every task is spawned on one [`TaskTracker`](tokio_util::task::TaskTracker)
+//! and stops on one [`CancellationToken`](tokio_util::sync::CancellationToken),
+//! so shutdown cancels them all and waits for each: nothing outlives the
+//! runtime. The controllers' loops and queue workers are not tasks of their
+//! own but futures of the pool, whose lanes end once they all have.
 
+mod host;
 mod pool;
 mod publish;
 mod reconciler;
+mod registry;
 mod routing;
+mod tasks;
 mod watch;
+mod wiring;
 mod worker;
 
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
 
-use futures_util::FutureExt;
-use parking_lot::{Mutex, RwLock};
-// Looked up for every event (kinds) and every queue item (keys); see `queue.rs`.
-use rustc_hash::FxHashMap as HashMap;
+use parking_lot::Mutex;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use cosi_rules::controller_name;
 
-use crate::controller::{
-    Body, Conflict, Entry, Host, Registration, check_declaration, check_declared_inputs, check_pair,
-    check_runtime_inputs,
-};
+use crate::controller::{Body, Conflict, Registration, check_declaration, check_declared_inputs, check_runtime_inputs};
 use crate::resource::{Kind, ResourceDefinition};
 use crate::runtime::core::Core;
-use crate::runtime::settle::Activity;
 use crate::runtime::status::RUNTIME_OWNER;
-use crate::runtime::types::Types;
-use crate::runtime::{ControllerStats, Graph, GraphController, RuntimeError, RuntimeOptions};
+use crate::runtime::{ControllerStats, Graph, RuntimeError, RuntimeOptions};
 use crate::state::State;
 
 pub(crate) use routing::reads;
 
-use pool::Pool;
-use routing::Routes;
-use watch::KindWatch;
+use registry::Registry;
+use wiring::Wiring;
 
 // The owner of the statuses is the name the rules keep from controllers.
 const _: () = assert!(matches!(controller_name(RUNTIME_OWNER), Err(Conflict::ReservedName { .. })));
 
 pub(crate) struct Engine {
-    state: Arc<dyn State>,
-    options: RuntimeOptions,
-    controllers: RwLock<Vec<Arc<Core>>>,
-    routes: Arc<Routes>,
-    /// The kinds watched: those some route reads.
-    watches: Mutex<HashMap<Kind, Arc<KindWatch>>>,
-    /// The watch tasks alive per kind: one while the kind is watched, and
-    /// the tasks of stopped watches until they have ended.
-    watch_tasks: Mutex<HashMap<Kind, usize>>,
     run: Mutex<Run>,
-    /// The epoch of pending work, for `settled`.
-    activity: Arc<Activity>,
-    /// The resource types the controllers use, and those registered by hand.
-    types: Mutex<Types>,
-    /// The tokio runtime `start` ran on: every task goes there, so a
-    /// controller registered later from any thread starts on it too.
-    handle: Mutex<Option<tokio::runtime::Handle>>,
-    cancel: CancellationToken,
-    tasks: TaskTracker,
-    /// Runs the controllers' loops, inside the lanes, tasks of the tracker.
-    pool: Pool,
+    registry: Registry,
+    wiring: Arc<Wiring>,
 }
 
 enum Run {
@@ -92,26 +91,16 @@ enum Run {
 
 impl Engine {
     pub(crate) fn new(state: Arc<dyn State>, options: RuntimeOptions) -> Arc<Self> {
-        let types = Types::with_builtins(options.status_namespace.is_some());
+        let registry = Registry::new(options.status_namespace.is_some());
         Arc::new(Engine {
-            state,
-            pool: Pool::new(options.long_poll),
-            options,
-            controllers: RwLock::default(),
-            routes: Arc::default(),
-            watches: Mutex::default(),
-            watch_tasks: Mutex::default(),
             run: Mutex::new(Run::Idle { pending: Vec::new() }),
-            activity: Arc::default(),
-            types: Mutex::new(types),
-            handle: Mutex::new(None),
-            cancel: CancellationToken::new(),
-            tasks: TaskTracker::new(),
+            registry,
+            wiring: Wiring::new(state, options),
         })
     }
 
     pub(crate) fn state(&self) -> &Arc<dyn State> {
-        &self.state
+        &self.wiring.state
     }
 
     pub(crate) fn register(self: &Arc<Self>, registration: Registration) -> Result<(), RuntimeError> {
@@ -131,33 +120,16 @@ impl Engine {
         if matches!(*run, Run::Stopped) {
             return Err(RuntimeError::ShutDown);
         }
-        let core = {
-            let mut controllers = self.controllers.write();
-            let new = Entry { name: &name, outputs: declaration.outputs };
-            for existing in controllers.iter() {
-                let old = Entry { name: &existing.name, outputs: existing.declaration.outputs };
-                check_pair(old, new).map_err(|conflict| RuntimeError::Conflict(conflict.to_string()))?;
-            }
-            // The last check: once the types are in, the controller is too.
-            self.types.lock().add(declaration.definitions())?;
-            let core = Core::new(
-                name,
-                declaration,
-                inputs,
-                Arc::clone(&self.state),
-                Arc::clone(&self.activity),
-                Arc::downgrade(self),
-            );
-            controllers.push(Arc::clone(&core));
-            core
-        };
-        self.add_routes(&core, &core.inputs());
+        let core =
+            Core::new(name, declaration, inputs, Arc::clone(&self.wiring.state), Arc::clone(&self.wiring.activity));
+        self.registry.add(Arc::clone(&core))?;
+        self.wiring.router.add(&core, &core.inputs());
         match &mut *run {
             Run::Idle { pending } => pending.push((core, body)),
             Run::Running => {
                 drop(run);
                 self.publish_definitions();
-                self.spawn_controller(core, body);
+                self.wiring.start_controller(core, body);
             }
             Run::Stopped => return Err(RuntimeError::ShutDown),
         }
@@ -170,7 +142,7 @@ impl Engine {
         if matches!(*run, Run::Stopped) {
             return Err(RuntimeError::ShutDown);
         }
-        self.types.lock().add(definitions)?;
+        self.registry.add_types(definitions)?;
         if matches!(*run, Run::Running) {
             drop(run);
             self.publish_definitions();
@@ -191,87 +163,32 @@ impl Engine {
                 }
             }
         };
-        let lanes = handle.metrics().num_workers();
-        *self.handle.lock() = Some(handle);
-        for lane in self.pool.start(lanes, &self.cancel) {
-            self.spawn(lane);
-        }
+        self.wiring.tasks.start(handle);
         self.publish_definitions();
-        let kinds: Vec<Kind> = self.routes.read().keys().cloned().collect();
-        for kind in kinds {
-            self.ensure_watch(&kind);
+        for kind in self.wiring.router.kinds() {
+            self.wiring.ensure_watch(&kind);
         }
         for (core, body) in pending {
-            self.spawn_controller(core, body);
+            self.wiring.start_controller(core, body);
         }
-        if let Some(namespace) = self.options.status_namespace.clone() {
+        if let Some(namespace) = self.wiring.options.status_namespace.clone() {
             let engine = Arc::clone(self);
-            self.spawn(async move { engine.publish_statuses(namespace).await });
+            self.wiring.tasks.spawn(async move { engine.publish_statuses(namespace).await });
         }
         Ok(())
-    }
-
-    /// Spawns `task` on the tracker; a panic in it is logged, never silent
-    /// (the watch and controller tasks also handle theirs, see `ensure_watch`
-    /// and `spawn_controller`).
-    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
-        let task = async move {
-            if let Err(panic) = AssertUnwindSafe(task).catch_unwind().await {
-                tracing::error!(panic = %panic_message(&*panic), "a runtime task panicked");
-            }
-        };
-        match &*self.handle.lock() {
-            Some(handle) => drop(self.tasks.spawn_on(task, handle)),
-            None => drop(self.tasks.spawn(task)),
-        }
-    }
-
-    /// Runs `future` (`core`'s loop, or a queue worker) in the pool.
-    fn drive(&self, core: &Arc<Core>, future: impl std::future::Future<Output = ()> + Send + 'static) {
-        self.pool.add(Arc::clone(core), future);
-    }
-
-    /// Starts a registered controller's loop once the kinds it reads are watched.
-    fn spawn_controller(self: &Arc<Self>, core: Arc<Core>, body: Body) {
-        let starting = self.activity.begin();
-        let ready: Vec<_> = core.inputs().iter().map(|input| self.ensure_watch(&input.kind)).collect();
-        let engine = Arc::clone(self);
-        let reported = Arc::clone(&core);
-        let owner = Arc::clone(&core);
-        let host = Arc::clone(&core) as Arc<dyn Host>;
-        let run: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = match body {
-            Body::Reconcile(build) => {
-                let controller = build(host);
-                Box::pin(async move { engine.run_reconciler(core, controller, ready, starting).await })
-            }
-            Body::Queue(build) => {
-                let controller = build(host);
-                Box::pin(async move { engine.run_queue(core, controller, ready, starting).await })
-            }
-        };
-        // Reconciles catch their own panics and restart; a panic in the loop
-        // around them ends the controller, which its status then reports.
-        self.drive(&owner, async move {
-            if let Err(panic) = AssertUnwindSafe(run).catch_unwind().await {
-                let message = format!("the controller's task panicked and stopped: {}", panic_message(&*panic));
-                tracing::error!(controller = %reported.name, error = %message, "controller stopped");
-                reported.stats.record_failure(Duration::ZERO, message, None);
-            }
-        });
     }
 
     /// Stops every task without waiting: what dropping the runtime does.
     pub(crate) fn stop(&self) {
         *self.run.lock() = Run::Stopped;
-        self.cancel.cancel();
-        self.stop_watches();
-        self.tasks.close();
+        self.wiring.tasks.stop();
+        self.wiring.stop_watches();
     }
 
     /// Stops every task and waits until all have ended.
     pub(crate) async fn shutdown(&self) {
         self.stop();
-        self.tasks.wait().await;
+        self.wiring.tasks.wait().await;
     }
 
     pub(crate) fn is_running(&self) -> bool {
@@ -283,55 +200,32 @@ impl Engine {
         if !self.is_running() {
             return;
         }
-        self.activity.settle(|| self.quiet(), self.cancel.cancelled()).await;
+        self.wiring.activity.settle(|| self.quiet(), self.wiring.tasks.stopped()).await;
     }
 
     fn quiet(&self) -> bool {
-        if self.activity.in_flight() {
+        if self.wiring.activity.in_flight() {
             return false;
         }
         let now = Instant::now();
-        if !self.controllers.read().iter().all(|core| core.is_quiet(now)) {
-            return false;
-        }
-        // A stopped watch whose task has not ended yet is still pending.
-        let watches = self.watches.lock();
-        watches.values().all(|watch| watch.caught_up())
-            && self.watch_tasks.lock().values().sum::<usize>() == watches.len()
+        self.registry.all_quiet(now) && self.wiring.feeds.caught_up()
     }
 
     pub(crate) fn graph(&self) -> Graph {
-        let controllers = self.controllers.read();
-        let mut graph = Graph {
-            controllers: controllers
-                .iter()
-                .map(|core| GraphController::new(&core.name, core.declaration, &core.inputs()))
-                .collect(),
-        };
-        graph.controllers.sort_by(|a, b| a.name.cmp(&b.name));
-        graph
+        self.registry.graph()
     }
 
     pub(crate) fn controller_names(&self) -> Vec<String> {
-        self.controllers.read().iter().map(|core| core.name.to_string()).collect()
+        self.registry.names()
     }
 
     pub(crate) fn stats(&self, name: &str) -> Option<ControllerStats> {
-        let controllers = self.controllers.read();
-        let core = controllers.iter().find(|core| &*core.name == name)?;
-        Some(core.stats.snapshot(core.queue.as_ref()))
+        self.registry.stats(name)
     }
 
     /// The kinds whose watch task is alive.
     pub(crate) fn watched_kinds(&self) -> Vec<Kind> {
-        let mut kinds: Vec<Kind> = self.watch_tasks.lock().keys().cloned().collect();
-        kinds.sort();
-        kinds
-    }
-
-    /// Sleeps for `delay`; `false` when the runtime stopped first.
-    async fn pause(&self, delay: Duration) -> bool {
-        self.cancel.run_until_cancelled(tokio::time::sleep(delay)).await.is_some()
+        self.wiring.feeds.fed_kinds()
     }
 }
 

@@ -9,7 +9,6 @@ use std::time::SystemTime;
 use crate::backoff::Backoff;
 use crate::resource::Pointer;
 use crate::runtime::GraphController;
-use crate::runtime::core::Core;
 use crate::runtime::engine::Engine;
 use crate::runtime::status::{ControllerStatus, RUNTIME_OWNER};
 use crate::state::{Error, META_DESCRIPTION, META_NAMESPACE, Registry, StateExt, UpdateOptions};
@@ -18,9 +17,9 @@ impl Engine {
     /// Publishes the definitions not yet published, in the background; the
     /// work counts for `settled`.
     pub(super) fn publish_definitions(self: &Arc<Self>) {
-        let in_flight = self.activity.begin();
+        let in_flight = self.wiring.activity.begin();
         let engine = Arc::clone(self);
-        self.spawn(async move {
+        self.wiring.tasks.spawn(async move {
             let _in_flight = in_flight;
             engine.publish().await;
         });
@@ -30,12 +29,12 @@ impl Engine {
     /// while the state is unreachable; a definition the state refuses is
     /// logged and left out.
     async fn publish(&self) {
-        let definitions = self.types.lock().take_unpublished();
+        let definitions = self.registry.take_unpublished();
         if definitions.is_empty() {
             return;
         }
-        let registry = Registry::new(&*self.state);
-        let mut backoff = Backoff::new(self.options.backoff);
+        let registry = Registry::new(&*self.wiring.state);
+        let mut backoff = Backoff::new(self.wiring.options.backoff);
         let mut definitions = definitions.into_iter().map(Some).collect::<Vec<_>>();
         definitions.insert(0, None);
         for definition in definitions {
@@ -54,7 +53,7 @@ impl Engine {
                     break;
                 }
                 tracing::warn!(%error, what, "runtime could not publish a resource definition; retrying");
-                if !self.pause(backoff.next_delay()).await {
+                if !self.wiring.tasks.pause(backoff.next_delay()).await {
                     return;
                 }
             }
@@ -66,7 +65,7 @@ impl Engine {
     pub(super) async fn publish_statuses(self: Arc<Self>, namespace: String) {
         loop {
             self.write_statuses(&namespace).await;
-            if !self.pause(self.options.status_interval).await {
+            if !self.wiring.tasks.pause(self.wiring.options.status_interval).await {
                 break;
             }
         }
@@ -74,8 +73,7 @@ impl Engine {
     }
 
     async fn write_statuses(&self, namespace: &str) {
-        let controllers: Vec<Arc<Core>> = self.controllers.read().clone();
-        for core in controllers {
+        for core in self.registry.controllers() {
             if !core.stats.dirty.swap(false, Ordering::AcqRel) {
                 continue;
             }
@@ -84,6 +82,7 @@ impl Engine {
             let pointer = Pointer::new(namespace, <ControllerStatus as crate::Resource>::TYPE, &*core.name);
             let healthy = core.stats.healthy();
             let written = self
+                .wiring
                 .state
                 .modify::<ControllerStatus>(&pointer, UpdateOptions::owner(RUNTIME_OWNER), |status| {
                     status.inputs.clone_from(&graph.inputs);

@@ -13,10 +13,10 @@ use tracing::Instrument;
 use crate::backoff::Backoff;
 use crate::controller::{ErasedReconcile, Outcome, Requeue, RequeueError};
 use crate::runtime::core::{Core, Trigger, deadline};
-use crate::runtime::engine::{Engine, panic_message, pool, watch as kind_watch};
+use crate::runtime::engine::{Wiring, panic_message, pool, watch as kind_watch};
 use crate::runtime::settle::InFlight;
 
-impl Engine {
+impl Wiring {
     pub(super) async fn run_reconciler(
         self: Arc<Self>,
         core: Arc<Core>,
@@ -26,7 +26,7 @@ impl Engine {
     ) {
         // One wait for the stop around the whole loop: wrapping each wait of
         // each reconcile would register with the token twice a reconcile.
-        let cancel = self.cancel.clone();
+        let cancel = self.tasks.token().clone();
         cancel.run_until_cancelled(self.reconcile_loop(core, controller, ready, starting)).await;
     }
 

@@ -1,8 +1,8 @@
 //! Routes from resource kinds to the controllers that read them, and the one
 //! dispatch of a change to what it asks of each reader: a wake-up for a
 //! reconcile controller, an item for a queue controller. Live changes
-//! ([`route`], from a kind's observer or its watch task) and
-//! resynchronisations ([`Engine::resync`]) both go through [`action`].
+//! ([`Router::route`], from a kind's observer or its watch task) and
+//! resynchronisations ([`Wiring::resync`]) both go through [`action`].
 
 use std::sync::Arc;
 
@@ -14,17 +14,20 @@ use crate::backoff::Backoff;
 use crate::controller::{Input, InputKind, ReducedMetadata};
 use crate::resource::{DynamicResource, Kind, Phase};
 use crate::runtime::core::{Core, Trigger};
-use crate::runtime::engine::{Engine, Run, watch};
+use crate::runtime::engine::{Wiring, watch};
 use crate::runtime::queue::{Job, Key};
 use crate::state::ListOptions;
 
 /// The controllers reading each kind. Shared with the state's observers,
-/// which route each change inside the write: nothing under this lock may
+/// which route each change inside the write: nothing under its lock may
 /// call the state.
-pub(super) type Routes = RwLock<HashMap<Kind, Vec<Route>>>;
+#[derive(Default)]
+pub(super) struct Router {
+    routes: RwLock<HashMap<Kind, Vec<Route>>>,
+}
 
 /// One controller reading one input kind.
-pub(super) struct Route {
+struct Route {
     core: Arc<Core>,
     input: Input,
 }
@@ -85,44 +88,67 @@ pub(crate) fn reads(inputs: &[Input], key: &Key) -> bool {
     })
 }
 
-/// Delivers one change to the controllers that read its kind; returns
-/// whether it queued an item (a wake-up bumps the epoch of pending work
-/// itself, a queue item does not).
-pub(super) fn route(routes: &Routes, kind: &Kind, resource: &DynamicResource) -> bool {
-    let routes = routes.read();
-    let Some(routes) = routes.get(kind) else { return false };
-    let mut queued = false;
-    for route in routes {
-        if let Some(action) = action(&route.input, resource) {
-            deliver(&route.core, action, resource, || Trigger::Input(resource.metadata().pointer().clone()));
-            queued |= matches!(action, Action::Queue(_));
-        }
-    }
-    queued
-}
-
-impl Engine {
-    pub(super) fn add_routes(&self, core: &Arc<Core>, inputs: &[Input]) {
+impl Router {
+    /// Routes `core`'s `inputs`.
+    pub(super) fn add(&self, core: &Arc<Core>, inputs: &[Input]) {
         let mut routes = self.routes.write();
         for input in inputs {
             routes.entry(input.kind.clone()).or_default().push(Route { core: Arc::clone(core), input: input.clone() });
         }
     }
 
+    /// Routes `core`'s `inputs` instead of the ones it had.
+    pub(super) fn replace(&self, core: &Arc<Core>, inputs: &[Input]) {
+        let mut routes = self.routes.write();
+        for list in routes.values_mut() {
+            list.retain(|route| !Arc::ptr_eq(&route.core, core));
+        }
+        routes.retain(|_, list| !list.is_empty());
+        for input in inputs {
+            routes.entry(input.kind.clone()).or_default().push(Route { core: Arc::clone(core), input: input.clone() });
+        }
+    }
+
+    /// The kinds some controller reads.
+    pub(super) fn kinds(&self) -> Vec<Kind> {
+        self.routes.read().keys().cloned().collect()
+    }
+
+    /// Whether some controller reads `kind`.
+    pub(super) fn is_read(&self, kind: &Kind) -> bool {
+        self.routes.read().contains_key(kind)
+    }
+
+    /// Delivers one change to the controllers that read its kind.
+    pub(super) fn route(&self, kind: &Kind, resource: &DynamicResource) {
+        let routes = self.routes.read();
+        let Some(routes) = routes.get(kind) else { return };
+        for route in routes {
+            if let Some(action) = action(&route.input, resource) {
+                deliver(&route.core, action, resource, || Trigger::Input(resource.metadata().pointer().clone()));
+            }
+        }
+    }
+
+    /// The readers of `kind` (or only `only`), with the input they read it as.
+    fn readers(&self, kind: &Kind, only: Option<&Arc<Core>>) -> Vec<(Arc<Core>, Input)> {
+        let routes = self.routes.read();
+        routes
+            .get(kind)
+            .into_iter()
+            .flatten()
+            .filter(|route| only.is_none_or(|core| Arc::ptr_eq(core, &route.core)))
+            .map(|route| (Arc::clone(&route.core), route.input.clone()))
+            .collect()
+    }
+}
+
+impl Wiring {
     /// Makes the readers of `kind` (or only `only`) look at all of it again:
     /// wakes reconcile controllers, queues every resource for queue controllers.
     pub(super) async fn resync(&self, kind: &Kind, only: Option<&Arc<Core>>) {
-        let targets: Vec<(Arc<Core>, Input)> = {
-            let routes = self.routes.read();
-            routes
-                .get(kind)
-                .into_iter()
-                .flatten()
-                .filter(|route| only.is_none_or(|core| Arc::ptr_eq(core, &route.core)))
-                .map(|route| (Arc::clone(&route.core), route.input.clone()))
-                .collect()
-        };
-        let (queued, woken): (Vec<_>, Vec<_>) = targets.into_iter().partition(|(core, _)| core.queue.is_some());
+        let (queued, woken): (Vec<_>, Vec<_>) =
+            self.router.readers(kind, only).into_iter().partition(|(core, _)| core.queue.is_some());
         for (core, _) in woken {
             core.wake(|| Trigger::Resync);
         }
@@ -135,7 +161,7 @@ impl Engine {
                 Ok(resources) => break resources,
                 Err(error) => {
                     tracing::warn!(%kind, %error, "runtime could not list a kind to resynchronize; retrying");
-                    if !self.pause(backoff.next_delay()).await {
+                    if !self.tasks.pause(backoff.next_delay()).await {
                         return;
                     }
                 }
@@ -153,38 +179,30 @@ impl Engine {
     /// Moves `core`'s routes to `inputs` (COSI's `UpdateInputs`); watches
     /// kinds new to the runtime, and has the controller look at its new
     /// inputs once they are watched, so it sees what they hold already.
-    pub(crate) fn reroute(self: &Arc<Self>, core: &Arc<Core>, inputs: &[Input]) {
-        {
-            let mut routes = self.routes.write();
-            for list in routes.values_mut() {
-                list.retain(|route| !Arc::ptr_eq(&route.core, core));
-            }
-            routes.retain(|_, list| !list.is_empty());
-        }
-        self.add_routes(core, inputs);
+    pub(super) fn reroute(self: &Arc<Self>, core: &Arc<Core>, inputs: &[Input]) {
+        self.router.replace(core, inputs);
         self.stop_unread_watches();
         if let Some(queue) = &core.queue {
             // Items of kinds it no longer reads would fail their access checks forever.
             queue.retain(|key| reads(inputs, key));
-            self.activity.bump();
         }
-        if !matches!(*self.run.lock(), Run::Running) {
+        if !self.tasks.running() {
             return;
         }
         let in_flight = self.activity.begin();
         let ready: Vec<_> = inputs.iter().map(|input| self.ensure_watch(&input.kind)).collect();
         let kinds: Vec<Kind> = inputs.iter().map(|input| input.kind.clone()).collect();
-        let engine = Arc::clone(self);
+        let wiring = Arc::clone(self);
         let core = Arc::clone(core);
-        self.spawn(async move {
+        self.tasks.spawn(async move {
             let _in_flight = in_flight;
-            if engine.cancel.run_until_cancelled(watch::ready(ready)).await.is_none() {
+            if wiring.tasks.token().run_until_cancelled(watch::ready(ready)).await.is_none() {
                 return;
             }
             match core.queue {
                 Some(_) => {
                     for kind in kinds {
-                        engine.resync(&kind, Some(&core)).await;
+                        wiring.resync(&kind, Some(&core)).await;
                     }
                 }
                 None => {
@@ -196,7 +214,7 @@ impl Engine {
 
     /// Queues every resource of `core`'s primary inputs again (a queue
     /// controller's [`Waker::wake`](crate::controller::Waker::wake)).
-    pub(crate) fn requeue_primaries(self: &Arc<Self>, core: &Arc<Core>) {
+    pub(super) fn requeue_primaries(self: &Arc<Self>, core: &Arc<Core>) {
         let in_flight = self.activity.begin();
         let mut kinds: Vec<Kind> = core
             .inputs()
@@ -206,12 +224,12 @@ impl Engine {
             .collect();
         kinds.sort();
         kinds.dedup();
-        let engine = Arc::clone(self);
+        let wiring = Arc::clone(self);
         let core = Arc::clone(core);
-        self.spawn(async move {
+        self.tasks.spawn(async move {
             let _in_flight = in_flight;
             for kind in kinds {
-                engine.resync(&kind, Some(&core)).await;
+                wiring.resync(&kind, Some(&core)).await;
             }
         });
     }

@@ -2,7 +2,7 @@
 //! offers one, else a watch task.
 //!
 //! An in-process state calls the kind's observer inside each write
-//! ([`State::observe_kind_dynamic`]), which routes the change there and then:
+//! ([`State::observe_kind_dynamic`](crate::state::State::observe_kind_dynamic)), which routes the change there and then:
 //! no task, no buffer, no gap, and always caught up. A remote state gets a
 //! watch task instead, which goes through two phases, [`Phase::Opening`] and
 //! [`Phase::Routing`], and each time it opens starts from one of three points
@@ -17,15 +17,33 @@ use std::sync::{Arc, Weak};
 
 use futures_util::FutureExt;
 use parking_lot::Mutex;
+// Looked up for every kind a controller reads, at each check of `settled`.
+use rustc_hash::FxHashMap as HashMap;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
 use crate::resource::Kind;
-use crate::runtime::engine::routing::{Routes, route};
-use crate::runtime::engine::{Engine, panic_message};
+use crate::runtime::engine::routing::Router;
+use crate::runtime::engine::{Wiring, panic_message};
 use crate::runtime::settle::Activity;
-use crate::state::{Bookmark, Event, Observation, Observer, State, Watch, WatchKindOptions, WatchProgress};
+use crate::state::{Bookmark, Event, Observation, Observer, Watch, WatchKindOptions, WatchProgress};
+
+/// The feeds of the kinds some controller reads, and the watch tasks of
+/// kinds no longer read that have not ended yet.
+pub(super) struct Feeds {
+    kinds: Mutex<HashMap<Kind, Fed>>,
+    /// Every change here moves pending work: it bumps the epoch.
+    activity: Arc<Activity>,
+}
+
+/// One kind's entry: its feed while some controller reads it, and how many
+/// of its feeds are alive (its watch tasks until they end, or its observation).
+#[derive(Default)]
+struct Fed {
+    watch: Option<Arc<KindWatch>>,
+    alive: usize,
+}
 
 /// One kind's runtime watch, as the engine and `settled` see it.
 pub(super) struct KindWatch {
@@ -41,9 +59,10 @@ pub(super) struct KindWatch {
     /// The state's observation of the kind, when it routes the changes
     /// itself; dropping it (with the watch) stops the routing.
     _observation: Option<Observation>,
-    /// Counts an observed kind as watched while its observation lasts (a
+    /// Counts an observed kind as fed while its observation lasts (a
     /// watch task holds its own).
     _alive: Option<Alive>,
+    activity: Arc<Activity>,
 }
 
 /// Where a kind's watch stands.
@@ -77,17 +96,122 @@ enum End {
     Overrun(crate::state::Error),
 }
 
+impl Feeds {
+    pub(super) fn new(activity: Arc<Activity>) -> Arc<Self> {
+        Arc::new(Feeds { kinds: Mutex::default(), activity })
+    }
+
+    /// The feed of `kind`, or the one `open` makes (under the lock, so that
+    /// a kind gets one), given what counts it as alive.
+    fn ensure(self: &Arc<Self>, kind: &Kind, open: impl FnOnce(Alive) -> Arc<KindWatch>) -> Ready {
+        let mut kinds = self.kinds.lock();
+        let fed = kinds.entry(kind.clone()).or_default();
+        if let Some(watch) = &fed.watch {
+            return Arc::clone(&watch.ready);
+        }
+        fed.alive += 1;
+        let watch = open(Alive { feeds: Arc::downgrade(self), kind: kind.clone() });
+        let ready = Arc::clone(&watch.ready);
+        fed.watch = Some(watch);
+        self.activity.bump();
+        ready
+    }
+
+    /// Stops the feeds of the kinds `read` says no route reads any more.
+    fn stop_unread(&self, read: impl Fn(&Kind) -> bool) {
+        let mut stopped = Vec::new();
+        for (kind, fed) in self.kinds.lock().iter_mut() {
+            if fed.watch.is_some() && !read(kind) {
+                tracing::debug!(%kind, "no controller reads the kind any more; stopping its watch");
+                stopped.extend(fed.watch.take());
+            }
+        }
+        if stopped.is_empty() {
+            return;
+        }
+        for watch in &stopped {
+            watch.cancel.cancel();
+        }
+        // Dropped out of the lock: ending an observation takes the state's
+        // lock, under which writers route.
+        drop(stopped);
+        self.activity.bump();
+    }
+
+    /// Ends every feed: the observations at once, the watch tasks at their
+    /// next poll (the engine's token is cancelled).
+    fn stop_all(&self) {
+        let stopped: Vec<_> = self.kinds.lock().values_mut().filter_map(|fed| fed.watch.take()).collect();
+        drop(stopped);
+    }
+
+    /// A feed of `kind` ended (its task, or its observation).
+    fn ended(&self, kind: &Kind) {
+        {
+            let mut kinds = self.kinds.lock();
+            if let Some(fed) = kinds.get_mut(kind) {
+                fed.alive = fed.alive.saturating_sub(1);
+                if fed.alive == 0 && fed.watch.is_none() {
+                    kinds.remove(kind);
+                }
+            }
+        }
+        self.activity.bump();
+    }
+
+    /// Whether every kind read is fed and caught up, and no feed of a kind
+    /// no longer read is still alive.
+    pub(super) fn caught_up(&self) -> bool {
+        self.kinds
+            .lock()
+            .values()
+            .all(|fed| fed.alive == 1 && fed.watch.as_ref().is_some_and(|watch| watch.caught_up()))
+    }
+
+    /// The kinds with a feed alive, sorted.
+    pub(super) fn fed_kinds(&self) -> Vec<Kind> {
+        let mut kinds: Vec<Kind> =
+            self.kinds.lock().iter().filter(|(_, fed)| fed.alive > 0).map(|(kind, _)| kind.clone()).collect();
+        kinds.sort();
+        kinds
+    }
+}
+
 impl KindWatch {
+    fn new(cancel: CancellationToken, phase: Phase, activity: Arc<Activity>) -> Self {
+        KindWatch {
+            cancel,
+            ready: Ready::default(),
+            phase: Mutex::new(phase),
+            routed: AtomicU64::new(0),
+            _observation: None,
+            _alive: None,
+            activity,
+        }
+    }
+
     /// Whether every event the state wrote so far has been routed (exact
     /// when the state reports the watch's progress; otherwise, whether the
     /// watch runs and routed what it received).
-    pub(super) fn caught_up(&self) -> bool {
+    fn caught_up(&self) -> bool {
         match &*self.phase.lock() {
             Phase::Observed => true,
             Phase::Opening => false,
             Phase::Routing { progress: Some(progress) } => self.routed.load(Ordering::SeqCst) >= progress.written(),
             Phase::Routing { progress: None } => true,
         }
+    }
+
+    fn enter(&self, phase: Phase) {
+        *self.phase.lock() = phase;
+        self.activity.bump();
+    }
+
+    /// Everything the watch read up to `read` is routed: the wake-ups and
+    /// queue items it made are in place before `settled` sees it caught up.
+    fn routed_to(&self, read: u64) {
+        self.routed.store(read, Ordering::SeqCst);
+        self.activity.bump();
     }
 }
 
@@ -141,58 +265,45 @@ impl Drop for Ended {
 }
 
 /// Routes the changes of one kind as the state commits them.
-struct Router {
-    routes: Arc<Routes>,
+struct Routing {
+    router: Arc<Router>,
     kind: Kind,
-    activity: Arc<Activity>,
 }
 
-impl Observer for Router {
+impl Observer for Routing {
     fn observe(&self, event: &Event) {
-        let Some(resource) = event.resource() else { return };
-        // A queued item moves pending work: a `settled` check running
-        // meanwhile must not count.
-        if route(&self.routes, &self.kind, resource) {
-            self.activity.bump();
+        if let Some(resource) = event.resource() {
+            self.router.route(&self.kind, resource);
         }
     }
 }
 
-/// Counts a kind's watch as alive until its task ends, however it ends, or
+/// Counts a kind's feed as alive until its task ends, however it ends, or
 /// its observation is dropped.
 struct Alive {
-    engine: Weak<Engine>,
+    feeds: Weak<Feeds>,
     kind: Kind,
 }
 
 impl Drop for Alive {
     fn drop(&mut self) {
-        let Some(engine) = self.engine.upgrade() else { return };
-        {
-            let mut tasks = engine.watch_tasks.lock();
-            if let Some(count) = tasks.get_mut(&self.kind) {
-                *count -= 1;
-                if *count == 0 {
-                    tasks.remove(&self.kind);
-                }
-            }
+        if let Some(feeds) = self.feeds.upgrade() {
+            feeds.ended(&self.kind);
         }
-        engine.activity.bump();
     }
 }
 
-impl Engine {
+impl Wiring {
     /// Starts the feed of `kind` unless it runs; returns whether it is established.
     pub(super) fn ensure_watch(self: &Arc<Self>, kind: &Kind) -> Ready {
-        let mut watches = self.watches.lock();
-        if let Some(watch) = watches.get(kind) {
-            return Arc::clone(&watch.ready);
-        }
-        *self.watch_tasks.lock().entry(kind.clone()).or_default() += 1;
-        let alive = Alive { engine: Arc::downgrade(self), kind: kind.clone() };
-        let router =
-            Router { routes: Arc::clone(&self.routes), kind: kind.clone(), activity: Arc::clone(&self.activity) };
-        let observation = match self.state.observe_kind_dynamic(kind, Arc::new(router)) {
+        self.feeds.ensure(kind, |alive| self.open_feed(kind, alive))
+    }
+
+    /// The feed of `kind`: its observation where the state offers one (it
+    /// routes every change as it commits), else a watch task.
+    fn open_feed(self: &Arc<Self>, kind: &Kind, alive: Alive) -> Arc<KindWatch> {
+        let routing = Routing { router: Arc::clone(&self.router), kind: kind.clone() };
+        let observation = match self.state.observe_kind_dynamic(kind, Arc::new(routing)) {
             Some(Ok(observation)) => Some(observation),
             Some(Err(error)) => {
                 tracing::warn!(%kind, %error, "the state cannot observe the kind; watching it instead");
@@ -202,96 +313,48 @@ impl Engine {
         };
         if let Some(observation) = observation {
             // Established at once: every change from now on is routed as it commits.
-            let ready = Ready::default();
-            ready.set();
-            let watch = KindWatch {
-                cancel: self.cancel.child_token(),
-                ready: Arc::clone(&ready),
-                phase: Mutex::new(Phase::Observed),
-                routed: AtomicU64::new(0),
-                _observation: Some(observation),
-                _alive: Some(alive),
-            };
-            watches.insert(kind.clone(), Arc::new(watch));
-            self.activity.bump();
-            return ready;
+            let mut watch = KindWatch::new(self.tasks.child(), Phase::Observed, Arc::clone(&self.activity));
+            watch.ready.set();
+            watch._observation = Some(observation);
+            watch._alive = Some(alive);
+            return Arc::new(watch);
         }
-        let ready = Ready::default();
-        let established = Arc::clone(&ready);
-        let watch = Arc::new(KindWatch {
-            cancel: self.cancel.child_token(),
-            ready: Arc::clone(&ready),
-            phase: Mutex::new(Phase::Opening),
-            routed: AtomicU64::new(0),
-            _observation: None,
-            _alive: None,
-        });
-        watches.insert(kind.clone(), Arc::clone(&watch));
-        let engine = Arc::clone(self);
-        let kind = kind.clone();
-        self.spawn(async move {
+        let watch = Arc::new(KindWatch::new(self.tasks.child(), Phase::Opening, Arc::clone(&self.activity)));
+        let established = Arc::clone(&watch.ready);
+        let (wiring, task_watch, kind) = (Arc::clone(self), Arc::clone(&watch), kind.clone());
+        self.tasks.spawn(async move {
             let _alive = alive;
             let _ended = Ended(Arc::clone(&established));
             // A panic (in the state's watch, say) opens the watch again after
             // a backoff, and its readers look at everything again.
-            let mut backoff = Backoff::new(engine.options.backoff);
+            let mut backoff = Backoff::new(wiring.options.backoff);
             let mut start = Start::First;
             loop {
-                let run = AssertUnwindSafe(engine.watch_kind(&kind, &established, &watch, start));
+                let run = AssertUnwindSafe(wiring.watch_kind(&kind, &established, &task_watch, start));
                 let Err(panic) = run.catch_unwind().await else { return };
-                engine.enter(&watch, Phase::Opening);
+                task_watch.enter(Phase::Opening);
                 let delay = backoff.next_delay();
                 tracing::error!(%kind, panic = %panic_message(&*panic), ?delay, "runtime watch panicked; restarting it");
                 start = Start::Over;
-                if watch.cancel.run_until_cancelled(tokio::time::sleep(delay)).await.is_none() {
+                if task_watch.cancel.run_until_cancelled(tokio::time::sleep(delay)).await.is_none() {
                     return;
                 }
             }
         });
-        ready
+        watch
     }
 
-    /// Stops the watches of kinds no route reads any more. A route added
-    /// meanwhile is in `routes` before its `ensure_watch`, and this holds
-    /// `routes` while it looks: its watch is either kept or started again.
-    ///
-    /// `watches` first, as [`ensure_watch`](Engine::ensure_watch) holds it:
-    /// that calls the state, whose writers route under `routes`, so waiting
-    /// for `watches` with `routes` held could close a cycle with a writer and
-    /// a reroute waiting to write `routes`.
+    /// Stops the feeds of kinds no route reads any more. A route added
+    /// meanwhile is in the routes before its `ensure_watch`, which waits for
+    /// the feeds' lock held here: its feed is either kept or started again.
     pub(super) fn stop_unread_watches(&self) {
-        let mut stopped = Vec::new();
-        {
-            let mut watches = self.watches.lock();
-            let routes = self.routes.read();
-            watches.retain(|kind, watch| {
-                let read = routes.contains_key(kind);
-                if !read {
-                    tracing::debug!(%kind, "no controller reads the kind any more; stopping its watch");
-                    watch.cancel.cancel();
-                    stopped.push(Arc::clone(watch));
-                }
-                read
-            });
-        }
-        // Dropped out of the locks: ending an observation takes the state's
-        // lock, under which writers route (and read `routes`).
-        if !stopped.is_empty() {
-            drop(stopped);
-            self.activity.bump();
-        }
+        self.feeds.stop_unread(|kind| self.router.is_read(kind));
     }
 
     /// Ends every kind's feed: the observations at once, the watch tasks at
     /// their next poll (the engine's token is cancelled).
     pub(super) fn stop_watches(&self) {
-        let watches = std::mem::take(&mut *self.watches.lock());
-        drop(watches);
-    }
-
-    fn enter(&self, watch: &KindWatch, phase: Phase) {
-        *watch.phase.lock() = phase;
-        self.activity.bump();
+        self.feeds.stop_all();
     }
 
     /// One kind's watch until it is cancelled: opens the state's watch,
@@ -299,7 +362,7 @@ impl Engine {
     async fn watch_kind(&self, kind: &Kind, established: &Established, watch: &KindWatch, mut start: Start) {
         let mut backoff = Backoff::new(self.options.backoff);
         loop {
-            self.enter(watch, Phase::Opening);
+            watch.enter(Phase::Opening);
             let options = match &start {
                 Start::Resume(bookmark) => WatchKindOptions::from_bookmark(bookmark.clone()),
                 Start::First | Start::Over => WatchKindOptions::default().with_bootstrap_bookmark(),
@@ -330,7 +393,7 @@ impl Engine {
             if matches!(start, Start::Over) {
                 self.resync(kind, None).await;
             }
-            self.enter(watch, Phase::Routing { progress: progress.clone() });
+            watch.enter(Phase::Routing { progress: progress.clone() });
             let bookmark = match start {
                 Start::Resume(bookmark) => Some(bookmark),
                 Start::First | Start::Over => None,
@@ -366,15 +429,10 @@ impl Engine {
                     bookmark = Some(mark.clone());
                 }
                 if let Some(resource) = event.resource() {
-                    route(&self.routes, kind, resource);
+                    self.router.route(kind, resource);
                 }
             }
-            // Everything read so far is routed: the wake-ups and queue items
-            // it made are in place before `settled` can see the watch caught up.
-            if let Some(progress) = &progress {
-                watch.routed.store(progress.read(), Ordering::SeqCst);
-            }
-            self.activity.bump();
+            watch.routed_to(progress.as_ref().map_or(0, |progress| progress.read()));
         }
         End::Closed(bookmark)
     }

@@ -13,7 +13,7 @@ use crate::controller::{ErasedQueue, Outcome, Requeue};
 use crate::resource::Kind;
 use crate::runtime::core::{Core, deadline};
 use crate::runtime::engine::reconciler::read_outcome;
-use crate::runtime::engine::{Engine, pool, reads, watch as kind_watch};
+use crate::runtime::engine::{Wiring, pool, reads, watch as kind_watch};
 use crate::runtime::queue::{Item, Job, Key};
 use crate::runtime::settle::InFlight;
 
@@ -21,7 +21,7 @@ use crate::runtime::settle::InFlight;
 /// controllers go first.
 const ITEMS_PER_TURN: u32 = 32;
 
-impl Engine {
+impl Wiring {
     pub(super) async fn run_queue(
         self: Arc<Self>,
         core: Arc<Core>,
@@ -29,13 +29,13 @@ impl Engine {
         ready: Vec<kind_watch::Ready>,
         starting: InFlight,
     ) {
-        if self.cancel.run_until_cancelled(kind_watch::ready(ready)).await.is_none() {
+        if self.tasks.token().run_until_cancelled(kind_watch::ready(ready)).await.is_none() {
             return;
         }
         for _ in 0..core.declaration.concurrency.unwrap_or(1).max(1) {
-            let engine = Arc::clone(&self);
+            let wiring = Arc::clone(&self);
             let (worker, controller) = (Arc::clone(&core), Arc::clone(&controller));
-            self.drive(&core, async move { engine.run_worker(worker, controller).await });
+            self.tasks.drive(&core, async move { wiring.run_worker(worker, controller).await });
         }
         let kinds: Vec<Kind> = core.inputs().iter().map(|input| input.kind.clone()).collect();
         for kind in kinds {
@@ -46,7 +46,7 @@ impl Engine {
 
     async fn run_worker(self: Arc<Self>, core: Arc<Core>, controller: Arc<dyn ErasedQueue>) {
         // One wait for the stop around the whole loop, as a reconciler's.
-        let cancel = self.cancel.clone();
+        let cancel = self.tasks.token().clone();
         cancel.run_until_cancelled(self.work(core, controller)).await;
     }
 
@@ -65,7 +65,6 @@ impl Engine {
             if !reads(&core.inputs(), &item.key) {
                 queue.forget_backoff(&item.key);
                 queue.release(item, None);
-                self.activity.bump();
                 continue;
             }
             let span = tracing::info_span!(
@@ -95,7 +94,6 @@ impl Engine {
                 }
             };
             queue.release(item, requeue);
-            self.activity.bump();
             core.stats.set_queue_depth(queue.len());
         }
     }

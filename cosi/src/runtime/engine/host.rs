@@ -1,0 +1,124 @@
+//! A controller's [`Host`]: what its context reaches of the runtime, the
+//! controller's own [`Core`] and the [`Wiring`] it runs on.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crate::controller::{Declaration, Host, Input, InputKind, check_runtime_inputs};
+use crate::resource::Pointer;
+use crate::runtime::core::{Core, Trigger};
+use crate::runtime::engine::Wiring;
+use crate::runtime::queue::{Job, Key};
+use crate::state::{Error, Result, State};
+
+pub(super) struct ControllerHost {
+    core: Arc<Core>,
+    wiring: Arc<Wiring>,
+}
+
+impl ControllerHost {
+    pub(super) fn new(core: Arc<Core>, wiring: Arc<Wiring>) -> Self {
+        ControllerHost { core, wiring }
+    }
+
+    /// Queues every item of a queue controller's primary inputs again, while the runtime runs.
+    fn requeue_items(&self) {
+        if self.wiring.tasks.running() {
+            self.wiring.requeue_primaries(&self.core);
+        }
+    }
+}
+
+impl Host for ControllerHost {
+    fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    fn declaration(&self) -> &'static Declaration {
+        self.core.declaration
+    }
+
+    fn state(&self) -> &dyn State {
+        &*self.core.state
+    }
+
+    fn inputs(&self) -> Arc<[Input]> {
+        self.core.inputs()
+    }
+
+    /// Replaces the inputs (COSI's `UpdateInputs`). The same inputs again
+    /// change nothing: a controller that sets its inputs on every reconcile
+    /// is not woken by its own call.
+    fn update_inputs(&self, inputs: Vec<Input>) -> Result<()> {
+        let core = &self.core;
+        let inputs: Arc<[Input]> =
+            check_runtime_inputs(&core.name, core.declaration, inputs).map_err(Error::InvalidArgument)?.into();
+        // Two workers changing them at once leave the routes matching the inputs.
+        let _rerouting = core.rerouting.lock();
+        if !core.set_inputs(&inputs) {
+            return Ok(());
+        }
+        self.wiring.reroute(core, &inputs);
+        Ok(())
+    }
+
+    fn count_read(&self) {
+        self.core.stats.count_read();
+    }
+
+    fn count_write(&self) {
+        self.core.stats.count_write();
+    }
+
+    /// A queue controller has no one reconcile to run again: every item of
+    /// its primary inputs is queued again, as its [`Waker`](crate::controller::Waker)
+    /// does. (Only [`DynCtx`](crate::controller::DynCtx) offers this to a
+    /// queue controller; its typed `Ctx` does not.)
+    fn requeue(&self) {
+        match &self.core.queue {
+            None => {
+                self.core.wake(|| Trigger::Requeue);
+            }
+            Some(_) => self.requeue_items(),
+        }
+    }
+
+    fn wake(&self) {
+        if !self.wiring.tasks.running() {
+            return;
+        }
+        let stats = &self.core.stats;
+        match &self.core.queue {
+            None => {
+                if self.core.wake(|| Trigger::External) {
+                    stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Some(_) => {
+                stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
+                self.requeue_items();
+            }
+        }
+    }
+
+    fn wake_item(&self, item: &Pointer) -> Result<()> {
+        let Some(queue) = &self.core.queue else {
+            Host::wake(self);
+            return Ok(());
+        };
+        let primary =
+            self.core.inputs().iter().any(|input| input.dependency == InputKind::Primary && input.reads(item));
+        if !primary {
+            return Err(Error::invalid_argument(format!(
+                "controller `{}` cannot queue {item}: it is not a resource of a primary input",
+                self.core.name
+            )));
+        }
+        if !self.wiring.tasks.running() {
+            return Ok(());
+        }
+        self.core.stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
+        queue.put(Key { pointer: item.clone(), job: Job::Reconcile }, None);
+        Ok(())
+    }
+}

@@ -1,0 +1,84 @@
+//! The registered controllers and the resource types they use.
+
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use tokio::time::Instant;
+
+use crate::controller::{Entry, check_pair};
+use crate::resource::ResourceDefinition;
+use crate::runtime::core::Core;
+use crate::runtime::types::Types;
+use crate::runtime::{ControllerStats, Graph, GraphController, RuntimeError};
+
+/// The controllers, in registration order, and the types. Lock order: the
+/// controllers, then the types.
+pub(super) struct Registry {
+    controllers: RwLock<Vec<Arc<Core>>>,
+    /// The resource types the controllers use, and those registered by hand.
+    types: Mutex<Types>,
+}
+
+impl Registry {
+    /// An empty registry; `statuses` says whether the runtime publishes
+    /// controller statuses (whose type it then knows).
+    pub(super) fn new(statuses: bool) -> Self {
+        Registry { controllers: RwLock::default(), types: Mutex::new(Types::with_builtins(statuses)) }
+    }
+
+    /// Adds `core` unless it conflicts with a registered controller or one
+    /// of its types with a known type: then nothing is added.
+    pub(super) fn add(&self, core: Arc<Core>) -> Result<(), RuntimeError> {
+        let mut controllers = self.controllers.write();
+        let new = Entry { name: &core.name, outputs: core.declaration.outputs };
+        for existing in controllers.iter() {
+            let old = Entry { name: &existing.name, outputs: existing.declaration.outputs };
+            check_pair(old, new).map_err(|conflict| RuntimeError::Conflict(conflict.to_string()))?;
+        }
+        // The last check: once the types are in, the controller is too.
+        self.types.lock().add(core.declaration.definitions())?;
+        controllers.push(core);
+        Ok(())
+    }
+
+    /// Adds types the program uses beyond its controllers' (see `Types`).
+    pub(super) fn add_types(&self, definitions: Vec<ResourceDefinition>) -> Result<(), RuntimeError> {
+        self.types.lock().add(definitions)
+    }
+
+    /// The definitions not published yet, which are from now on taken as published.
+    pub(super) fn take_unpublished(&self) -> Vec<ResourceDefinition> {
+        self.types.lock().take_unpublished()
+    }
+
+    pub(super) fn controllers(&self) -> Vec<Arc<Core>> {
+        self.controllers.read().clone()
+    }
+
+    /// Whether every controller is quiet at `now` (see `Core::is_quiet`).
+    pub(super) fn all_quiet(&self, now: Instant) -> bool {
+        self.controllers.read().iter().all(|core| core.is_quiet(now))
+    }
+
+    pub(super) fn graph(&self) -> Graph {
+        let controllers = self.controllers.read();
+        let mut graph = Graph {
+            controllers: controllers
+                .iter()
+                .map(|core| GraphController::new(&core.name, core.declaration, &core.inputs()))
+                .collect(),
+        };
+        graph.controllers.sort_by(|a, b| a.name.cmp(&b.name));
+        graph
+    }
+
+    pub(super) fn names(&self) -> Vec<String> {
+        self.controllers.read().iter().map(|core| core.name.to_string()).collect()
+    }
+
+    pub(super) fn stats(&self, name: &str) -> Option<ControllerStats> {
+        let controllers = self.controllers.read();
+        let core = controllers.iter().find(|core| &*core.name == name)?;
+        Some(core.stats.snapshot(core.queue.as_ref()))
+    }
+}

@@ -1,0 +1,73 @@
+//! What a running controller reaches through its host: the state, the
+//! routes, the feeds and the tasks. The registry and the lifecycle are the
+//! engine's, above; nothing here points to them.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+
+use crate::controller::{Body, Host};
+use crate::runtime::RuntimeOptions;
+use crate::runtime::core::Core;
+use crate::runtime::engine::host::ControllerHost;
+use crate::runtime::engine::panic_message;
+use crate::runtime::engine::routing::Router;
+use crate::runtime::engine::tasks::Tasks;
+use crate::runtime::engine::watch::Feeds;
+use crate::runtime::settle::Activity;
+use crate::state::State;
+
+pub(super) struct Wiring {
+    pub(super) state: Arc<dyn State>,
+    pub(super) options: RuntimeOptions,
+    /// The epoch of pending work, for `settled`.
+    pub(super) activity: Arc<Activity>,
+    pub(super) router: Arc<Router>,
+    pub(super) feeds: Arc<Feeds>,
+    pub(super) tasks: Tasks,
+}
+
+impl Wiring {
+    pub(super) fn new(state: Arc<dyn State>, options: RuntimeOptions) -> Arc<Self> {
+        let activity = Arc::<Activity>::default();
+        Arc::new(Wiring {
+            state,
+            router: Arc::default(),
+            feeds: Feeds::new(Arc::clone(&activity)),
+            tasks: Tasks::new(options.long_poll),
+            activity,
+            options,
+        })
+    }
+
+    /// Starts a registered controller's loop once the kinds it reads are watched.
+    pub(super) fn start_controller(self: &Arc<Self>, core: Arc<Core>, body: Body) {
+        let starting = self.activity.begin();
+        let ready: Vec<_> = core.inputs().iter().map(|input| self.ensure_watch(&input.kind)).collect();
+        let wiring = Arc::clone(self);
+        let reported = Arc::clone(&core);
+        let host = Arc::new(ControllerHost::new(Arc::clone(&core), Arc::clone(self))) as Arc<dyn Host>;
+        let owner = Arc::clone(&core);
+        let run: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = match body {
+            Body::Reconcile(build) => {
+                let controller = build(host);
+                Box::pin(async move { wiring.run_reconciler(core, controller, ready, starting).await })
+            }
+            Body::Queue(build) => {
+                let controller = build(host);
+                Box::pin(async move { wiring.run_queue(core, controller, ready, starting).await })
+            }
+        };
+        // Reconciles catch their own panics and restart; a panic in the loop
+        // around them ends the controller, which its status then reports.
+        self.tasks.drive(&owner, async move {
+            if let Err(panic) = AssertUnwindSafe(run).catch_unwind().await {
+                let message = format!("the controller's task panicked and stopped: {}", panic_message(&*panic));
+                tracing::error!(controller = %reported.name, error = %message, "controller stopped");
+                reported.stats.record_failure(Duration::ZERO, message, None);
+            }
+        });
+    }
+}
