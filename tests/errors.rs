@@ -3,6 +3,7 @@
 //! every helper can use `?` on both.
 
 use cosi::prelude::*;
+use cosi::runtime::Conflict;
 use cosi::{Error, RuntimeError};
 
 #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -53,7 +54,10 @@ async fn question_mark_works_on_runtime_and_state_errors_alike() {
     // A runtime error comes back as it was raised.
     let error = program(cosi::state::memory(), true).await.expect_err("two exclusive writers");
     match error.downcast_ref::<RuntimeError>() {
-        Some(RuntimeError::Conflict(message)) => assert!(message.contains("`rival`"), "{message}"),
+        Some(RuntimeError::Conflict(Conflict::OutputConflict { first, second, exclusive, r#type })) => {
+            assert_eq!((first.as_str(), second.as_str(), r#type.as_str()), ("pong", "rival", Pong::TYPE));
+            assert_eq!(exclusive, "pong");
+        }
         other => panic!("expected the runtime's conflict, got {other:?} from {error:?}"),
     }
     assert!(matches!(error, Error::Other(_)));

@@ -5,7 +5,7 @@
 
 use cosi::controller::{MERGE_SOURCE, Merge};
 use cosi::prelude::*;
-use cosi::runtime::{ControllerStatus, GraphInput, RUNTIME_NAMESPACE, RuntimeError};
+use cosi::runtime::{Conflict, ControllerStatus, GraphInput, RUNTIME_NAMESPACE, RuntimeError};
 
 #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[resource(type = "LinkStatuses.inputs-test.cosi.dev", namespace = "network")]
@@ -134,21 +134,26 @@ async fn an_instance_cannot_read_beyond_its_inputs() {
 fn registration_checks_the_inputs_as_update_inputs_does_and_registers_nothing_on_error() {
     let runtime = Runtime::new(cosi::state::memory());
     let refused = |registration: cosi::controller::Registration| match runtime.register(registration) {
-        Err(RuntimeError::InvalidController(message)) => message,
+        Err(RuntimeError::InvalidController(conflict)) => conflict,
         other => panic!("expected a refusal, got {other:?}"),
     };
 
-    let message = refused(reporter {}.with_inputs([Input::of::<LinkReport>(InputKind::Weak).in_namespace("x")]));
-    assert!(message.contains("not among its declared inputs"), "{message}");
-    let message = refused(reporter {}.with_inputs([Input::of::<LinkStatus>(InputKind::Primary)]));
-    assert!(message.contains("primary and mapped inputs belong to queue controllers"), "{message}");
-    let message = refused(
+    let conflict = refused(reporter {}.with_inputs([Input::of::<LinkReport>(InputKind::Weak).in_namespace("x")]));
+    assert!(matches!(&conflict, Conflict::UndeclaredInput { namespace, .. } if namespace == "x"), "{conflict:?}");
+    assert!(conflict.to_string().contains("not among its declared inputs"), "{conflict}");
+    let conflict = refused(reporter {}.with_inputs([Input::of::<LinkStatus>(InputKind::Primary)]));
+    assert!(matches!(conflict, Conflict::MixedInputKinds { kind: InputKind::Primary, .. }), "{conflict:?}");
+    assert!(conflict.to_string().contains("primary and mapped inputs belong to queue controllers"), "{conflict}");
+    let conflict = refused(
         exclusive_reporter {}
             .with_inputs([Input::of::<LinkStatus>(InputKind::Weak), Input::of::<LinkStatus>(InputKind::Strong)]),
     );
-    assert!(message.contains("twice"), "{message}");
-    let message = refused(reporter {}.with_inputs([Input::of::<LinkStatus>(InputKind::Weak).with_id("")]));
-    assert!(message.contains("id is empty"), "{message}");
+    assert!(matches!(&conflict, Conflict::DuplicateInput { r#type, .. } if r#type == LinkStatus::TYPE), "{conflict:?}");
+    let conflict = refused(reporter {}.with_inputs([Input::of::<LinkStatus>(InputKind::Weak).with_id("")]));
+    assert!(
+        matches!(&conflict, Conflict::InvalidInput { reason, .. } if reason.contains("id is empty")),
+        "{conflict:?}"
+    );
     assert!(runtime.controllers().is_empty(), "a refused registration left {:?}", runtime.controllers());
 
     // Output conflicts are the declaration's: other inputs change nothing.
@@ -156,7 +161,7 @@ fn registration_checks_the_inputs_as_update_inputs_does_and_registers_nothing_on
     let other_inputs = [Input::of::<LinkStatus>(InputKind::Weak).in_namespace("elsewhere")];
     let error =
         runtime.register(exclusive_reporter {}.named("second").with_inputs(other_inputs)).expect_err("conflict");
-    assert!(matches!(error, RuntimeError::Conflict(_)), "{error:?}");
+    assert!(matches!(error, RuntimeError::Conflict(Conflict::OutputConflict { .. })), "{error:?}");
     assert_eq!(runtime.controllers(), ["first"]);
 }
 

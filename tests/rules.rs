@@ -101,17 +101,23 @@ impl<const N: usize> Controller for Hand<N> {
     }
 }
 
-/// What the runtime says when it refuses `registrations`, in order, the last one.
-fn refusal(registrations: impl IntoIterator<Item = Registration>) -> String {
+/// The rule the runtime says is broken when it refuses `registrations`, in
+/// order, the last one.
+fn refused(registrations: impl IntoIterator<Item = Registration>) -> Conflict<String> {
     let runtime = Runtime::new(cosi::state::memory());
     let mut last = None;
     for registration in registrations {
         last = Some(runtime.register(registration));
     }
     match last {
-        Some(Err(RuntimeError::InvalidController(message) | RuntimeError::Conflict(message))) => message,
+        Some(Err(RuntimeError::InvalidController(conflict) | RuntimeError::Conflict(conflict))) => conflict,
         other => panic!("expected a refusal of the last controller, got {other:?}"),
     }
+}
+
+/// What the runtime says when it refuses `registrations` (see [`refused`]).
+fn refusal(registrations: impl IntoIterator<Item = Registration>) -> String {
+    refused(registrations).to_string()
 }
 
 /// The panic message of the compile-time check, run as a function.
@@ -153,14 +159,16 @@ fn ui_messages(case: &str) -> Vec<String> {
 }
 
 /// `conflict`'s message is one of the ui-test `case`'s.
-fn assert_ui(case: &str, conflict: Conflict<'_>) {
+fn assert_ui(case: &str, conflict: Conflict<&str>) {
     let messages = ui_messages(case);
     let expected = conflict.to_string();
     assert!(messages.contains(&expected), "{case}: {expected:?} is not among {messages:#?}");
 }
 
-/// The run-time and the compile-time check of `DECLARATIONS[n]` say `conflict`.
-fn assert_declaration(n: usize, conflict: Conflict<'_>) {
+/// The run-time and the compile-time check of `DECLARATIONS[n]` say
+/// `conflict`, and the runtime's error is that conflict, typed.
+fn assert_declaration(n: usize, conflict: Conflict<&str>) {
+    assert_eq!(refused([registration(n)]), conflict.to_owned());
     let runtime = refusal([registration(n)]);
     let compile = declared(n);
     assert_eq!(runtime, compile, "the runtime and the compile-time check of {:?} differ", DECLARATIONS[n].name);

@@ -191,47 +191,52 @@ pub struct OutputRef<'a> {
 
 /// A broken rule, naming everything involved; [`Conflict::message`] says
 /// what is wrong and what to do.
+///
+/// The names are borrowed (`Conflict<&str>`, what the checks return, also
+/// in `const` evaluation) or owned (`Conflict<String>`, what a runtime
+/// keeps in its error: [`Conflict::to_owned`]); [`Conflict::as_str`]
+/// borrows an owned one back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Conflict<'a> {
+pub enum Conflict<S = &'static str> {
     /// Two controllers have one name.
     DuplicateName {
         /// The name.
-        name: &'a str,
+        name: S,
     },
     /// A controller writes a type another writes exclusively, or writes it
     /// exclusively while another writes it.
     OutputConflict {
         /// The controller registered first.
-        first: &'a str,
+        first: S,
         /// The controller registered second.
-        second: &'a str,
+        second: S,
         /// The one (of the two) that declares the type exclusive.
-        exclusive: &'a str,
+        exclusive: S,
         /// The type.
-        r#type: &'a str,
+        r#type: S,
     },
     /// A controller declares one output type twice.
     DuplicateOutput {
         /// The controller.
-        controller: &'a str,
+        controller: S,
         /// The type.
-        r#type: &'a str,
+        r#type: S,
     },
     /// A controller declares one input twice.
     DuplicateInput {
         /// The controller.
-        controller: &'a str,
+        controller: S,
         /// The namespace, empty where not known.
-        namespace: &'a str,
+        namespace: S,
         /// The type.
-        r#type: &'a str,
+        r#type: S,
     },
     /// An output is also an input that would wake the controller on its own writes.
     OutputIsInput {
         /// The controller.
-        controller: &'a str,
+        controller: S,
         /// The type.
-        r#type: &'a str,
+        r#type: S,
         /// The input kind declared.
         kind: InputKind,
     },
@@ -239,14 +244,14 @@ pub enum Conflict<'a> {
     /// controller, or of another kind in a queue controller.
     MixedInputKinds {
         /// The controller.
-        controller: &'a str,
+        controller: S,
         /// The kind that does not belong.
         kind: InputKind,
     },
     /// A queue controller's settings are wrong.
     InvalidQueue {
         /// The controller.
-        controller: &'a str,
+        controller: S,
         /// What is wrong.
         reason: QueueRule,
     },
@@ -255,32 +260,32 @@ pub enum Conflict<'a> {
     /// A controller named as the runtime itself ([`RESERVED_NAME`]).
     ReservedName {
         /// The name.
-        name: &'a str,
+        name: S,
     },
     /// A controller name with whitespace or a control character, or longer
     /// than a state's longest ID: the name is the ID of the controller's
     /// status and the owner of its outputs, and stricter than an ID.
     InvalidName {
         /// The name.
-        name: &'a str,
+        name: S,
         /// What is wrong with it.
         reason: NameRule,
     },
     /// An input given at run time of a type the controller does not declare.
     UndeclaredInput {
         /// The controller.
-        controller: &'a str,
+        controller: S,
         /// The namespace.
-        namespace: &'a str,
+        namespace: S,
         /// The type.
-        r#type: &'a str,
+        r#type: S,
     },
     /// An input whose namespace, type or ID a state would refuse.
     InvalidInput {
         /// The controller.
-        controller: &'a str,
+        controller: S,
         /// What is wrong with it, as the naming rules say.
-        reason: &'a str,
+        reason: S,
     },
 }
 
@@ -304,7 +309,7 @@ pub enum QueueRule {
     NoPrimaryInput,
 }
 
-impl<'a> Conflict<'a> {
+impl<'a> Conflict<&'a str> {
     /// The message, in pieces: the one text of each conflict, which
     /// `Display` writes and `const` evaluation copies ([`Message::to_const`]).
     pub const fn message(&self) -> Message<'a> {
@@ -414,13 +419,68 @@ impl<'a> Conflict<'a> {
     }
 }
 
-impl fmt::Display for Conflict<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.message(), f)
+impl<S: AsRef<str>> Conflict<S> {
+    /// The conflict with its names borrowed.
+    pub fn as_str(&self) -> Conflict<&str> {
+        self.map(AsRef::as_ref)
+    }
+
+    /// The conflict with its names owned.
+    pub fn to_owned(&self) -> Conflict<String> {
+        self.map(|name| name.as_ref().to_owned())
+    }
+
+    /// The conflict with each name given to `name`.
+    fn map<'s, T>(&'s self, name: impl Fn(&'s S) -> T) -> Conflict<T> {
+        match self {
+            Conflict::DuplicateName { name: named } => Conflict::DuplicateName { name: name(named) },
+            Conflict::OutputConflict { first, second, exclusive, r#type } => Conflict::OutputConflict {
+                first: name(first),
+                second: name(second),
+                exclusive: name(exclusive),
+                r#type: name(r#type),
+            },
+            Conflict::DuplicateOutput { controller, r#type } => {
+                Conflict::DuplicateOutput { controller: name(controller), r#type: name(r#type) }
+            }
+            Conflict::DuplicateInput { controller, namespace, r#type } => Conflict::DuplicateInput {
+                controller: name(controller),
+                namespace: name(namespace),
+                r#type: name(r#type),
+            },
+            Conflict::OutputIsInput { controller, r#type, kind } => {
+                Conflict::OutputIsInput { controller: name(controller), r#type: name(r#type), kind: *kind }
+            }
+            Conflict::MixedInputKinds { controller, kind } => {
+                Conflict::MixedInputKinds { controller: name(controller), kind: *kind }
+            }
+            Conflict::InvalidQueue { controller, reason } => {
+                Conflict::InvalidQueue { controller: name(controller), reason: *reason }
+            }
+            Conflict::EmptyName => Conflict::EmptyName,
+            Conflict::ReservedName { name: named } => Conflict::ReservedName { name: name(named) },
+            Conflict::InvalidName { name: named, reason } => {
+                Conflict::InvalidName { name: name(named), reason: *reason }
+            }
+            Conflict::UndeclaredInput { controller, namespace, r#type } => Conflict::UndeclaredInput {
+                controller: name(controller),
+                namespace: name(namespace),
+                r#type: name(r#type),
+            },
+            Conflict::InvalidInput { controller, reason } => {
+                Conflict::InvalidInput { controller: name(controller), reason: name(reason) }
+            }
+        }
     }
 }
 
-impl std::error::Error for Conflict<'_> {}
+impl<S: AsRef<str>> fmt::Display for Conflict<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.as_str().message(), f)
+    }
+}
+
+impl<S: AsRef<str> + fmt::Debug> std::error::Error for Conflict<S> {}
 
 /// The most pieces a message has.
 const MAX_PARTS: usize = 12;
@@ -507,7 +567,7 @@ const MAX_NAME_LEN_TEXT: &str = "1024";
 /// A controller's name is the owner of what it writes and the ID of its
 /// status: not empty, not [`RESERVED_NAME`], without whitespace or control
 /// characters, and at most [`MAX_NAME_LEN`] bytes.
-pub const fn controller_name(name: &str) -> Result<(), Conflict<'_>> {
+pub const fn controller_name(name: &str) -> Result<(), Conflict<&str>> {
     if name.is_empty() {
         return Err(Conflict::EmptyName);
     }
@@ -555,7 +615,7 @@ pub const fn duplicate_output<'a>(
     controller: &'a str,
     earlier: OutputRef<'_>,
     output: OutputRef<'a>,
-) -> Result<(), Conflict<'a>> {
+) -> Result<(), Conflict<&'a str>> {
     match str_eq(earlier.r#type, output.r#type) {
         true => Err(Conflict::DuplicateOutput { controller, r#type: output.r#type }),
         false => Ok(()),
@@ -567,7 +627,7 @@ pub const fn duplicate_input<'a>(
     controller: &'a str,
     earlier: InputRef<'_>,
     input: InputRef<'a>,
-) -> Result<(), Conflict<'a>> {
+) -> Result<(), Conflict<&'a str>> {
     match str_eq(earlier.namespace, input.namespace)
         && str_eq(earlier.r#type, input.r#type)
         && opt_str_eq(earlier.id, input.id)
@@ -587,7 +647,7 @@ pub const fn output_is_input<'a>(
     controller: &'a str,
     input: InputRef<'a>,
     output: OutputRef<'_>,
-) -> Result<(), Conflict<'a>> {
+) -> Result<(), Conflict<&'a str>> {
     let elsewhere = input.explicit_namespace && !str_eq(input.namespace, output.namespace);
     match str_eq(input.r#type, output.r#type) && !input.kind.is_destroy_ready() && !elsewhere {
         true => Err(Conflict::OutputIsInput { controller, r#type: input.r#type, kind: input.kind }),
@@ -598,7 +658,7 @@ pub const fn output_is_input<'a>(
 /// A controller is a queue controller or not (`queue`), and its inputs are
 /// of its kinds: `Primary`, `Mapped` and `MappedDestroyReady` for queue
 /// controllers, `Weak`, `Strong` and `DestroyReady` for the others.
-pub const fn input_shape<'a>(controller: &'a str, queue: bool, input: InputRef<'_>) -> Result<(), Conflict<'a>> {
+pub const fn input_shape<'a>(controller: &'a str, queue: bool, input: InputRef<'_>) -> Result<(), Conflict<&'a str>> {
     match input.kind.is_queue() == queue {
         true => Ok(()),
         false => Err(Conflict::MixedInputKinds { controller, kind: input.kind }),
@@ -613,7 +673,7 @@ pub const fn queue_settings(
     concurrency: Option<usize>,
     queue_inputs: bool,
     primary_input: bool,
-) -> Result<(), Conflict<'_>> {
+) -> Result<(), Conflict<&str>> {
     let reason = match concurrency {
         None => return Ok(()),
         Some(_) if !queue_inputs => QueueRule::ConcurrencyWithoutQueue,
@@ -625,7 +685,7 @@ pub const fn queue_settings(
 }
 
 /// Controllers have different names.
-pub const fn duplicate_name<'a>(first: &'a str, second: &str) -> Result<(), Conflict<'a>> {
+pub const fn duplicate_name<'a>(first: &'a str, second: &str) -> Result<(), Conflict<&'a str>> {
     match str_eq(first, second) {
         true => Err(Conflict::DuplicateName { name: first }),
         false => Ok(()),
@@ -639,7 +699,7 @@ pub const fn output_conflict<'a>(
     a: OutputRef<'a>,
     second: &'a str,
     b: OutputRef<'_>,
-) -> Result<(), Conflict<'a>> {
+) -> Result<(), Conflict<&'a str>> {
     let exclusive = match (a.kind, b.kind) {
         _ if !str_eq(a.r#type, b.r#type) => return Ok(()),
         (OutputKind::Shared, OutputKind::Shared) => return Ok(()),
@@ -676,7 +736,7 @@ const fn opt_str_eq(a: Option<&str>, b: Option<&str>) -> bool {
 mod tests {
     use super::*;
 
-    fn every_conflict() -> Vec<Conflict<'static>> {
+    fn every_conflict() -> Vec<Conflict<&'static str>> {
         let (controller, r#type, namespace) = ("c", "T", "ns");
         let mut conflicts = vec![
             Conflict::DuplicateName { name: controller },
@@ -801,7 +861,7 @@ mod tests {
         let too_long = format!("{longest}a");
         assert_eq!(
             controller_name(&too_long),
-            Err(Conflict::InvalidName { name: &too_long, reason: NameRule::TooLong })
+            Err(Conflict::InvalidName { name: too_long.as_str(), reason: NameRule::TooLong })
         );
         // The runtime's own check of the name, at compile time.
         const _: () = assert!(controller_name("hostname").is_ok() && controller_name("host name").is_err());

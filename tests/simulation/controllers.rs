@@ -48,8 +48,9 @@ pub fn register(
             runtime.register(Merge::<Sh>::new(node.name.clone(), source.namespace(), node.output.namespace(), layer))
         }
         (_, Some(stage)) => visit_stage(stage, Registrar { runtime, context }),
+        // The generator gives transforms a stage to write, always.
         (Logic::Transform { .. } | Logic::QueueTransform { .. }, None) => {
-            Err(RuntimeError::InvalidController(format!("{}: a transform writes a stage", node.name)))
+            panic!("{}: the generator made a transform that writes no stage", node.name)
         }
     }
 }
@@ -78,10 +79,8 @@ impl StageVisitor for Registrar<'_> {
                 runtime.register(queue_transform::<Src, Out>(&context))
             }
             Logic::QueueTransform { .. } => runtime.register(queue_transform::<Out::Previous, Out>(&context)),
-            Logic::Merge { .. } => Err(RuntimeError::InvalidController(format!(
-                "{}: a merge writes shares, not a stage",
-                context.node.name
-            ))),
+            // The generator gives merges shares to write, never a stage.
+            Logic::Merge { .. } => panic!("{}: the generator made a merge that writes a stage", context.node.name),
         }
     }
 }

@@ -272,7 +272,7 @@ pub struct Entry<'a> {
 /// the runtime's own), no output twice, queue settings that make a queue
 /// controller, inputs of its shape, no input twice, no output that is also a
 /// waking input.
-pub const fn check_declaration(declaration: &Declaration) -> Result<(), Conflict<'static>> {
+pub const fn check_declaration(declaration: &Declaration) -> Result<(), Conflict<&'static str>> {
     let Declaration { name, inputs, outputs, concurrency } = *declaration;
     if let Err(conflict) = rules::controller_name(name) {
         return Err(conflict);
@@ -324,7 +324,7 @@ pub const fn check_inputs<'a>(
     controller: &'a str,
     inputs: &[InputRef<'a>],
     outputs: &[OutputDecl],
-) -> Result<(), Conflict<'a>> {
+) -> Result<(), Conflict<&'a str>> {
     let mut i = 0;
     while i < inputs.len() {
         let mut j = 0;
@@ -351,7 +351,7 @@ const fn output_is_input<'a>(
     input: InputRef<'a>,
     outputs: &[OutputDecl],
     declared: bool,
-) -> Result<(), Conflict<'a>> {
+) -> Result<(), Conflict<&'a str>> {
     let mut k = 0;
     while k < outputs.len() {
         let mut output = outputs[k].to_ref();
@@ -368,7 +368,7 @@ const fn output_is_input<'a>(
 
 /// Checks a set of controllers against each other: unique names, and at most
 /// one exclusive writer per type, never beside shared ones.
-pub const fn check_graph<'a>(controllers: &[Entry<'a>]) -> Result<(), Conflict<'a>> {
+pub const fn check_graph<'a>(controllers: &[Entry<'a>]) -> Result<(), Conflict<&'a str>> {
     let mut i = 0;
     while i < controllers.len() {
         let mut j = i + 1;
@@ -384,7 +384,7 @@ pub const fn check_graph<'a>(controllers: &[Entry<'a>]) -> Result<(), Conflict<'
 }
 
 /// Checks two controllers against each other.
-pub const fn check_pair<'a>(first: Entry<'a>, second: Entry<'a>) -> Result<(), Conflict<'a>> {
+pub const fn check_pair<'a>(first: Entry<'a>, second: Entry<'a>) -> Result<(), Conflict<&'a str>> {
     if let Err(conflict) = rules::duplicate_name(first.name, second.name) {
         return Err(conflict);
     }
@@ -416,7 +416,7 @@ pub(crate) fn check_runtime_inputs(
     name: &str,
     declaration: &Declaration,
     mut inputs: Vec<Input>,
-) -> std::result::Result<Vec<Input>, String> {
+) -> std::result::Result<Vec<Input>, Conflict<String>> {
     inputs.sort();
     inputs.dedup();
     for input in &inputs {
@@ -424,30 +424,33 @@ pub(crate) fn check_runtime_inputs(
         if !declaration.inputs.iter().any(|declared| declared.r#type == view.r#type) {
             let conflict =
                 Conflict::UndeclaredInput { controller: name, namespace: view.namespace, r#type: view.r#type };
-            return Err(conflict.to_string());
+            return Err(conflict.to_owned());
         }
-        rules::input_shape(name, declaration.is_queue(), view).map_err(|conflict| conflict.to_string())?;
+        rules::input_shape(name, declaration.is_queue(), view).map_err(|conflict| conflict.to_owned())?;
         check_input_names(name, input)?;
     }
     let views: Vec<InputRef<'_>> = inputs.iter().map(Input::to_ref).collect();
-    check_inputs(name, &views, declaration.outputs).map_err(|conflict| conflict.to_string())?;
+    check_inputs(name, &views, declaration.outputs).map_err(|conflict| conflict.to_owned())?;
     Ok(inputs)
 }
 
 /// Checks the namespaces and IDs a controller declares, as a state would:
 /// `#[controller]` checks them in tokens, but a `Declared` impl written by
 /// hand can name any string.
-pub(crate) fn check_declared_inputs(name: &str, declaration: &Declaration) -> std::result::Result<(), String> {
+pub(crate) fn check_declared_inputs(
+    name: &str,
+    declaration: &Declaration,
+) -> std::result::Result<(), Conflict<String>> {
     declaration.inputs.iter().try_for_each(|declared| check_input_names(name, &Input::from(declared)))
 }
 
 /// The namespace, type and ID of `input` are names a state accepts.
-fn check_input_names(name: &str, input: &Input) -> std::result::Result<(), String> {
+fn check_input_names(name: &str, input: &Input) -> std::result::Result<(), Conflict<String>> {
     let valid = match &input.id {
         Some(id) => input.kind.pointer(&**id).validate(),
         None => input.kind.validate(),
     };
-    valid.map_err(|reason| Conflict::InvalidInput { controller: name, reason: &reason }.to_string())
+    valid.map_err(|reason| Conflict::InvalidInput { controller: name.to_owned(), reason })
 }
 
 /// Compile-time entry point of `cosi::system!`: panics (a compile error in a

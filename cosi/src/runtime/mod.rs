@@ -97,6 +97,7 @@ use crate::resource::Kind;
 use crate::state::State;
 
 pub use crate::backoff::BackoffOptions;
+pub use crate::controller::Conflict;
 pub use core::ControllerStats;
 pub use graph::{Graph, GraphController, GraphInput, GraphOutput};
 pub use signal::shutdown_signal;
@@ -212,12 +213,14 @@ impl Default for RuntimeOptions {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RuntimeError {
-    /// Two controllers conflict: the message names both.
+    /// Two controllers conflict: the rule they break, naming both
+    /// (`Conflict::DuplicateName` or `Conflict::OutputConflict`).
     #[error("{0}")]
-    Conflict(String),
-    /// A controller's declaration breaks a rule.
+    Conflict(Conflict<String>),
+    /// A controller breaks a rule alone: its declaration, its name, or the
+    /// inputs its registration gives it.
     #[error("invalid controller: {0}")]
-    InvalidController(String),
+    InvalidController(Conflict<String>),
     /// `start` was called twice.
     #[error("the runtime has already been started")]
     AlreadyStarted,

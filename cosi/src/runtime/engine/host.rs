@@ -51,8 +51,9 @@ impl Host for ControllerHost {
     /// is not woken by its own call.
     fn update_inputs(&self, inputs: Vec<Input>) -> Result<()> {
         let core = &self.core;
-        let inputs: Arc<[Input]> =
-            check_runtime_inputs(&core.name, core.declaration, inputs).map_err(Error::InvalidArgument)?.into();
+        let inputs: Arc<[Input]> = check_runtime_inputs(&core.name, core.declaration, inputs)
+            .map_err(|conflict| Error::InvalidArgument(conflict.to_string()))?
+            .into();
         // Two workers changing them at once leave the routes matching the inputs.
         let _rerouting = core.rerouting.lock();
         if !core.set_inputs(&inputs) {

@@ -105,7 +105,7 @@ impl Engine {
 
     pub(crate) fn register(self: &Arc<Self>, registration: Registration) -> Result<(), RuntimeError> {
         let Registration { name, declaration, inputs, body } = registration;
-        let invalid = |conflict: Conflict<'_>| RuntimeError::InvalidController(conflict.to_string());
+        let invalid = |conflict: Conflict<&str>| RuntimeError::InvalidController(conflict.to_owned());
         check_declaration(declaration).map_err(invalid)?;
         // A registration may rename the controller: its name is checked again.
         controller_name(&name).map_err(invalid)?;
@@ -256,24 +256,24 @@ mod tests {
     #[crate::controller(inputs = [Weak<Spec>], inventory = false)]
     async fn reader(_ctx: &mut Ctx) {}
 
-    /// What the runtime says when it refuses `registration`.
-    fn refusal(registration: Registration) -> String {
+    /// The rule the runtime says `registration` breaks when it refuses it.
+    fn refusal(registration: Registration) -> Conflict<String> {
         match Runtime::new(crate::state::memory()).register(registration) {
-            Err(RuntimeError::InvalidController(message)) => message,
+            Err(RuntimeError::InvalidController(conflict)) => conflict,
             other => panic!("expected an invalid controller, got {other:?}"),
         }
     }
 
     #[test]
     fn a_registration_refuses_a_name_a_state_would_not_take() {
-        let whitespace = |name| Conflict::InvalidName { name, reason: NameRule::Whitespace }.to_string();
+        let whitespace = |name| Conflict::InvalidName { name, reason: NameRule::Whitespace }.to_owned();
         assert_eq!(refusal(reader {}.named(" a")), whitespace(" a"));
         assert_eq!(refusal(reader {}.named("a\tb")), whitespace("a\tb"));
         let long = "a".repeat(1025);
-        let too_long = Conflict::InvalidName { name: &long, reason: NameRule::TooLong };
-        assert_eq!(refusal(reader {}.named(long.as_str())), too_long.to_string());
-        assert_eq!(refusal(reader {}.named("runtime")), Conflict::ReservedName { name: "runtime" }.to_string());
-        assert_eq!(refusal(reader {}.named("")), Conflict::EmptyName.to_string());
+        let too_long = Conflict::InvalidName { name: long.as_str(), reason: NameRule::TooLong };
+        assert_eq!(refusal(reader {}.named(long.as_str())), too_long.to_owned());
+        assert_eq!(refusal(reader {}.named("runtime")), Conflict::ReservedName { name: "runtime" }.to_owned());
+        assert_eq!(refusal(reader {}.named("")), Conflict::<String>::EmptyName);
         Runtime::new(crate::state::memory()).register(reader {}.named("a")).expect("a valid name");
     }
 
@@ -313,7 +313,7 @@ mod tests {
 
     #[test]
     fn a_registration_refuses_declared_inputs_a_state_would_not_take() {
-        let invalid = |reason: String| Conflict::InvalidInput { controller: "hand", reason: &reason }.to_string();
+        let invalid = |reason: String| Conflict::InvalidInput { controller: "hand".to_owned(), reason };
         let namespace = Kind::new("a b", Spec::TYPE).validate().expect_err("a namespace with a space");
         assert_eq!(refusal(Registration::controller(Hand::<0>)), invalid(namespace));
         let id = Spec::pointer(" x").validate().expect_err("an ID that starts with a space");

@@ -33,7 +33,7 @@ impl Registry {
         let new = Entry { name: &core.name, outputs: core.declaration.outputs };
         for existing in controllers.iter() {
             let old = Entry { name: &existing.name, outputs: existing.declaration.outputs };
-            check_pair(old, new).map_err(|conflict| RuntimeError::Conflict(conflict.to_string()))?;
+            check_pair(old, new).map_err(|conflict| RuntimeError::Conflict(conflict.to_owned()))?;
         }
         // The last check: once the types are in, the controller is too.
         self.types.lock().add(core.declaration.definitions())?;
