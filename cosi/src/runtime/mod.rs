@@ -88,7 +88,6 @@ mod types;
 use std::any::Any;
 use std::fmt;
 use std::future::Future;
-use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -111,10 +110,9 @@ use engine::Engine;
 /// It is not `Clone`: [`handle`](Runtime::handle) gives a [`RuntimeHandle`],
 /// cheap to clone, for anything that registers controllers, reads statistics
 /// and the graph, waits for [`settled`](RuntimeHandle::settled) or shuts the
-/// runtime down while the owner lives elsewhere. The owner derefs to its
-/// handle, so every handle method works on it too; starting
-/// ([`start`](Runtime::start), [`run_until`](Runtime::run_until)) is the
-/// owner's alone.
+/// runtime down while the owner lives elsewhere. The owner has each of the
+/// handle's methods too; starting ([`start`](Runtime::start),
+/// [`run_until`](Runtime::run_until)) is the owner's alone.
 ///
 /// # Example
 ///
@@ -354,11 +352,57 @@ impl Runtime {
     }
 }
 
-impl Deref for Runtime {
-    type Target = RuntimeHandle;
+/// The handle's methods, on the owner: what a program calls on the runtime it
+/// holds. Each does what the handle's method of the same name does.
+impl Runtime {
+    /// See [`RuntimeHandle::register`].
+    pub fn register(&self, controller: impl Register) -> Result<(), RuntimeError> {
+        self.handle.register(controller)
+    }
 
-    fn deref(&self) -> &RuntimeHandle {
-        &self.handle
+    /// See [`RuntimeHandle::register_type`].
+    pub fn register_type<T: crate::Resource>(&self) -> Result<(), RuntimeError> {
+        self.handle.register_type::<T>()
+    }
+
+    /// See [`RuntimeHandle::state`].
+    pub fn state(&self) -> &Arc<dyn State> {
+        self.handle.state()
+    }
+
+    /// See [`RuntimeHandle::graph`].
+    pub fn graph(&self) -> Graph {
+        self.handle.graph()
+    }
+
+    /// See [`RuntimeHandle::is_running`].
+    pub fn is_running(&self) -> bool {
+        self.handle.is_running()
+    }
+
+    /// See [`RuntimeHandle::controllers`].
+    pub fn controllers(&self) -> Vec<String> {
+        self.handle.controllers()
+    }
+
+    /// See [`RuntimeHandle::stats`].
+    pub fn stats(&self, name: &str) -> Option<ControllerStats> {
+        self.handle.stats(name)
+    }
+
+    /// See [`RuntimeHandle::watched_kinds`].
+    pub fn watched_kinds(&self) -> Vec<Kind> {
+        self.handle.watched_kinds()
+    }
+
+    /// See [`RuntimeHandle::settled`].
+    pub async fn settled(&self) {
+        self.handle.settled().await;
+    }
+
+    /// See [`RuntimeHandle::shutdown`].
+    pub async fn shutdown(&self) {
+        self.handle.shutdown().await;
     }
 }
 
