@@ -29,7 +29,9 @@
 //!   that none of the links reads, which spends about 8 ms of CPU per
 //!   reconcile ([`crunch`] for 2,000,000 rounds) and which a task of the
 //!   bench wakes again every millisecond by writing its input, throughout.
-//!   What a busy controller costs the others.
+//!   What a busy controller costs the others. Then beside two such
+//!   neighbours, as many as the worker threads: what having no preemption
+//!   costs (Go preempts a goroutine after 10 ms).
 //! - **Parallel**: four independent controllers, each over its own 2,000
 //!   preloaded inputs, each input costing [`crunch`] for 20,000 rounds
 //!   (about 80 µs) before its output is written; timed from `start` until
@@ -115,37 +117,27 @@ const NEIGHBOUR_ROUNDS: u64 = 2_000_000;
 /// The parallel controllers' work per item: about 80 µs.
 const PARALLEL_ROUNDS: u64 = 20_000;
 
-/// The busy neighbour: reads `Num`s in `busy`, crunches, writes its output
-/// in `busy-out`. No link reads either.
-#[controller(inputs = [Weak<Num>(namespace = "busy")], outputs = [Exclusive<Text>], inventory = false)]
-async fn neighbour(ctx: &mut Ctx) -> cosi::Result<()> {
-    for num in ctx.list_in::<Num>("busy", &ListOptions::default()).await? {
-        let value = crunch(num.value as u64, NEIGHBOUR_ROUNDS).to_string();
-        ctx.modify::<Text>(&Pointer::new("busy-out", Text::TYPE, num.id()), |text| text.value.clone_from(&value))
-            .await?;
-    }
-    Ok(())
-}
-
-/// One of the parallel controllers: crunches each `Num` of `p{index}` into
-/// a `Text` of `p{index}-out` (its input given at its registration, as a Go
-/// controller declares it).
+/// A busy neighbour (`busy{k}`, `NEIGHBOUR_ROUNDS`) or a parallel
+/// controller (`p{k}`, `PARALLEL_ROUNDS`): crunches each `Num` of its
+/// namespace into a `Text` of the namespace with `-out` after it, as the Go
+/// benchmark's `crunchController`. Its input is given at its registration,
+/// as a Go controller declares it; no chain link reads either namespace.
 #[controller(inputs = [Weak<Num>(namespace = "p0")], outputs = [Shared<Text>], inventory = false)]
-struct Parallel {
+struct Crunch {
     from: String,
     to: String,
+    rounds: u64,
 }
 
-impl Parallel {
-    fn registration(index: usize) -> cosi::controller::Registration {
-        let from = format!("p{index}");
+impl Crunch {
+    fn registration(name: String, from: String, rounds: u64) -> cosi::controller::Registration {
         let inputs = [Input::of::<Num>(InputKind::Weak).in_namespace(&from)];
-        Parallel { to: format!("{from}-out"), from }.named(format!("parallel{index}")).with_inputs(inputs)
+        Crunch { to: format!("{from}-out"), from, rounds }.named(name).with_inputs(inputs)
     }
 
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> cosi::Result<()> {
         for num in ctx.list_in::<Num>(&self.from, &ListOptions::default()).await? {
-            let value = crunch(num.value as u64, PARALLEL_ROUNDS).to_string();
+            let value = crunch(num.value as u64, self.rounds).to_string();
             ctx.modify::<Text>(&Pointer::new(&self.to, Text::TYPE, num.id()), |text| text.value.clone_from(&value))
                 .await?;
         }
@@ -257,13 +249,16 @@ async fn measure(plan: &Plan, filter: &str, flavour: Flavour) {
     println!("chain latency (update at the head until the tail has it)");
     println!("{:>8} {:>8} {:>12} {:>12} {:>12} {:>12}", "links", "samples", "median", "p90", "p99", "max");
     for &(links, samples) in plan.chains.iter().filter(|_| "chain".contains(filter)) {
-        let times = chain_latency(links, samples, false).await;
+        let times = chain_latency(links, samples, 0).await;
         print_latencies(&links.to_string(), samples, times);
     }
-    if flavour != Flavour::OneThread && "neighbour".contains(filter) {
-        println!("chain latency beside a busy neighbour (8 ms of CPU per reconcile, woken every 1 ms)");
-        let times = chain_latency(10, plan.neighbour_samples, true).await;
+    if flavour != Flavour::OneThread && "neighbours".contains(filter) {
+        println!("chain latency beside busy neighbours (8 ms of CPU per reconcile each, woken every 1 ms)");
+        let times = chain_latency(10, plan.neighbour_samples, 1).await;
         print_latencies("neighbour 10", plan.neighbour_samples, times);
+        // As many busy controllers as worker threads: what no preemption costs.
+        let times = chain_latency(10, plan.neighbour_samples, 2).await;
+        print_latencies("neighbours2 10", plan.neighbour_samples, times);
     }
     if flavour != Flavour::OneThread && "parallel".contains(filter) {
         let mut totals = Vec::new();
@@ -346,15 +341,15 @@ fn percentile(times: &[Duration], fraction: f64) -> Duration {
     times[rank - 1]
 }
 
-/// The chain's samples; with `neighbour`, beside the busy neighbour and the
-/// task that wakes it every millisecond, both running before the first
-/// sample and until the last.
-async fn chain_latency(links: usize, samples: usize, neighbour: bool) -> Vec<Duration> {
+/// The chain's samples, beside `neighbours` busy neighbours and the tasks
+/// that wake each every millisecond, running from before the first sample
+/// until after the last.
+async fn chain_latency(links: usize, samples: usize, neighbours: usize) -> Vec<Duration> {
     let mut chain = Chain::start(links).await;
-    let writer = match neighbour {
-        false => None,
-        true => Some(start_neighbour(&chain.runtime, chain.state.clone()).await),
-    };
+    let mut writers = Vec::new();
+    for index in 0..neighbours {
+        writers.push(start_neighbour(&chain.runtime, chain.state.clone(), index).await);
+    }
     // A tenth of the samples again as warm-up, not recorded.
     let warm_up = samples / 10;
     let mut times = Vec::with_capacity(samples);
@@ -365,7 +360,7 @@ async fn chain_latency(links: usize, samples: usize, neighbour: bool) -> Vec<Dur
             times.push(start.elapsed());
         }
     }
-    if let Some(writer) = writer {
+    for writer in writers {
         writer.abort();
         let _ = writer.await;
     }
@@ -373,14 +368,20 @@ async fn chain_latency(links: usize, samples: usize, neighbour: bool) -> Vec<Dur
     times
 }
 
-/// Registers the busy neighbour on the chain's runtime and starts the task
-/// that writes its input every millisecond; returns once the neighbour has
-/// reconciled once.
-async fn start_neighbour(runtime: &Runtime, state: std::sync::Arc<dyn State>) -> tokio::task::JoinHandle<()> {
-    runtime.register(neighbour {}).expect("register the neighbour");
-    let input = Pointer::new("busy", Num::TYPE, "x");
-    state.create(Typed::new_in("busy", "x", Num { value: 0 }), CreateOptions::default()).await.expect("create");
-    let output = Pointer::new("busy-out", Text::TYPE, "x");
+/// Registers busy neighbour `index` on the chain's runtime and starts the
+/// task that writes its input every millisecond; returns once the neighbour
+/// has reconciled once.
+async fn start_neighbour(
+    runtime: &Runtime,
+    state: std::sync::Arc<dyn State>,
+    index: usize,
+) -> tokio::task::JoinHandle<()> {
+    let from = format!("busy{index}");
+    let registration = Crunch::registration(format!("neighbour{index}"), from.clone(), NEIGHBOUR_ROUNDS);
+    runtime.register(registration).expect("register the neighbour");
+    let input = Pointer::new(&from, Num::TYPE, "x");
+    state.create(Typed::new_in(&from, "x", Num { value: 0 }), CreateOptions::default()).await.expect("create");
+    let output = Pointer::new(format!("{from}-out"), Text::TYPE, "x");
     while state.get_dynamic(&output).await.is_err() {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -400,7 +401,8 @@ async fn parallel(controllers: usize, inputs: usize) -> Duration {
     let state = bench_state::memory();
     let runtime = Runtime::new(state.clone());
     for index in 0..controllers {
-        runtime.register(Parallel::registration(index)).expect("register");
+        let registration = Crunch::registration(format!("parallel{index}"), format!("p{index}"), PARALLEL_ROUNDS);
+        runtime.register(registration).expect("register");
         for id in 0..inputs {
             let num = Typed::new_in(format!("p{index}"), format!("n{id:06}"), Num { value: id as i64 });
             state.create(num, CreateOptions::default()).await.expect("create");

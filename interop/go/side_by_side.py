@@ -111,8 +111,9 @@ def parse_rust(output):
             for name, value in zip(["median", "p90", "p99", "max"], fields[2:]):
                 figures[(flavour, f"chain {fields[0]} {name}")] = micros(value)
             continue
-        if len(fields) == 7 and fields[0] in ("neighbour", "scale") and fields[2].isdigit():
-            figure = "neighbour, chain 10" if fields[0] == "neighbour" else "scale wake"
+        if len(fields) == 7 and fields[0] in ("neighbour", "neighbours2", "scale") and fields[2].isdigit():
+            figure = {"neighbour": "neighbour, chain 10", "neighbours2": "2 neighbours, chain 10",
+                      "scale": "scale wake"}[fields[0]]
             for name, value in zip(["median", "p90", "p99", "max"], fields[3:]):
                 figures[(flavour, f"{figure} {name}")] = micros(value)
             continue
@@ -138,10 +139,11 @@ def parse_go(output):
             for value, name in re.findall(r"([0-9.]+) (median|p90|p99|max)-µs", line):
                 figures[("Go, GOMAXPROCS=2", f"chain {match.group(1)} {name}")] = float(value)
             continue
-        match = re.match(r"BenchmarkRuntimeNeighbour-\d+\s", line)
+        match = re.match(r"BenchmarkRuntimeNeighbour/busy=(\d)-\d+\s", line)
         if match:
+            figure = "neighbour, chain 10" if match.group(1) == "1" else "2 neighbours, chain 10"
             for value, name in re.findall(r"([0-9.]+) (median|p90|p99|max)-µs", line):
-                figures[("Go, GOMAXPROCS=2", f"neighbour, chain 10 {name}")] = float(value)
+                figures[("Go, GOMAXPROCS=2", f"{figure} {name}")] = float(value)
             continue
         match = re.match(r"BenchmarkRuntimeParallel-\d+\s", line)
         if match:

@@ -361,7 +361,7 @@ func BenchmarkRuntimeChain(b *testing.B) {
 			var times []time.Duration
 
 			for range b.N {
-				times = append(times, chainLatency(b, chain.links, chain.samples, false)...)
+				times = append(times, chainLatency(b, chain.links, chain.samples, 0)...)
 			}
 
 			slices.Sort(times)
@@ -373,25 +373,30 @@ func BenchmarkRuntimeChain(b *testing.B) {
 	}
 }
 
-// BenchmarkRuntimeNeighbour: the chain of ten beside a busy neighbour, a
+// BenchmarkRuntimeNeighbour: the chain of ten beside busy neighbours, each a
 // controller none of the links reads that crunches for about 8 ms per
 // reconcile and that a goroutine wakes every millisecond by writing its
-// input, from before the first sample until after the last.
+// input, from before the first sample until after the last: one, then two
+// (as many as GOMAXPROCS).
 func BenchmarkRuntimeNeighbour(b *testing.B) {
-	var times []time.Duration
+	for _, busy := range []int{1, 2} {
+		b.Run(fmt.Sprintf("busy=%d", busy), func(b *testing.B) {
+			var times []time.Duration
 
-	for range b.N {
-		times = append(times, chainLatency(b, 10, neighbourSamples, true)...)
+			for range b.N {
+				times = append(times, chainLatency(b, 10, neighbourSamples, busy)...)
+			}
+
+			slices.Sort(times)
+			b.ReportMetric(micros(percentile(times, 0.5)), "median-µs")
+			b.ReportMetric(micros(percentile(times, 0.9)), "p90-µs")
+			b.ReportMetric(micros(percentile(times, 0.99)), "p99-µs")
+			b.ReportMetric(micros(times[len(times)-1]), "max-µs")
+		})
 	}
-
-	slices.Sort(times)
-	b.ReportMetric(micros(percentile(times, 0.5)), "median-µs")
-	b.ReportMetric(micros(percentile(times, 0.9)), "p90-µs")
-	b.ReportMetric(micros(percentile(times, 0.99)), "p99-µs")
-	b.ReportMetric(micros(times[len(times)-1]), "max-µs")
 }
 
-func chainLatency(b *testing.B, links, samples int, neighbour bool) []time.Duration {
+func chainLatency(b *testing.B, links, samples, neighbours int) []time.Duration {
 	b.Helper()
 
 	st := newState()
@@ -406,12 +411,15 @@ func chainLatency(b *testing.B, links, samples int, neighbour bool) []time.Durat
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	if neighbour {
-		if err := rt.RegisterController(crunchController{name: "neighbour", from: "busy", to: "busy-out", rounds: neighbourRounds}); err != nil {
+	for index := range neighbours {
+		from := fmt.Sprintf("busy%d", index)
+
+		ctrl := crunchController{name: fmt.Sprintf("neighbour%d", index), from: from, to: from + "-out", rounds: neighbourRounds}
+		if err := rt.RegisterController(ctrl); err != nil {
 			b.Fatal(err)
 		}
 
-		if err := st.Create(ctx, newNum("busy", "x", 0)); err != nil {
+		if err := st.Create(ctx, newNum(from, "x", 0)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -462,8 +470,8 @@ func chainLatency(b *testing.B, links, samples int, neighbour bool) []time.Durat
 
 	waitFor(0)
 
-	if neighbour {
-		stopWriter := startNeighbourWriter(ctx, b, st)
+	for index := range neighbours {
+		stopWriter := startNeighbourWriter(ctx, b, st, fmt.Sprintf("busy%d", index))
 		defer stopWriter()
 	}
 
@@ -494,13 +502,13 @@ func chainLatency(b *testing.B, links, samples int, neighbour bool) []time.Durat
 	return times
 }
 
-// startNeighbourWriter waits until the neighbour has reconciled once, then
-// writes its input every millisecond until the returned function is called
-// (which waits for the writer to end).
-func startNeighbourWriter(ctx context.Context, b *testing.B, st state.State) func() {
+// startNeighbourWriter waits until the neighbour reading namespace from has
+// reconciled once, then writes its input every millisecond until the
+// returned function is called (which waits for the writer to end).
+func startNeighbourWriter(ctx context.Context, b *testing.B, st state.State, from resource.Namespace) func() {
 	b.Helper()
 
-	output := resource.NewMetadata("busy-out", textType, "x", resource.VersionUndefined)
+	output := resource.NewMetadata(from+"-out", textType, "x", resource.VersionUndefined)
 	deadline := time.Now().Add(waitLimit)
 
 	for {
@@ -511,7 +519,7 @@ func startNeighbourWriter(ctx context.Context, b *testing.B, st state.State) fun
 		pollPause(b, deadline)
 	}
 
-	input := resource.NewMetadata("busy", numType, "x", resource.VersionUndefined)
+	input := resource.NewMetadata(from, numType, "x", resource.VersionUndefined)
 	writerCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 
