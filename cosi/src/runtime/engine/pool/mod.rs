@@ -65,6 +65,15 @@ use crate::runtime::engine::panic_message;
 /// tasks of the program run.
 const BUDGET: usize = 64;
 
+/// How long one poll of a lane goes on polling controller futures before it
+/// lets other tasks of the program run, however few polls that was. A
+/// tokio worker drives its timers and I/O between the polls of its tasks
+/// (every 61st): a lane that ran 64 polls of 20 ms each in one would hold
+/// them back for more than a minute. (Every worker held by such polls still
+/// holds them back, 61 polls long: the long-poll report names the
+/// controllers.)
+const SLICE: Duration = Duration::from_millis(1);
+
 type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// The controllers' futures, the queue of those woken, and the lanes.
@@ -330,6 +339,10 @@ impl Shared {
             self.active();
         }
         let _inside = Inside::enter(self, index);
+        // One lane yields after its budget of polls only: how long they took
+        // depends on the wall clock, and a current-thread runtime's order
+        // stays the order of its wake-ups.
+        let slice = (lanes.len() > 1).then(|| Instant::now() + SLICE);
         for _ in 0..BUDGET {
             let Some((slot, more)) = self.next(lane) else {
                 // A live future wakes a lane when the runtime stops (it
@@ -361,25 +374,29 @@ impl Shared {
             lane.slot.store(slot.number, Ordering::Relaxed);
             lane.since.store(self.now(), Ordering::SeqCst);
             lane.state.store(BUSY, Ordering::SeqCst);
-            self.poll_slot(&slot);
+            let ended = self.poll_slot(&slot);
             lane.state.store(ACTIVE, Ordering::SeqCst);
             lane.since.store(0, Ordering::SeqCst);
+            if slice.is_some_and(|slice| ended >= slice) {
+                break;
+            }
         }
-        // The budget is spent: let the program's other tasks run, and come back.
+        // The budget or the slice is spent: let the program's other tasks run, and come back.
         cx.waker().wake_by_ref();
         Poll::Pending
     }
 
     /// Polls one future, timing the poll, and queues it again if it was
-    /// woken meanwhile.
-    fn poll_slot(&self, slot: &Arc<Slot>) {
+    /// woken meanwhile; returns when the poll ended.
+    fn poll_slot(&self, slot: &Arc<Slot>) -> Instant {
         let mut future = slot.future.lock();
-        let Some(task) = future.as_mut() else { return };
+        let Some(task) = future.as_mut() else { return Instant::now() };
         let waker = waker_ref(slot);
         let started = Instant::now();
         let polled =
             std::panic::catch_unwind(AssertUnwindSafe(|| task.as_mut().poll(&mut Context::from_waker(&waker))));
-        let held = started.elapsed();
+        let ended = Instant::now();
+        let held = ended - started;
         if held >= self.long_poll {
             slot.core.long_poll(held);
         }
@@ -403,7 +420,7 @@ impl Shared {
                     }
                 }
             }
-            return;
+            return ended;
         }
         drop(future);
         if slot.state.compare_exchange(POLLED, WAITING, Ordering::SeqCst, Ordering::SeqCst).is_err() {
@@ -412,6 +429,7 @@ impl Shared {
             slot.state.store(QUEUED, Ordering::SeqCst);
             self.ready.lock().push_back(Arc::clone(slot));
         }
+        ended
     }
 
     /// The next woken future, and whether more are left; with none, parks
