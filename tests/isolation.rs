@@ -183,6 +183,96 @@ fn a_controller_woken_by_one_that_then_holds_its_thread_does_not_wait_for_it() {
     });
 }
 
+#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[resource(type = "Hops.isolation-test.cosi.dev", namespace = "default")]
+pub struct Hop {
+    pub n: u64,
+}
+
+/// A link of a chain: copies each `Hop` of `h{i}` into `h{i+1}`.
+#[controller(inputs = [Weak<Hop>(namespace = "h0")], outputs = [Shared<Hop>], inventory = false)]
+struct Link {
+    from: String,
+    to: String,
+}
+
+impl Link {
+    fn registration(index: usize) -> cosi::controller::Registration {
+        let (from, to) = (format!("h{index}"), format!("h{}", index + 1));
+        let inputs = [Input::of::<Hop>(InputKind::Weak).in_namespace(&from)];
+        Link { from, to }.named(format!("link{index}")).with_inputs(inputs)
+    }
+
+    async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> cosi::Result<()> {
+        for hop in ctx.list_in::<Hop>(&self.from, &ListOptions::default()).await? {
+            let n = hop.n;
+            ctx.modify::<Hop>(&Pointer::new(&self.to, Hop::TYPE, hop.id()), |out| out.n = n).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Holds its thread for 20 ms at every reconcile, and asks for the next
+/// at once, forever: busy, as many of them as there are threads.
+#[controller(inputs = [Weak<Load>(namespace = "busy")], outputs = [], inventory = false)]
+struct Busy {
+    polls: Arc<AtomicUsize>,
+}
+
+impl Busy {
+    async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> cosi::Result<()> {
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_millis(20) {
+            std::hint::spin_loop();
+        }
+        self.polls.fetch_add(1, Ordering::SeqCst);
+        ctx.requeue();
+        Ok(())
+    }
+}
+
+#[test]
+fn a_chain_of_quick_controllers_runs_through_between_the_polls_of_busy_ones() {
+    const LINKS: usize = 8;
+    block_on(async {
+        let state = cosi::state::memory();
+        let runtime = Runtime::new(state.clone());
+        for index in 0..LINKS {
+            runtime.register(Link::registration(index)).expect("register");
+        }
+        let polls = Arc::new(AtomicUsize::new(0));
+        // As many as the worker threads: every lane is held, most of the time.
+        for name in ["busy0", "busy1"] {
+            runtime.register(Busy { polls: polls.clone() }.named(name)).expect("register");
+        }
+        runtime.start().expect("start");
+        // Not a tokio timer: with every worker held by busy polls, tokio
+        // drives its timers only every 61 of them.
+        while polls.load(Ordering::SeqCst) < 4 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for n in 1..=3 {
+            // From this thread, outside the runtime's: the write never waits for a lane.
+            let before = polls.load(Ordering::SeqCst);
+            state
+                .modify::<Hop>(Pointer::new("h0", Hop::TYPE, "x"), UpdateOptions::default(), |hop| hop.n = n)
+                .await
+                .expect("the head");
+            let tail = Pointer::new(format!("h{LINKS}"), Hop::TYPE, "x");
+            let arrived =
+                state.watch_for::<Hop>(tail, WatchCondition::new().resource(move |hop: &Typed<Hop>| hop.n == n));
+            tokio::time::timeout(WAIT, arrived).await.expect("the chain's tail").expect("the watch");
+            // Taken in the order they were woken, each hop would wait for a
+            // busy poll: some eight of them. Quick ones first, the chain runs
+            // through once a lane is free: the two busy polls that held the
+            // lanes when the head changed end, and perhaps one more.
+            let busy = polls.load(Ordering::SeqCst) - before;
+            assert!(busy < LINKS / 2, "the chain of {LINKS} waited for {busy} busy polls on trip {n}");
+        }
+        runtime.shutdown().await;
+    });
+}
+
 /// Each reconcile waits, holding its thread, until all `needed` are inside
 /// one at once: it returns only if they run in parallel.
 #[controller(inputs = [Weak<Load>(namespace = "a")], outputs = [], inventory = false)]

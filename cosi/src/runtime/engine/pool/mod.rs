@@ -30,7 +30,11 @@
 //!   has lasted [`watchdog::STALLED`].
 //!
 //! So a busy controller holds one lane and one thread, never the others,
-//! and controllers with work use every worker thread. A controller is
+//! and controllers with work use every worker thread. When every lane is
+//! held all the same (as many busy controllers as threads), the lanes take
+//! the controllers whose last poll was short before those whose last poll
+//! held its thread ([`Ready`]): a chain of quick reconciles runs through in
+//! one turn instead of waiting behind a busy controller at every hop. A controller is
 //! polled by one lane at a time: a wake-up while it is polled queues it
 //! again when the poll ends. Each lane yields to the rest of the program
 //! after [`BUDGET`] polls; a loop that has its next turn at once steps aside
@@ -76,14 +80,22 @@ const SLICE: Duration = Duration::from_millis(1);
 
 type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// How long a poll holds its thread before its future counts as slow: the
+/// lanes take it after the quick ones, until its next poll is short.
+const SLOW: Duration = Duration::from_micros(500);
+
+/// Quick futures a lane takes in a row, at most, while slow ones wait: a
+/// slow future waits for at most this many polls of quick ones.
+const QUICK_IN_A_ROW: u32 = 16;
+
 /// The controllers' futures, the queue of those woken, and the lanes.
 pub(super) struct Pool {
     shared: Arc<Shared>,
 }
 
 struct Shared {
-    /// Woken futures, in the order they were woken.
-    ready: Mutex<VecDeque<Arc<Slot>>>,
+    /// Woken futures.
+    ready: Mutex<Ready>,
     /// Futures not finished yet.
     live: AtomicUsize,
     /// The lanes, made at the start (their number is the tokio runtime's).
@@ -99,6 +111,54 @@ struct Shared {
     watchdog: OnceLock<watchdog::Handle>,
     /// Set once the lanes have ended (or the pool is gone): the watchdog ends.
     ended: AtomicBool,
+}
+
+/// The woken futures, in the order they were woken, in two queues: those
+/// whose last poll was quick, and those whose last poll held its thread
+/// ([`SLOW`]). A lane takes the quick ones first, but a slow one after
+/// [`QUICK_IN_A_ROW`] quick ones, so none waits long. With one lane every
+/// future is quick: which one is slow depends on the wall clock, and the
+/// order of a current-thread runtime stays the order of its wake-ups.
+#[derive(Default)]
+struct Ready {
+    quick: VecDeque<Arc<Slot>>,
+    slow: VecDeque<Arc<Slot>>,
+    quick_in_a_row: u32,
+}
+
+impl Ready {
+    fn push_back(&mut self, slot: Arc<Slot>) {
+        match slot.slow.load(Ordering::Relaxed) {
+            true => self.slow.push_back(slot),
+            false => self.quick.push_back(slot),
+        }
+    }
+
+    /// Puts back a future just taken, to be taken first.
+    fn push_front(&mut self, slot: Arc<Slot>) {
+        match slot.slow.load(Ordering::Relaxed) {
+            true => self.slow.push_front(slot),
+            false => self.quick.push_front(slot),
+        }
+    }
+
+    fn pop(&mut self) -> Option<Arc<Slot>> {
+        let quick = !self.quick.is_empty() && (self.slow.is_empty() || self.quick_in_a_row < QUICK_IN_A_ROW);
+        match quick {
+            true => {
+                self.quick_in_a_row += 1;
+                self.quick.pop_front()
+            }
+            false => {
+                self.quick_in_a_row = 0;
+                self.slow.pop_front()
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.quick.is_empty() && self.slow.is_empty()
+    }
 }
 
 /// One tokio task polling the queue.
@@ -125,6 +185,8 @@ const BUSY: u8 = 2;
 struct Slot {
     future: Mutex<Option<Task>>,
     state: AtomicU8,
+    /// Whether its last poll held its thread ([`SLOW`]).
+    slow: AtomicBool,
     /// Whose future it is: a long poll is reported against it.
     core: Arc<Core>,
     /// Its place in [`Shared::slots`].
@@ -256,6 +318,7 @@ impl Pool {
         let slot = Arc::new(Slot {
             future: Mutex::new(Some(Box::pin(future))),
             state: AtomicU8::new(WAITING),
+            slow: AtomicBool::new(false),
             core,
             number: slots.len(),
             shared: Arc::downgrade(&self.shared),
@@ -400,6 +463,8 @@ impl Shared {
         if held >= self.long_poll {
             slot.core.long_poll(held);
         }
+        // One lane takes the futures in the order they were woken (see `Ready`).
+        slot.slow.store(held >= SLOW && self.lanes().len() > 1, Ordering::Relaxed);
         let done = match polled {
             Ok(poll) => poll.is_ready(),
             // The loops catch their panics; this is the last line.
@@ -437,7 +502,7 @@ impl Shared {
     fn next(&self, lane: &Lane) -> Option<(Arc<Slot>, bool)> {
         {
             let mut ready = self.ready.lock();
-            if let Some(slot) = ready.pop_front() {
+            if let Some(slot) = ready.pop() {
                 return Some((slot, !ready.is_empty()));
             }
         }
@@ -445,7 +510,7 @@ impl Shared {
         // either this sees the future, or the waker sees this lane idle.
         lane.state.store(IDLE, Ordering::SeqCst);
         let mut ready = self.ready.lock();
-        let slot = ready.pop_front()?;
+        let slot = ready.pop()?;
         // Taken back from idle, unless a waker took it first (and woke the
         // task, which is then polled once more for nothing).
         if lane.state.compare_exchange(IDLE, ACTIVE, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
