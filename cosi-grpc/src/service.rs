@@ -53,11 +53,59 @@ pub struct StateService {
     definitions: Arc<Mutex<DefinitionCache>>,
 }
 
-/// Stored definitions by ID, each with the type and sensitivity it names
-/// (`None`: it does not decode). An entry holds the stored resource it was
-/// read from and answers only for that one: a definition that is replaced,
-/// or destroyed and created again, is another resource and is read again.
-type DefinitionCache = HashMap<String, (DynamicResource, Option<(String, Sensitivity)>)>;
+/// What a definition says a reader needs: the type it names and its
+/// sensitivity (`None`: it does not decode).
+type Said = Option<(String, Sensitivity)>;
+
+/// Stored definitions by ID, each with what it says. An entry answers for
+/// the content it was read from, not for the allocation that held it: a
+/// state that decodes a fresh resource on every list (etcd) hands out new
+/// `Arc`s for unchanged definitions, and reading them again would decode
+/// every definition on every reader's call. See [`same_content`].
+type DefinitionCache = HashMap<String, (DynamicResource, Said)>;
+
+/// What each of `definitions` says, decoded with `decode` only when `cache`
+/// holds nothing for its content; `cache` keeps the definitions that exist
+/// now, and only those.
+fn read_definitions<'a>(
+    cache: &mut DefinitionCache,
+    definitions: &'a [DynamicResource],
+    decode: impl Fn(&DynamicResource) -> Said,
+) -> Vec<(&'a DynamicResource, Said)> {
+    let mut current = HashMap::with_capacity(definitions.len());
+    let mut said = Vec::with_capacity(definitions.len());
+    for stored in definitions {
+        let read = match cache.remove(stored.id()) {
+            Some((cached, read)) if same_content(&cached, stored) => read,
+            _ => decode(stored),
+        };
+        current.insert(stored.id().to_owned(), (stored.clone(), read.clone()));
+        said.push((stored, read));
+    }
+    *cache = current;
+    said
+}
+
+/// Whether two stored definitions of one ID have the same content: the same
+/// resource, or the same version with the same encoded spec, byte for byte.
+/// The version alone does not tell: a definition destroyed and created again
+/// starts again at the same version, perhaps now sensitive. Comparing the
+/// bytes costs far less than decoding them.
+fn same_content(cached: &DynamicResource, stored: &DynamicResource) -> bool {
+    if DynamicResource::ptr_eq(cached, stored) {
+        return true;
+    }
+    cached.metadata().version() == stored.metadata().version()
+        && matches!(
+            (cached.spec().as_encoded(), stored.spec().as_encoded()),
+            (Some(cached), Some(stored)) if cached == stored
+        )
+}
+
+/// What a stored definition says, decoded.
+fn decode_definition(stored: &DynamicResource) -> Said {
+    convert::definition_from_spec(stored.spec()).map(|definition| (definition.r#type, definition.sensitivity))
+}
 
 impl StateService {
     /// Serves `state` with default [`Limits`]; every caller has the admin role.
@@ -139,14 +187,7 @@ impl StateService {
         let mut unknown = false;
         let mut sensitive = false;
         let mut cache = self.definitions.lock();
-        let mut current = HashMap::with_capacity(definitions.len());
-        for stored in &definitions {
-            // What was read from this very stored resource before, if anything.
-            let said = match cache.remove(stored.id()) {
-                Some((cached, said)) if DynamicResource::ptr_eq(&cached, stored) => said,
-                _ => convert::definition_from_spec(stored.spec())
-                    .map(|definition| (definition.r#type, definition.sensitivity)),
-            };
+        for (stored, said) in read_definitions(&mut cache, &definitions, decode_definition) {
             match &said {
                 Some((defined, sensitivity)) if defined == r#type => match sensitivity {
                     Sensitivity::Sensitive => sensitive = true,
@@ -156,10 +197,7 @@ impl StateService {
                 None if stored.id() == conventional_id => unknown = true,
                 None => (),
             }
-            current.insert(stored.id().to_owned(), (stored.clone(), said));
         }
-        // Only the definitions that exist now stay cached.
-        *cache = current;
         Ok(match (sensitive, unknown, found) {
             (true, _, _) => Readable::Sensitive,
             (false, false, true) => Readable::Yes,
@@ -533,5 +571,51 @@ impl proto::state_server::State for StateService {
             .await
             .map_err(|err| to_status(&err, Rpc::TeardownAndDestroy))?;
         Ok(Response::new(proto::TeardownAndDestroyResponse {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use cosi::resource::{EncodedSpec, Metadata, Version};
+
+    use super::*;
+
+    /// A definition as a state that decodes its records on every list hands
+    /// it out: a fresh resource each time.
+    fn fresh(id: &str, version: u64, yaml: &str) -> DynamicResource {
+        let mut metadata = Metadata::new(META_NAMESPACE, ResourceDefinition::TYPE, id);
+        metadata.set_version(Version::new(version));
+        DynamicResource::encoded(metadata, EncodedSpec { proto: Vec::new(), yaml: Some(yaml.to_owned()) })
+    }
+
+    #[test]
+    fn unchanged_definitions_in_fresh_allocations_are_not_decoded_again() {
+        let decoded = Cell::new(0);
+        let decode = |stored: &DynamicResource| {
+            decoded.set(decoded.get() + 1);
+            Some((stored.id().to_owned(), Sensitivity::NonSensitive))
+        };
+        let mut cache = DefinitionCache::new();
+        let read = |cache: &mut DefinitionCache, definitions: &[DynamicResource]| {
+            read_definitions(cache, definitions, decode).into_iter().map(|(_, said)| said).collect::<Vec<_>>()
+        };
+
+        let first = read(&mut cache, &[fresh("a", 1, "type: A"), fresh("b", 1, "type: B")]);
+        assert_eq!(decoded.get(), 2);
+        let again = read(&mut cache, &[fresh("a", 1, "type: A"), fresh("b", 1, "type: B")]);
+        assert_eq!(decoded.get(), 2, "the same content in new allocations is read from the cache");
+        assert_eq!(first, again);
+
+        read(&mut cache, &[fresh("a", 2, "type: A"), fresh("b", 1, "type: B")]);
+        assert_eq!(decoded.get(), 3, "a new version is read again");
+        // Destroyed and created again: the same version, another content.
+        read(&mut cache, &[fresh("a", 2, "type: A"), fresh("b", 1, "type: B\nsensitivity: sensitive")]);
+        assert_eq!(decoded.get(), 4, "the same version with other bytes is read again");
+        read(&mut cache, &[fresh("b", 1, "type: B\nsensitivity: sensitive")]);
+        assert_eq!(cache.len(), 1, "a definition that is gone leaves the cache");
+        read(&mut cache, &[fresh("a", 2, "type: A"), fresh("b", 1, "type: B\nsensitivity: sensitive")]);
+        assert_eq!(decoded.get(), 5, "and is read again when it comes back");
     }
 }
