@@ -6,6 +6,11 @@
 //!   then linked into place (a link never replaces anything), and removed when
 //!   the server stops. What is at the path already is removed only when it is
 //!   a socket that nobody answers on (a server that died); anything else is an error.
+//! - Servers starting on one path take turns: the probe, the removal and the
+//!   binding happen under an exclusive lock of `PATH.lock` (see
+//!   [`PathLock`]), so one cannot remove the socket another has just bound.
+//!   At shutdown, a server removes the socket at the path only if it is the
+//!   one it bound (the same device and inode), under the same lock.
 //! - TCP requires mutual TLS; [`Security::Insecure`] is refused for any
 //!   address that is not loopback.
 //! - Every client is bounded by [`Limits`] (see `limits.rs`).
@@ -136,7 +141,8 @@ impl Server {
                 if matches!(security, Security::MutualTls(_)) {
                     return Err(ServeError::TlsOnUnixSocket(endpoint.clone()));
                 }
-                (Listener::Unix(bind_unix(path).map_err(bind_error)?, path.clone()), endpoint.clone())
+                let (listener, bound) = bind_unix(path).map_err(bind_error)?;
+                (Listener::Unix(listener, bound), endpoint.clone())
             }
             Endpoint::Tcp(addr) => {
                 if matches!(security, Security::Insecure) && !addr.ip().is_loopback() {
@@ -220,7 +226,7 @@ impl Server {
 
 enum Listener {
     Tcp(TcpListener),
-    Unix(UnixListener, PathBuf),
+    Unix(UnixListener, BoundSocket),
 }
 
 /// A bound server: [`serve`](Listening::serve) it.
@@ -276,8 +282,8 @@ impl Listening {
                     let incoming = capped(incoming, &limits, |tcp| tcp.peer_addr().ok().map(|peer| peer.ip()));
                     Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
                 }
-                Listener::Unix(listener, path) => {
-                    _cleanup = RemoveOnDrop(path);
+                Listener::Unix(listener, bound) => {
+                    _cleanup = bound;
                     let incoming = capped(UnixListenerStream::new(listener), &limits, |_| None);
                     Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
                 }
@@ -302,10 +308,12 @@ impl Listening {
     }
 }
 
-/// Binds a Unix socket that only its owner can use (see the module invariants).
-fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
-    use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
+/// Binds a Unix socket that only its owner can use (see the module
+/// invariants), under the path's lock.
+fn bind_unix(path: &Path) -> std::io::Result<(UnixListener, BoundSocket)> {
+    use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 
+    let _lock = PathLock::acquire(path)?;
     match std::fs::symlink_metadata(path) {
         Ok(metadata) if metadata.file_type().is_socket() => match std::os::unix::net::UnixStream::connect(path) {
             Ok(_) => return Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, "a server is listening there")),
@@ -327,7 +335,7 @@ fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => (),
         Err(err) => return Err(err),
     }
-    let parent = path.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let parent = parent_of(path);
     let name = path
         .file_name()
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "the socket path has no file name"))?;
@@ -343,7 +351,55 @@ fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
     std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600))?;
     // A hard link fails rather than replace whatever appeared at the path meanwhile.
     std::fs::hard_link(&staging, path)?;
-    Ok(listener)
+    let linked = std::fs::symlink_metadata(&staging)?;
+    Ok((listener, BoundSocket { path: path.to_owned(), device: linked.dev(), inode: linked.ino() }))
+}
+
+/// The directory a path is in (`.` for a bare file name).
+fn parent_of(path: &Path) -> &Path {
+    path.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
+/// An exclusive lock of `PATH.lock` beside a socket's path, held while a
+/// server probes, removes or binds the socket there, or removes its own at
+/// shutdown; released when dropped.
+///
+/// The lock file stays: removing it while another server waits on it would
+/// let a third lock a new file at the same name, and both would go on. It is
+/// created with mode 0600 and opened without following a symbolic link, so
+/// a link planted at its name makes binding fail rather than create or lock
+/// a file elsewhere.
+struct PathLock {
+    _held: std::fs::File,
+}
+
+impl PathLock {
+    /// Waits for the lock of `path`: another server holds it only while it
+    /// binds or removes its socket.
+    fn acquire(path: &Path) -> std::io::Result<PathLock> {
+        use std::os::unix::fs::OpenOptionsExt;
+
+        let mut name = path.as_os_str().to_owned();
+        name.push(".lock");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&name)
+            .map_err(|err| {
+                std::io::Error::new(
+                    err.kind(),
+                    format!("cannot open the lock file {}: {err}", Path::new(&name).display()),
+                )
+            })?;
+        file.lock().map_err(|err| {
+            std::io::Error::new(err.kind(), format!("cannot lock {}: {err}", Path::new(&name).display()))
+        })?;
+        Ok(PathLock { _held: file })
+    }
 }
 
 /// Removes the private binding directory and what is left in it.
@@ -355,10 +411,35 @@ impl Drop for RemoveDirOnDrop {
     }
 }
 
-struct RemoveOnDrop(PathBuf);
+/// The socket a server linked at its path: removed when dropped (the
+/// server stopped), if it is still the one at the path. Another server may
+/// have replaced it meanwhile (after this one stopped answering), and its
+/// socket must stay.
+struct BoundSocket {
+    path: PathBuf,
+    device: u64,
+    inode: u64,
+}
 
-impl Drop for RemoveOnDrop {
+impl Drop for BoundSocket {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        use std::os::unix::fs::MetadataExt;
+
+        let _lock = match PathLock::acquire(&self.path) {
+            Ok(lock) => lock,
+            Err(err) => {
+                tracing::warn!(path = %self.path.display(), error = %err, "the socket is left in place");
+                return;
+            }
+        };
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(metadata) if (metadata.dev(), metadata.ino()) == (self.device, self.inode) => {
+                if let Err(err) = std::fs::remove_file(&self.path) {
+                    tracing::warn!(path = %self.path.display(), error = %err, "cannot remove the socket");
+                }
+            }
+            // Another server's socket, or nothing: not ours to remove.
+            Ok(_) | Err(_) => (),
+        }
     }
 }

@@ -5,6 +5,8 @@
 
 mod support;
 
+use std::sync::Arc;
+
 use cosi::resource::{
     DefinitionOptions, DynamicResource, EncodedSpec, Kind, Metadata, Resource as _, ResourceDefinition, Sensitivity,
     Typed,
@@ -305,7 +307,74 @@ async fn binding_removes_only_a_socket_nobody_answers_on() {
     let dir = dead.parent().expect("a directory");
     let entries: Vec<_> =
         std::fs::read_dir(dir).expect("list").map(|entry| entry.expect("entry").file_name()).collect();
-    assert_eq!(entries, [dead.file_name().expect("a name").to_owned()], "only the socket is left");
+    let mut lock = dead.file_name().expect("a name").to_owned();
+    lock.push(".lock");
+    let mut expected = vec![dead.file_name().expect("a name").to_owned(), lock];
+    let mut entries = entries;
+    entries.sort();
+    expected.sort();
+    assert_eq!(entries, expected, "only the socket and its lock file are left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_racing_on_one_path_end_with_one_serving_and_the_others_refused() {
+    const SERVERS: usize = 8;
+    let runtime = tokio::runtime::Handle::current();
+    for round in 0..50 {
+        // A dead socket at the path, so that every server probes and removes.
+        let path = support::socket_path();
+        drop(std::os::unix::net::UnixListener::bind(&path).expect("a socket"));
+        // Threads of their own, released at once, so that the binds overlap.
+        let start = Arc::new(std::sync::Barrier::new(SERVERS));
+        let binds: Vec<_> = (0..SERVERS)
+            .map(|_| {
+                let (path, start, runtime) = (path.clone(), Arc::clone(&start), runtime.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    let server = Server::new(MemoryState::default());
+                    runtime.block_on(server.bind(&Endpoint::Unix(path), Security::Insecure))
+                })
+            })
+            .collect();
+        let mut bound = Vec::new();
+        for bind in binds {
+            match bind.join().expect("the bind thread") {
+                Ok(listening) => bound.push(listening),
+                Err(ServeError::Bind { source, .. }) => {
+                    assert_eq!(source.kind(), std::io::ErrorKind::AddrInUse, "round {round}: {source}");
+                    assert!(source.to_string().contains("a server is listening there"), "{source}");
+                }
+                Err(other) => panic!("round {round}: expected a refusal, got {other}"),
+            }
+        }
+        assert_eq!(bound.len(), 1, "round {round}: exactly one server binds the path");
+        // The one bound is the one clients reach.
+        tokio::spawn(bound.pop().expect("one").serve());
+        let client = Client::connect(&Endpoint::Unix(path.clone()), ClientSecurity::Insecure).await.expect("connect");
+        client.list_dynamic(&Kind::new(NAMESPACE, PUBLIC_TYPE), &ListOptions::default()).await.expect("served");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_shutdown_leaves_another_servers_socket_alone() {
+    let path = support::socket_path();
+    let endpoint = Endpoint::Unix(path.clone());
+    let first = Server::new(MemoryState::default()).bind(&endpoint, Security::Insecure).await.expect("bind");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let first = tokio::spawn(first.serve_with_shutdown(async move {
+        let _ = stopped.await;
+    }));
+    // Its socket is removed from under it (a cleaner, an operator), and
+    // another server binds the path.
+    std::fs::remove_file(&path).expect("remove the first socket");
+    let second = Server::new(MemoryState::default()).bind(&endpoint, Security::Insecure).await.expect("bind again");
+    tokio::spawn(second.serve());
+
+    let _ = stop.send(());
+    first.await.expect("the first server's task").expect("the first server stops cleanly");
+    assert!(path.exists(), "the second server's socket is still there");
+    let client = Client::connect(&endpoint, ClientSecurity::Insecure).await.expect("connect to the second");
+    client.list_dynamic(&Kind::new(NAMESPACE, PUBLIC_TYPE), &ListOptions::default()).await.expect("served");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
