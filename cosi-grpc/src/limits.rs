@@ -8,7 +8,7 @@
 //! bounds on query shapes that no legitimate client comes near.
 //!
 //! Exceeding a limit is a clear status for that call only (`RESOURCE_EXHAUSTED`
-//! for the watch counts, `INVALID_ARGUMENT` for oversized queries,
+//! for the watch counts and the query budget, `INVALID_ARGUMENT` for oversized queries,
 //! `OUT_OF_RANGE` for oversized messages, `CANCELLED` for a request that
 //! does not arrive in time); the connection and every other client go on.
 //! The bound on connections makes the next one wait in the listen backlog,
@@ -54,10 +54,12 @@ pub const WATCH_RESPONSE_TARGET: usize = 1 << 20;
 /// is compiled and kept for the life of a watch.
 pub const MAX_ID_QUERY_LEN: usize = 4 << 10;
 
-/// The largest compiled ID query, in bytes (regex's compiled program and its
-/// lazy DFA cache each): a hostile pattern such as `(a{1000}){1000}` fails to
-/// compile instead of pinning megabytes per watch. Patterns with many Unicode
-/// classes (`\w{100}`) exceed it; their ASCII forms (`(?-u:\w){100}`) do not.
+/// The largest compiled ID query, in bytes (each of the regex's automata): a
+/// hostile pattern such as `(a{1000}){1000}` fails to compile instead of
+/// pinning megabytes per watch. Patterns with many Unicode classes
+/// (`\w{100}`) exceed it; their ASCII forms (`(?-u:\w){100}`) do not. What a
+/// query holds once compiled counts against its client's
+/// [`Limits::max_query_bytes_per_client`].
 pub const ID_QUERY_SIZE_LIMIT: usize = 1 << 20;
 
 /// The most label queries one request may carry (they are alternatives; a
@@ -97,6 +99,15 @@ pub struct Limits {
     /// The most watches the whole server holds open at once (default
     /// 10,000): each costs a watcher in the state and a stream.
     pub max_watches: usize,
+    /// The most bytes the queries of one client's watches and lists may
+    /// hold at once (default 64 MiB): a compiled ID query (its program and
+    /// match cache, as compiled, up to a few MiB for a hostile pattern within
+    /// [`ID_QUERY_SIZE_LIMIT`]) and its label queries. One more is refused
+    /// (`RESOURCE_EXHAUSTED`) until some close, so one client cannot pin
+    /// gigabytes with its watches' queries; a thousand watches with common
+    /// queries (a few KiB each) fit. A client is counted as for
+    /// [`Limits::max_watches_per_client`]; Unix socket callers are not.
+    pub max_query_bytes_per_client: usize,
     /// The most connections the server holds open at once (default 1,000,
     /// below the usual limit of 1,024 open files). The next one waits in the
     /// listen backlog until one closes. A connection counts from its accept,
@@ -164,6 +175,7 @@ impl Default for Limits {
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             max_watches_per_client: 1_000,
             max_watches: 10_000,
+            max_query_bytes_per_client: 64 << 20,
             max_connections,
             max_connections_per_address: connections_per_address(max_connections),
             max_requests_in_flight: 128,
@@ -293,6 +305,79 @@ impl Drop for WatchPermit {
             }
         }
     }
+}
+
+/// What the queries of each client's watches and lists hold, against
+/// [`Limits::max_query_bytes_per_client`].
+#[derive(Debug)]
+pub(crate) struct QueryBudget {
+    per_client: usize,
+    held: Mutex<HashMap<Client, usize>>,
+}
+
+impl QueryBudget {
+    pub(crate) fn new(limits: &Limits) -> Arc<Self> {
+        Arc::new(QueryBudget { per_client: limits.max_query_bytes_per_client, held: Mutex::new(HashMap::new()) })
+    }
+
+    /// Counts `bytes` more of `client`'s queries (`None`, a Unix socket
+    /// caller: not counted), or refuses them with `RESOURCE_EXHAUSTED`.
+    pub(crate) fn charge(self: &Arc<Self>, client: Option<Client>, bytes: usize) -> Result<QueryCharge, Status> {
+        let client = match client {
+            Some(client) if bytes > 0 => client,
+            _ => return Ok(QueryCharge { budget: Arc::clone(self), client: None, bytes: 0 }),
+        };
+        let mut held = self.held.lock();
+        let now = held.get(&client).copied().unwrap_or(0);
+        if now.saturating_add(bytes) > self.per_client {
+            return Err(Status::resource_exhausted(format!(
+                "this query holds {bytes} bytes compiled, and this client's open queries hold {now} of the \
+                 {} bytes one client's queries may (max_query_bytes_per_client): close some watches, or \
+                 use simpler queries",
+                self.per_client
+            )));
+        }
+        held.insert(client.clone(), now + bytes);
+        Ok(QueryCharge { budget: Arc::clone(self), client: Some(client), bytes })
+    }
+}
+
+/// The bytes one request's queries hold, counted until dropped (with the
+/// watch's stream, or when the list has answered).
+#[derive(Debug)]
+pub(crate) struct QueryCharge {
+    budget: Arc<QueryBudget>,
+    client: Option<Client>,
+    bytes: usize,
+}
+
+impl Drop for QueryCharge {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else { return };
+        let mut held = self.budget.held.lock();
+        if let Some(count) = held.get_mut(&client) {
+            *count = count.saturating_sub(self.bytes);
+            if *count == 0 {
+                held.remove(&client);
+            }
+        }
+    }
+}
+
+/// The heap memory label queries hold, in bytes: their terms, keys and values.
+pub(crate) fn label_query_bytes(queries: &[cosi::resource::LabelQuery]) -> usize {
+    use std::mem::size_of;
+
+    queries
+        .iter()
+        .flat_map(|query| &query.terms)
+        .map(|term| {
+            size_of::<cosi::resource::LabelTerm>()
+                + term.key.len()
+                + term.values.iter().map(|value| size_of::<String>() + value.len()).sum::<usize>()
+        })
+        .sum::<usize>()
+        + std::mem::size_of_val(queries)
 }
 
 /// The connections `incoming` yields, at most `limits.max_connections` open
@@ -449,6 +534,24 @@ mod tests {
         drop(first);
         let _again = counter.open(Some(a)).expect("a released watch frees its place");
         assert_eq!(counter.open.lock().by_client.get(&b), Some(&1));
+    }
+
+    #[test]
+    fn a_clients_queries_are_held_within_its_budget() {
+        let limits = Limits { max_query_bytes_per_client: 100, ..Limits::default() };
+        let budget = QueryBudget::new(&limits);
+        let a = || Some(Client::Connection("127.0.0.1:1000".parse().expect("address")));
+        let b = || Some(Client::Connection("127.0.0.1:1001".parse().expect("address")));
+        let first = budget.charge(a(), 60).expect("within the budget");
+        let refused = budget.charge(a(), 41).expect_err("over it");
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+        assert!(refused.message().contains("max_query_bytes_per_client"), "{}", refused.message());
+        assert!(refused.message().contains("41 bytes"), "{}", refused.message());
+        let _rest = budget.charge(a(), 40).expect("what is left");
+        let _other = budget.charge(b(), 100).expect("another client has its own");
+        let _local = budget.charge(None, usize::MAX).expect("a Unix socket caller is not counted");
+        drop(first);
+        let _again = budget.charge(a(), 60).expect("a closed watch frees its bytes");
     }
 
     #[tokio::test]

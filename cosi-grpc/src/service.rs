@@ -30,7 +30,10 @@ use tonic::{Request, Response, Status};
 
 use crate::auth::{Authenticator, Role};
 use crate::convert::{self, QueryError};
-use crate::limits::{Client, Limits, WATCH_RESPONSE_TARGET, WatchCounter, WatchPermit, max_response_size};
+use crate::limits::{
+    Client, Limits, QueryBudget, QueryCharge, WATCH_RESPONSE_TARGET, WatchCounter, WatchPermit, label_query_bytes,
+    max_response_size,
+};
 use crate::proto;
 use crate::status::{Rpc, denied, to_status};
 
@@ -48,6 +51,8 @@ pub struct StateService {
     shutdown: watch::Receiver<bool>,
     limits: Limits,
     watches: Arc<WatchCounter>,
+    /// What the queries of each client's watches and lists hold.
+    queries: Arc<QueryBudget>,
     /// What each stored definition says: decoding an encoded definition is
     /// far dearer than listing, and readers check on every call.
     definitions: Arc<Mutex<DefinitionCache>>,
@@ -122,7 +127,8 @@ impl StateService {
         limits: Limits,
     ) -> Self {
         let watches = WatchCounter::new(&limits);
-        StateService { state, authenticator, shutdown, limits, watches, definitions: Arc::default() }
+        let queries = QueryBudget::new(&limits);
+        StateService { state, authenticator, shutdown, limits, watches, queries, definitions: Arc::default() }
     }
 
     /// The generated tonic server around this service: requests are limited
@@ -144,6 +150,18 @@ impl StateService {
     /// are counted (`admission.rs`).
     fn client<T>(request: &Request<T>) -> Option<Client> {
         Client::of(request.extensions().get(), request.extensions().get())
+    }
+
+    /// Counts what a request's compiled queries hold against its client's
+    /// budget, until the charge is dropped.
+    fn charge_queries(
+        &self,
+        client: Option<Client>,
+        labels: &[cosi::resource::LabelQuery],
+        id: Option<&cosi::resource::IdQuery>,
+    ) -> Result<QueryCharge, Status> {
+        let bytes = label_query_bytes(labels) + id.map_or(0, cosi::resource::IdQuery::memory_usage);
+        self.queries.charge(client, bytes)
     }
 
     fn check_write(role: Role) -> Result<(), Status> {
@@ -298,6 +316,8 @@ struct Responses {
     sizes: ResponseSizes,
     /// The watch's place among the open watches, released with the stream.
     _permit: WatchPermit,
+    /// What its queries hold, counted against its client until the stream ends.
+    _charge: Option<QueryCharge>,
 }
 
 impl Responses {
@@ -404,6 +424,7 @@ impl proto::state_server::State for StateService {
 
     async fn list(&self, request: Request<proto::ListRequest>) -> Result<Response<Self::ListStream>, Status> {
         let role = self.role(&request)?;
+        let client = Self::client(&request);
         let request = request.into_inner();
         self.check_read(role, &request.r#type).await?;
         let wire = request.options.unwrap_or_default();
@@ -411,6 +432,8 @@ impl proto::state_server::State for StateService {
             labels: convert::label_queries_from_proto(wire.label_query).map_err(query_status)?,
             id: convert::id_query_from_proto(wire.id_query).map_err(query_status)?,
         };
+        // Held until the list has answered.
+        let _charge = self.charge_queries(client, &options.labels, options.id.as_ref())?;
         let kind = Kind::new(&request.namespace, &request.r#type);
         let items = self.state.list_dynamic(&kind, &options).await.map_err(|err| to_status(&err, Rpc::List))?;
         let responses = items.into_iter().map(|resource| {
@@ -464,8 +487,9 @@ impl proto::state_server::State for StateService {
 
     async fn watch(&self, request: Request<proto::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
         let role = self.role(&request)?;
+        let client = Self::client(&request);
         // Counted before anything is set up; released when the stream is dropped.
-        let permit = self.watches.open(Self::client(&request))?;
+        let permit = self.watches.open(client.clone())?;
         let request = request.into_inner();
         let r#type = request.r#type.clone();
         // Watched before the check, so that no change of definition slips between the two.
@@ -477,6 +501,7 @@ impl proto::state_server::State for StateService {
         let wire = request.options.unwrap_or_default();
         let tail_events = usize::try_from(wire.tail_events).unwrap_or(0);
         let start_from = wire.start_from_bookmark.map(Bookmark::from_bytes);
+        let mut charge = None;
         let watch = match request.id {
             None => {
                 let kind = Kind::new(&request.namespace, &request.r#type);
@@ -488,6 +513,8 @@ impl proto::state_server::State for StateService {
                     labels: convert::label_queries_from_proto(wire.label_query).map_err(query_status)?,
                     id: convert::id_query_from_proto(wire.id_query).map_err(query_status)?,
                 };
+                // Held for as long as the watch's stream, which keeps the queries.
+                charge = Some(self.charge_queries(client, &options.labels, options.id.as_ref())?);
                 self.state.watch_kind_dynamic(&kind, options).await
             }
             Some(id) => {
@@ -519,6 +546,7 @@ impl proto::state_server::State for StateService {
             api_version,
             sizes,
             _permit: permit,
+            _charge: charge,
         }
         .into_stream();
         let mut shutdown = self.shutdown.clone();

@@ -1,5 +1,5 @@
 //! A hostile client against the server's limits (see `limits.rs` and
-//! `admission.rs`): too many watches, huge queries, oversized responses,
+//! `admission.rs`): too many watches, huge queries, queries that hold too much compiled, oversized responses,
 //! half-sent requests, more requests than its share, too many connections
 //! (in all and from one address); each gets a clear status, waits its turn
 //! or is closed while another client keeps being served. Also the failures that used to stay
@@ -141,6 +141,54 @@ async fn a_client_opening_thousands_of_watches_is_refused_and_others_are_served(
     open.truncate(limit - 10);
     within(async {
         while let Err(status) = hostile.watch(watch_request()).await {
+            assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_compiled_queries_are_held_within_its_budget_and_others_are_served() {
+    let budget = 8 << 20;
+    let address = start(
+        Server::new(MemoryState::default()).limits(Limits { max_query_bytes_per_client: budget, ..Limits::default() }),
+    )
+    .await;
+    let mut hostile = raw(address).await;
+    // About a MiB compiled (Unicode letters), within the limit of one query.
+    let heavy = || {
+        let mut request = watch_request();
+        let options = request.options.as_mut().expect("options");
+        options.id_query = Some(proto::IdQuery { regexp: r"\pL{20}".into() });
+        request
+    };
+    let mut open = Vec::new();
+    let refused = loop {
+        assert!(open.len() < 100, "{} watches of a MiB each and no refusal", open.len());
+        match within(hostile.watch(heavy())).await {
+            Ok(response) => open.push(response.into_inner()),
+            Err(status) => break status,
+        }
+    };
+    assert!((4..=8).contains(&open.len()), "8 MiB hold a few such queries, not {}", open.len());
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("max_query_bytes_per_client"), "it names the limit: {}", refused.message());
+    // A list with such a query is refused too, and so counted while it runs.
+    let options =
+        proto::ListOptions { id_query: Some(proto::IdQuery { regexp: r"\pL{20}".into() }), ..Default::default() };
+    assert_eq!(list_status(&mut hostile, options).await, Code::ResourceExhausted);
+
+    // Watches without queries hold nothing of it, and another client has its own.
+    within(hostile.watch(watch_request())).await.expect("a watch without queries");
+    let mut other = raw(address).await;
+    within(other.watch(heavy())).await.expect("another client's first heavy query");
+    is_served(&client(address).await).await;
+
+    // Closing watches frees what their queries held, once the server has seen them close.
+    open.pop();
+    within(async {
+        while let Err(status) = hostile.watch(heavy()).await {
             assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }

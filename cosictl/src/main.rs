@@ -99,6 +99,10 @@ struct ServeArgs {
     /// The most watches the server holds open in all.
     #[arg(long, default_value_t = cosi_grpc::Limits::default().max_watches)]
     max_watches: usize,
+    /// The most bytes the compiled queries (ID regexes and label queries) of
+    /// one client's open watches and lists may hold; one more is refused.
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().max_query_bytes_per_client)]
+    max_query_bytes_per_client: usize,
     /// The most connections open at once; the next waits until one closes.
     #[arg(long, default_value_t = cosi_grpc::Limits::default().max_connections,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]

@@ -105,6 +105,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         max_message_size: args.max_message_size,
         max_watches_per_client: args.max_watches_per_client,
         max_watches: args.max_watches,
+        max_query_bytes_per_client: args.max_query_bytes_per_client,
         max_connections: args.max_connections,
         max_connections_per_address: args
             .max_connections_per_address

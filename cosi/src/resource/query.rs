@@ -7,8 +7,12 @@
 //! [`Error::InvalidArgument`].
 
 use std::fmt;
+use std::sync::Arc;
 
-use regex::{Regex, RegexBuilder};
+use parking_lot::Mutex;
+use regex_automata::meta;
+use regex_automata::util::syntax;
+use regex_automata::{Input, MatchKind};
 
 use crate::resource::Labels;
 use crate::state::Error;
@@ -97,9 +101,14 @@ pub enum LabelOp {
 /// assert!(IdQuery::new("(").is_err());
 /// # Ok::<(), cosi::Error>(())
 /// ```
-#[derive(Clone)]
 pub struct IdQuery {
-    regex: Regex,
+    regex: meta::Regex,
+    pattern: Arc<str>,
+    /// The one cache its matches use (a clone has its own). The regex's own
+    /// pool would keep a cache per thread that ever matched, so what a query
+    /// holds could not be told; with one, [`IdQuery::memory_usage`] can.
+    /// Boxed: it is large, and options carrying a query are moved about.
+    cache: Box<Mutex<meta::Cache>>,
 }
 
 impl LabelQuery {
@@ -372,30 +381,79 @@ const ID_QUERY_SIZE_LIMIT: usize = 10 << 20;
 impl IdQuery {
     /// Compiles `pattern`; an invalid or oversized pattern is an invalid argument.
     pub fn new(pattern: &str) -> Result<Self, Error> {
-        IdQuery::with_size_limit(pattern, ID_QUERY_SIZE_LIMIT)
+        let config =
+            meta::Config::new().nfa_size_limit(Some(ID_QUERY_SIZE_LIMIT)).hybrid_cache_capacity(ID_QUERY_SIZE_LIMIT);
+        IdQuery::build(pattern, config)
     }
 
-    /// Compiles `pattern` into at most `bytes` of program and of match cache
-    /// (regex's `size_limit` and `dfa_size_limit`): for patterns from
-    /// untrusted clients, which a server keeps for the life of a watch.
+    /// Compiles `pattern` into at most `bytes` of program (each of the
+    /// regex's automata), for patterns from untrusted clients, which a server
+    /// keeps for the life of a watch. It matches only with engines whose
+    /// memory is fixed once compiled (no lazy DFA, whose cache grows as it
+    /// runs), so [`IdQuery::memory_usage`] is all it ever holds. IDs are
+    /// short, so the slower engines cost little.
     pub fn with_size_limit(pattern: &str, bytes: usize) -> Result<Self, Error> {
-        RegexBuilder::new(pattern)
-            .size_limit(bytes)
-            .dfa_size_limit(bytes)
-            .build()
-            .map(|regex| IdQuery { regex })
-            .map_err(|err| Error::invalid_argument(format!("invalid ID query {pattern:?}: {err}")))
+        let config = meta::Config::new()
+            .nfa_size_limit(Some(bytes))
+            .onepass_size_limit(Some(bytes))
+            .dfa_size_limit(Some(bytes))
+            .hybrid(false)
+            .backtrack(false);
+        IdQuery::build(pattern, config)
+    }
+
+    /// Compiles `pattern` as the `regex` crate's `Regex` does (the syntax is
+    /// that crate's), with the engines and limits of `config`.
+    fn build(pattern: &str, config: meta::Config) -> Result<Self, Error> {
+        let regex = meta::Builder::new()
+            .configure(config.match_kind(MatchKind::LeftmostFirst).utf8_empty(true))
+            .syntax(syntax::Config::new().utf8(true))
+            .build(pattern)
+            .map_err(|err| {
+                let reason = match (err.size_limit(), err.syntax_error()) {
+                    (Some(limit), _) => format!("the compiled pattern exceeds the size limit of {limit} bytes"),
+                    (None, Some(syntax)) => syntax.to_string(),
+                    (None, None) => err.to_string(),
+                };
+                Error::invalid_argument(format!("invalid ID query {pattern:?}: {reason}"))
+            })?;
+        Ok(IdQuery { cache: Box::new(Mutex::new(full_cache(&regex))), regex, pattern: Arc::from(pattern) })
     }
 
     /// Whether `id` matches the pattern somewhere.
     pub fn matches(&self, id: &str) -> bool {
-        self.regex.is_match(id)
+        self.regex.is_match_with(&mut self.cache.lock(), &Input::new(id))
     }
 
     /// The pattern the query was built from.
     pub fn as_str(&self) -> &str {
-        self.regex.as_str()
+        &self.pattern
     }
+
+    /// The heap memory the query holds, in bytes: its compiled program, its
+    /// match cache and its pattern. A query from [`IdQuery::with_size_limit`]
+    /// never holds more; one from [`IdQuery::new`] may grow its cache as it
+    /// matches, up to its limit.
+    pub fn memory_usage(&self) -> usize {
+        self.regex.memory_usage() + self.cache.lock().memory_usage() + self.pattern.len()
+    }
+}
+
+/// A clone has a cache of its own, so that clones match without waiting for each other.
+impl Clone for IdQuery {
+    fn clone(&self) -> Self {
+        let cache = Box::new(Mutex::new(full_cache(&self.regex)));
+        IdQuery { regex: self.regex.clone(), pattern: Arc::clone(&self.pattern), cache }
+    }
+}
+
+/// A match cache for `regex` with every engine's part made now: they are
+/// otherwise made at their engine's first use, and what the query holds
+/// would grow after it was counted.
+fn full_cache(regex: &meta::Regex) -> meta::Cache {
+    let mut cache = regex.create_cache();
+    cache.reset(regex);
+    cache
 }
 
 impl fmt::Debug for IdQuery {
@@ -655,5 +713,25 @@ mod tests {
         let err = IdQuery::new("(a{1000}){1000}").unwrap_err();
         assert!(err.is_invalid_argument());
         assert!(err.to_string().contains("size limit"), "{err}");
+        let err = IdQuery::with_size_limit("(a{100}){100}", 64 << 10).unwrap_err();
+        assert!(err.to_string().contains("exceeds the size limit of 65536 bytes"), "{err}");
+    }
+
+    #[test]
+    fn a_bounded_id_query_holds_what_it_says_and_no_more_as_it_matches() {
+        // Unanchored with Unicode classes: matched by the PikeVM, whose
+        // cache the regex would otherwise make at its first match.
+        let query = IdQuery::with_size_limit(r"(\pL|x)*y(\pL|z)*q", 1 << 20).unwrap();
+        let before = query.memory_usage();
+        assert!(before > 100 << 10, "the program and the cache count: {before}");
+        for n in 0..1_000 {
+            let id = format!("{}{n}y{}", "ab".repeat(n % 100), "é".repeat(n % 50));
+            assert!(!query.matches(&id), "{id}");
+            assert!(query.matches(&format!("{id}q")), "{id}q");
+        }
+        assert_eq!(query.memory_usage(), before, "matching grows nothing");
+        let clone = query.clone();
+        assert!(clone.matches("yq") && clone == query);
+        assert_eq!(clone.memory_usage(), before, "a clone holds as much");
     }
 }
