@@ -32,6 +32,7 @@ use tonic::Status;
 use tonic::body::Body;
 use tower::{Layer, Service, ServiceExt};
 
+use crate::connection::{Peer, Tracked};
 use crate::limits::{Client, LONGEST, Limits};
 
 /// The places, shared by every connection's service.
@@ -129,50 +130,66 @@ where
     fn call(&mut self, request: Request<Body>) -> Self::Future {
         let inner = self.inner.clone();
         let admission = Arc::clone(&self.admission);
+        // The stream is open on its connection until its response has been
+        // sent, or it was reset (see `connection.rs`, idle connections).
+        let stream = request.extensions().get::<Peer>().map(Peer::open_stream);
         Box::pin(async move {
-            let deadline = Instant::now() + admission.timeout;
-            let Some(share) = admission.enter(client(&request)) else {
-                let refusal = format!(
-                    "this client is sending {} requests at once, the most one client may: \
-                     retry once one has arrived",
-                    admission.per_client
-                );
-                return Ok(Status::resource_exhausted(refusal).into_http());
-            };
-            let place = match tokio::time::timeout_at(deadline, Arc::clone(&admission.places).acquire_owned()).await {
-                Ok(Ok(place)) => place,
-                // Never closed; or no place freed in time.
-                Ok(Err(_)) | Err(_) => {
-                    let refusal = format!(
-                        "the server is receiving {} requests at once, as many as it takes, and none \
-                         arrived within {:?}: retry later",
-                        admission.total, admission.timeout
-                    );
-                    return Ok(Status::resource_exhausted(refusal).into_http());
-                }
-            };
-            // Closed once the body has arrived, or was dropped: the place is free then.
-            let (held, arrived) = oneshot::channel::<Never>();
-            let request = request.map(|body| Admitted { body, held: Some((place, share, held)) });
-            let mut answer = std::pin::pin!(inner.oneshot(request));
-            tokio::select! {
-                biased;
-                answer = &mut answer => return answer,
-                _ = arrived => (),
-                () = tokio::time::sleep_until(deadline) => {
-                    // Still arriving: the handler, decoding it, is dropped with it.
-                    let message = format!("the request did not arrive within {:?}", admission.timeout);
-                    return Ok(Status::cancelled(message).into_http());
-                }
-            }
-            answer.await
+            let response = admit(inner, admission, request).await?;
+            Ok(match stream {
+                Some(stream) => response.map(|body| Body::new(Tracked { body, _stream: stream })),
+                None => response,
+            })
         })
     }
 }
 
+/// Admits `request` (see the module's documentation) and answers it with `inner`.
+async fn admit<S>(inner: S, admission: Arc<Admission>, request: Request<Body>) -> Result<Response<Body>, S::Error>
+where
+    S: Service<Request<Admitted>, Response = Response<Body>> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    let deadline = Instant::now() + admission.timeout;
+    let Some(share) = admission.enter(client(&request)) else {
+        let refusal = format!(
+            "this client is sending {} requests at once, the most one client may: \
+             retry once one has arrived",
+            admission.per_client
+        );
+        return Ok(Status::resource_exhausted(refusal).into_http());
+    };
+    let place = match tokio::time::timeout_at(deadline, Arc::clone(&admission.places).acquire_owned()).await {
+        Ok(Ok(place)) => place,
+        // Never closed; or no place freed in time.
+        Ok(Err(_)) | Err(_) => {
+            let refusal = format!(
+                "the server is receiving {} requests at once, as many as it takes, and none \
+                 arrived within {:?}: retry later",
+                admission.total, admission.timeout
+            );
+            return Ok(Status::resource_exhausted(refusal).into_http());
+        }
+    };
+    // Closed once the body has arrived, or was dropped: the place is free then.
+    let (held, arrived) = oneshot::channel::<Never>();
+    let request = request.map(|body| Admitted { body, held: Some((place, share, held)) });
+    let mut answer = std::pin::pin!(inner.oneshot(request));
+    tokio::select! {
+        biased;
+        answer = &mut answer => return answer,
+        _ = arrived => (),
+        () = tokio::time::sleep_until(deadline) => {
+            // Still arriving: the handler, decoding it, is dropped with it.
+            let message = format!("the request did not arrive within {:?}", admission.timeout);
+            return Ok(Status::cancelled(message).into_http());
+        }
+    }
+    answer.await
+}
+
 /// Who `request` counts against (see the module's documentation).
 fn client<B>(request: &Request<B>) -> Option<Client> {
-    Client::of(request.extensions().get(), request.extensions().get())
+    Client::of(request.extensions().get())
 }
 
 /// Never sent: a channel that only closes.

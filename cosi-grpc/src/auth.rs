@@ -9,8 +9,6 @@
 //! A Unix socket (mode 0600) and an explicitly insecure loopback listener
 //! trust their callers: every call has the admin role there.
 
-use std::sync::Arc;
-
 use tonic::transport::CertificateDer;
 
 /// The Organization that grants read-write access.
@@ -60,10 +58,13 @@ pub(crate) enum Authenticator {
 }
 
 impl Authenticator {
-    pub(crate) fn role(&self, certificates: Option<Arc<Vec<CertificateDer<'static>>>>) -> Option<Role> {
+    /// The role of a caller whose verified client certificate (the leaf) is `certificate`.
+    pub(crate) fn role(&self, certificate: Option<&CertificateDer<'static>>) -> Option<Role> {
         match self {
             Authenticator::Trusted => Some(Role::Admin),
-            Authenticator::Certificates => certificates.and_then(|certificates| Role::from_certificates(&certificates)),
+            Authenticator::Certificates => {
+                certificate.and_then(|leaf| Role::from_certificates(std::slice::from_ref(leaf)))
+            }
         }
     }
 }

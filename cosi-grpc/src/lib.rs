@@ -30,6 +30,7 @@
 mod admission;
 mod auth;
 mod client;
+mod connection;
 pub(crate) mod convert;
 mod endpoint;
 pub mod limits;
@@ -42,6 +43,7 @@ pub mod testing;
 
 pub use auth::{ADMIN_ROLE, READER_ROLE, Role};
 pub use client::{Client, ClientSecurity, ClientTls, ConnectError, RetryOptions};
+pub use connection::TlsConfigError;
 pub use convert::definition_from_spec;
 pub use endpoint::{Endpoint, EndpointError};
 pub use limits::{DEFAULT_CLIENT_MAX_MESSAGE_SIZE, DEFAULT_MAX_MESSAGE_SIZE, Limits, connections_per_address};

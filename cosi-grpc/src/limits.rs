@@ -12,7 +12,8 @@
 //! `OUT_OF_RANGE` for oversized messages, `CANCELLED` for a request that
 //! does not arrive in time); the connection and every other client go on.
 //! The bound on connections makes the next one wait in the listen backlog,
-//! and one address over its share of them is closed at once; a request
+//! as does the bound on TLS handshakes in progress, and one address or one
+//! certificate over its share of them is closed at once (`connection.rs`); a request
 //! finding every place to arrive in taken waits for one, within its time,
 //! and one over its client's share is refused (`admission.rs`).
 //!
@@ -24,19 +25,15 @@
 //! [`Limits::request_timeout`].
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures_core::Stream;
 use parking_lot::Mutex;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 use tonic::transport::CertificateDer;
-use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
+
+use crate::connection::Peer;
 
 /// The default limit on a request message: 4 MiB, gRPC's usual limit (and Go's default).
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 << 20;
@@ -112,18 +109,44 @@ pub struct Limits {
     /// below the usual limit of 1,024 open files). The next one waits in the
     /// listen backlog until one closes. A connection counts from its accept,
     /// so connections that never finish their TLS handshake count too (each
-    /// for at most [`Limits::tls_handshake_timeout`]). At least 1.
+    /// for at most [`Limits::tls_handshake_timeout`], and at most
+    /// [`Limits::max_tls_handshakes`] of them). At least 1.
     pub max_connections: usize,
     /// The most connections one address may hold open at once (default 250,
     /// a quarter of the default [`Limits::max_connections`]:
     /// [`connections_per_address`]; at or above `max_connections` it bounds
     /// nothing): one more is closed as soon as it is accepted, before any
     /// TLS, so that clients with no certificate cannot take every connection
-    /// from one address. Clients behind one NAT share
-    /// an address: raise it for a fleet that connects through one. An IPv6
-    /// host may hold many addresses; each counts on its own, as grouping
-    /// them by network would count a whole subnet's hosts as one. At least 1.
+    /// from one address. An address is an IPv4 address, all of 127.0.0.0/8
+    /// (any local user can use every one of them), or an IPv6 network of
+    /// [`Limits::ipv6_prefix_len`] bits (one host commonly holds a whole
+    /// /64). Clients behind one NAT share an address: raise it for a fleet
+    /// that connects through one. At least 1.
     pub max_connections_per_address: usize,
+    /// How many leading bits of an IPv6 address make the network whose
+    /// connections count as one address's (default 64, the network one host
+    /// or one site is commonly given; 128 counts each address alone).
+    pub ipv6_prefix_len: u8,
+    /// The most connections open at once that have not finished their TLS
+    /// handshake (default 100, a tenth of the default
+    /// [`Limits::max_connections`]): the next connection is not accepted
+    /// until one finishes, fails or times out
+    /// ([`Limits::tls_handshake_timeout`]), so that clients cycling slow
+    /// handshakes hold at most these places, never every connection. A
+    /// handshake takes milliseconds: a hundred at once admit thousands of
+    /// connections a second. At least 1.
+    pub max_tls_handshakes: usize,
+    /// The most connections one client certificate may hold open at once
+    /// (default 250, as [`Limits::max_connections_per_address`]): one more
+    /// is closed as soon as its handshake shows the certificate, so that one
+    /// certificate cannot take every connection. At least 1.
+    pub max_connections_per_certificate: usize,
+    /// How long a connection may stay open with no stream open (default 5
+    /// minutes): then it is closed, so that connections doing nothing do not
+    /// hold places. Pings and other frames do not count as activity (a
+    /// client could ping forever); a watch is a stream, so a watching client
+    /// is never idle. A client reconnects on its next call.
+    pub idle_timeout: Duration,
     /// The most requests the server receives at once, over all connections
     /// (default 128): a request counts from its headers until its message
     /// has arrived, not while the state answers it (see `admission.rs`). The
@@ -178,6 +201,10 @@ impl Default for Limits {
             max_query_bytes_per_client: 64 << 20,
             max_connections,
             max_connections_per_address: connections_per_address(max_connections),
+            ipv6_prefix_len: 64,
+            max_tls_handshakes: 100,
+            max_connections_per_certificate: connections_per_address(max_connections),
+            idle_timeout: Duration::from_secs(300),
             max_requests_in_flight: 128,
             max_requests_in_flight_per_client: 32,
             request_timeout: Duration::from_secs(60),
@@ -199,8 +226,10 @@ impl Limits {
     }
 }
 
-/// The default share of one address in `max_connections`: a quarter, at least
-/// one (see [`Limits::max_connections_per_address`]).
+/// The default share of one address, and of one certificate, in
+/// `max_connections`: a quarter, at least one (see
+/// [`Limits::max_connections_per_address`] and
+/// [`Limits::max_connections_per_certificate`]).
 pub const fn connections_per_address(max_connections: usize) -> usize {
     let quarter = max_connections / 4;
     if quarter == 0 { 1 } else { quarter }
@@ -225,13 +254,14 @@ pub(crate) enum Client {
 }
 
 impl Client {
-    /// Who a call counts against, from its connection's information in the
+    /// Who a call counts against, from its connection's [`Peer`] in the
     /// request's extensions: the certificate over mutual TLS, else the TCP
     /// connection; `None` on a Unix socket or another transport.
-    pub(crate) fn of(tls: Option<&TlsConnectInfo<TcpConnectInfo>>, tcp: Option<&TcpConnectInfo>) -> Option<Client> {
-        match tls {
-            Some(tls) => tls.peer_certs().and_then(|chain| chain.first().cloned()).map(Client::Certificate),
-            None => tcp.and_then(TcpConnectInfo::remote_addr).map(Client::Connection),
+    pub(crate) fn of(peer: Option<&Peer>) -> Option<Client> {
+        let peer = peer?;
+        match peer.certificate() {
+            Some(certificate) => Some(Client::Certificate(certificate.clone())),
+            None => peer.plain_tcp().map(Client::Connection),
         }
     }
 }
@@ -380,138 +410,6 @@ pub(crate) fn label_query_bytes(queries: &[cosi::resource::LabelQuery]) -> usize
         + std::mem::size_of_val(queries)
 }
 
-/// The connections `incoming` yields, at most `limits.max_connections` open
-/// at once (the next is not accepted until one of them is dropped), and at
-/// most `limits.max_connections_per_address` from one address, which
-/// `peer` tells (one more is closed at once; `None`, as on a Unix socket,
-/// counts in all only).
-pub(crate) fn capped<IO, E>(
-    incoming: impl Stream<Item = Result<IO, E>> + Send + 'static,
-    limits: &Limits,
-    peer: fn(&IO) -> Option<IpAddr>,
-) -> impl Stream<Item = Result<Counted<IO>, E>> + Send + 'static
-where
-    IO: Send + 'static,
-    E: Send + 'static,
-{
-    let open = Arc::new(Semaphore::new(limits.max_connections.clamp(1, Semaphore::MAX_PERMITS)));
-    let addresses =
-        Arc::new(Addresses { per_address: limits.max_connections_per_address.max(1), ..Addresses::default() });
-    futures_util::stream::unfold(
-        (Box::pin(incoming), open, addresses),
-        move |(mut incoming, open, addresses)| async move {
-            loop {
-                // Never closed, so never an error.
-                let permit = Arc::clone(&open).acquire_owned().await.ok()?;
-                let io = match futures_util::StreamExt::next(&mut incoming).await? {
-                    Ok(io) => io,
-                    Err(error) => return Some((Err(error), (incoming, open, addresses))),
-                };
-                // An IPv4 address mapped into IPv6 is that IPv4 address.
-                let share = match peer(&io).map(|address| address.to_canonical()) {
-                    None => None,
-                    Some(address) => match addresses.enter(address) {
-                        Some(share) => Some(share),
-                        None => {
-                            tracing::debug!(%address, limit = addresses.per_address, "closed a connection over its address's share");
-                            continue;
-                        }
-                    },
-                };
-                return Some((Ok(Counted { io, _permit: permit, _share: share }), (incoming, open, addresses)));
-            }
-        },
-    )
-}
-
-/// The open connections of each address (see [`Limits::max_connections_per_address`]).
-#[derive(Debug, Default)]
-struct Addresses {
-    per_address: usize,
-    open: Mutex<HashMap<IpAddr, usize>>,
-}
-
-impl Addresses {
-    /// Counts one more connection of `address`, unless it has its share already.
-    fn enter(self: &Arc<Self>, address: IpAddr) -> Option<AddressShare> {
-        let mut open = self.open.lock();
-        let count = open.entry(address).or_insert(0);
-        if *count >= self.per_address {
-            return None;
-        }
-        *count += 1;
-        Some(AddressShare { addresses: Arc::clone(self), address })
-    }
-}
-
-/// One connection counted against its address, until dropped.
-#[derive(Debug)]
-struct AddressShare {
-    addresses: Arc<Addresses>,
-    address: IpAddr,
-}
-
-impl Drop for AddressShare {
-    fn drop(&mut self) {
-        let mut open = self.addresses.open.lock();
-        if let Some(count) = open.get_mut(&self.address) {
-            *count -= 1;
-            if *count == 0 {
-                open.remove(&self.address);
-            }
-        }
-    }
-}
-
-/// A connection counted towards [`Limits::max_connections`] (and its
-/// address's share) until it is dropped.
-#[derive(Debug)]
-pub(crate) struct Counted<IO> {
-    io: IO,
-    _permit: OwnedSemaphorePermit,
-    _share: Option<AddressShare>,
-}
-
-impl<IO: Connected> Connected for Counted<IO> {
-    type ConnectInfo = IO::ConnectInfo;
-
-    fn connect_info(&self) -> Self::ConnectInfo {
-        self.io.connect_info()
-    }
-}
-
-impl<IO: AsyncRead + Unpin> AsyncRead for Counted<IO> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
-
-impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -552,63 +450,6 @@ mod tests {
         let _local = budget.charge(None, usize::MAX).expect("a Unix socket caller is not counted");
         drop(first);
         let _again = budget.charge(a(), 60).expect("a closed watch frees its bytes");
-    }
-
-    #[tokio::test]
-    async fn connections_past_the_cap_wait_until_one_closes() {
-        use futures_util::{FutureExt as _, StreamExt as _};
-
-        let incoming = futures_util::stream::iter((0..3).map(|_| Ok::<_, std::io::Error>(tokio::io::duplex(64).0)));
-        let limits = Limits { max_connections: 2, ..Limits::default() };
-        let mut connections = std::pin::pin!(capped(incoming, &limits, |_| None));
-        let first = connections.next().await.expect("a first connection").expect("accepted");
-        let _second = connections.next().await.expect("a second connection").expect("accepted");
-        assert!(connections.next().now_or_never().is_none(), "a third is not accepted while two are open");
-        drop(first);
-        let third = connections.next().now_or_never().expect("accepted once one closed");
-        assert!(matches!(third, Some(Ok(_))));
-        assert!(connections.next().now_or_never().is_none(), "the cap holds again");
-    }
-
-    #[tokio::test]
-    async fn an_address_over_its_share_is_closed_and_others_are_accepted() {
-        use futures_util::{FutureExt as _, StreamExt as _};
-
-        // Each connection is its peer's address; the fifth is from a Unix socket.
-        let peers = [
-            "10.0.0.1",
-            "10.0.0.1",
-            "10.0.0.1",
-            "::ffff:10.0.0.1",
-            "",
-            "2001:db8::1",
-            "2001:db8::2",
-            "2001:db8::1",
-            "10.0.0.2",
-            "10.0.0.1",
-        ];
-        let incoming = futures_util::stream::iter(peers.map(Ok::<_, std::io::Error>));
-        let limits = Limits { max_connections_per_address: 2, ..Limits::default() };
-        let mut connections = std::pin::pin!(capped(incoming, &limits, |peer| peer.parse().ok()));
-        let mut next = || connections.next().now_or_never().flatten().map(|accepted| accepted.expect("no error"));
-        // Each accepted connection is held (counted) until the end.
-        let first = next().expect("the address's first");
-        let second = next().expect("its second");
-        assert_eq!((first.io, second.io), ("10.0.0.1", "10.0.0.1"));
-        // Its third and fourth (the same address, mapped into IPv6) are closed.
-        let unix = next().expect("on to the next connection");
-        assert_eq!(unix.io, "", "a Unix socket's counts in all only");
-        // IPv6 addresses count one by one, even within one network.
-        let v6: Vec<_> = (0..3).map(|_| next().expect("an IPv6 connection")).collect();
-        assert_eq!(
-            v6.iter().map(|connection| connection.io).collect::<Vec<_>>(),
-            ["2001:db8::1", "2001:db8::2", "2001:db8::1"]
-        );
-        assert_eq!(next().expect("another address").io, "10.0.0.2");
-        drop(first);
-        assert_eq!(next().expect("the first's share is free again").io, "10.0.0.1");
-        assert!(next().is_none());
-        drop(second);
     }
 
     #[test]

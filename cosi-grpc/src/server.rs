@@ -23,18 +23,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cosi::state::State;
+use futures_util::StreamExt as _;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::server::{Router, TcpIncoming};
-use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tower::layer::util::{Identity as NoLayer, Stack};
 
 use crate::admission::{Admission, AdmissionLayer};
-
 use crate::auth::Authenticator;
+use crate::connection::{Conn, TlsConfigError, capped, handshaken, tls_acceptor};
 use crate::endpoint::Endpoint;
-use crate::limits::{LONGEST, Limits, capped};
+use crate::limits::{LONGEST, Limits};
 use crate::service::StateService;
 
 /// The server's half of mutual TLS, in PEM.
@@ -77,7 +77,10 @@ pub enum ServeError {
         /// Why.
         source: std::io::Error,
     },
-    /// The gRPC server failed (a bad TLS certificate or key, for instance).
+    /// The server's certificate, key or client CA cannot be used.
+    #[error("invalid TLS configuration: {0}")]
+    TlsConfig(#[from] TlsConfigError),
+    /// The gRPC server failed.
     #[error("gRPC server error: {0}")]
     Transport(#[from] tonic::transport::Error),
 }
@@ -163,21 +166,18 @@ impl Server {
         self,
         authenticator: Authenticator,
         stopped: watch::Receiver<bool>,
-        tls: Option<ServerTlsConfig>,
-    ) -> Result<Router<Stack<AdmissionLayer, NoLayer>>, ServeError> {
+    ) -> Router<Stack<AdmissionLayer, NoLayer>> {
         let limits = self.limits;
         let service = StateService::with_security(self.state, authenticator, stopped, limits.clone())
             .into_server(limits.max_message_size);
-        let mut builder = tonic::transport::Server::builder()
+        // TLS, when there is some, is done before (`connection.rs`).
+        let builder = tonic::transport::Server::builder()
             .max_concurrent_streams(limits.max_concurrent_streams)
             .http2_keepalive_interval(Some(limits.keepalive_interval.min(LONGEST)))
             .http2_keepalive_timeout(Some(limits.keepalive_timeout.min(LONGEST)))
             .http2_max_header_list_size(limits.max_header_list_size);
-        if let Some(tls) = tls {
-            builder = builder.tls_config(tls)?;
-        }
         // One admission shared by every connection's service.
-        Ok(builder.layer(AdmissionLayer(Admission::new(&limits))).add_service(service))
+        builder.layer(AdmissionLayer(Admission::new(&limits))).add_service(service)
     }
 
     /// Serves the connections `incoming` yields, without transport security
@@ -213,13 +213,16 @@ impl Server {
         incoming: impl futures_core::Stream<Item = Result<IO, E>> + Send + 'static,
     ) -> Result<(), ServeError>
     where
-        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + tonic::transport::server::Connected + Unpin + Send + 'static,
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
         E: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
     {
+        use futures_util::StreamExt as _;
+
         // Never stopped: the watches end with their connections.
         let (_, stopped) = watch::channel(false);
-        let incoming = capped(incoming, &self.limits, |_| None);
-        let router = self.router(Authenticator::Trusted, stopped, None)?;
+        let limits = self.limits.clone();
+        let incoming = capped(incoming, &limits, |_| None).map(move |io| io.map(|io| Conn::plain(io, &limits)));
+        let router = self.router(Authenticator::Trusted, stopped);
         Ok(router.serve_with_incoming(incoming).await?)
     }
 }
@@ -253,20 +256,12 @@ impl Listening {
     pub async fn serve_with_shutdown(self, signal: impl Future<Output = ()> + Send) -> Result<(), ServeError> {
         let limits = self.server.limits.clone();
         let (stop, stopped) = watch::channel(false);
-        let (authenticator, tls) = match self.security {
+        let (authenticator, tls) = match &self.security {
             Security::Insecure => (Authenticator::Trusted, None),
-            Security::MutualTls(tls) => (
-                Authenticator::Certificates,
-                Some(
-                    ServerTlsConfig::new()
-                        .identity(Identity::from_pem(tls.certificate, tls.key))
-                        .client_ca_root(Certificate::from_pem(tls.client_ca))
-                        .timeout(limits.tls_handshake_timeout),
-                ),
-            ),
+            Security::MutualTls(tls) => (Authenticator::Certificates, Some(tls_acceptor(tls)?)),
         };
         let mut stopping = stopped.clone();
-        let router = self.server.router(authenticator, stopped, tls)?;
+        let router = self.server.router(authenticator, stopped);
         let signal = async move {
             signal.await;
             let _ = stop.send(true);
@@ -279,12 +274,24 @@ impl Listening {
                     let incoming = TcpIncoming::from(listener)
                         .with_nodelay(Some(true))
                         .with_keepalive(Some(limits.keepalive_interval.min(LONGEST)));
-                    let incoming = capped(incoming, &limits, |tcp| tcp.peer_addr().ok().map(|peer| peer.ip()));
-                    Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
+                    let incoming = capped(incoming, &limits, |tcp| tcp.peer_addr().ok());
+                    match tls {
+                        Some(acceptor) => {
+                            let incoming = handshaken(incoming, acceptor, &limits);
+                            Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
+                        }
+                        None => {
+                            let plain = limits.clone();
+                            let incoming = incoming.map(move |io| io.map(|io| Conn::plain(io, &plain)));
+                            Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
+                        }
+                    }
                 }
                 Listener::Unix(listener, bound) => {
                     _cleanup = bound;
-                    let incoming = capped(UnixListenerStream::new(listener), &limits, |_| None);
+                    let plain = limits.clone();
+                    let incoming = capped(UnixListenerStream::new(listener), &limits, |_| None)
+                        .map(move |io| io.map(|io| Conn::plain(io, &plain)));
                     Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
                 }
             };

@@ -29,6 +29,7 @@ use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
 use crate::auth::{Authenticator, Role};
+use crate::connection::Peer;
 use crate::convert::{self, QueryError};
 use crate::limits::{
     Client, Limits, QueryBudget, QueryCharge, WATCH_RESPONSE_TARGET, WatchCounter, WatchPermit, label_query_bytes,
@@ -140,8 +141,9 @@ impl StateService {
     }
 
     fn role<T>(&self, request: &Request<T>) -> Result<Role, Status> {
+        let peer = request.extensions().get::<Peer>();
         self.authenticator
-            .role(request.peer_certs())
+            .role(peer.and_then(Peer::certificate))
             .ok_or_else(|| denied("the client certificate grants no COSI role".to_owned()))
     }
 
@@ -149,7 +151,7 @@ impl StateService {
     /// TLS, else its connection (`None` on a Unix socket), as its requests
     /// are counted (`admission.rs`).
     fn client<T>(request: &Request<T>) -> Option<Client> {
-        Client::of(request.extensions().get(), request.extensions().get())
+        Client::of(request.extensions().get())
     }
 
     /// Counts what a request's compiled queries hold against its client's

@@ -641,10 +641,11 @@ async fn a_connection_over_the_cap_waits_until_another_closes() {
 }
 
 /// Connections from one address past its share are closed at once, before a
-/// byte; other addresses are served (all of 127.0.0.0/8 is loopback on Linux).
+/// byte, and all of 127.0.0.0/8 (loopback on Linux, every address of it
+/// open to any local user) is one address.
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_over_an_address_share_are_closed_and_other_addresses_are_served() {
+async fn connections_over_an_address_share_are_closed_and_loopback_is_one_address() {
     use tokio::io::AsyncReadExt as _;
 
     let limits = Limits { max_connections_per_address: 2, ..Limits::default() };
@@ -664,17 +665,18 @@ async fn connections_over_an_address_share_are_closed_and_other_addresses_are_se
     let first = served(from("127.0.0.1:0").await).await;
     let _second = served(from("127.0.0.1:0").await).await;
 
-    let mut third = from("127.0.0.1:0").await;
     let mut byte = [0_u8; 1];
-    let read = within(third.read(&mut byte)).await;
-    assert!(matches!(read, Ok(0) | Err(_)), "a third from one address is closed, got {read:?}");
+    for local in ["127.0.0.1:0", "127.0.0.2:0", "127.255.0.1:0"] {
+        let mut third = from(local).await;
+        let read = within(third.read(&mut byte)).await;
+        assert!(matches!(read, Ok(0) | Err(_)), "a third from 127/8 ({local}) is closed, got {read:?}");
+    }
 
-    let _elsewhere = served(from("127.0.0.2:0").await).await;
     drop(first);
     // The server notices the close when it reads next; until then it counts it.
     let again = within(async {
         loop {
-            let mut tcp = from("127.0.0.1:0").await;
+            let mut tcp = from("127.0.0.3:0").await;
             if tcp.read(&mut byte).await.is_ok_and(|read| read > 0) {
                 break tcp;
             }
@@ -683,4 +685,37 @@ async fn connections_over_an_address_share_are_closed_and_other_addresses_are_se
     })
     .await;
     drop(again);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_closed_and_connections_with_a_stream_open_are_not() {
+    use tokio::io::AsyncReadExt as _;
+
+    let idle = Duration::from_millis(200);
+    let address =
+        start(Server::new(MemoryState::default()).limits(Limits { idle_timeout: idle, ..Limits::default() })).await;
+
+    // A connection that opens no stream is closed: after the server's
+    // settings, the end of the stream.
+    let mut silent = tokio::net::TcpStream::connect(address).await.expect("connect");
+    let mut received = Vec::new();
+    // The read ends (within 30 s): the server closed the connection.
+    let _closed = within(silent.read_to_end(&mut received)).await;
+    assert_eq!(received.get(3), Some(&0x4), "a SETTINGS frame first: {received:?}");
+
+    // A watch is a stream: its connection stays open however long nothing happens.
+    let watcher = client(address).await;
+    let kind = Kind::new(NS, PathResource::TYPE);
+    let mut watch = within(watcher.watch_kind_dynamic(&kind, WatchKindOptions::default())).await.expect("watch");
+    tokio::time::sleep(5 * idle).await;
+    let writer = client(address).await;
+    within(writer.create(Typed::new_in(NS, "after", PathResource::default()), CreateOptions::default()))
+        .await
+        .expect("create");
+    let event = within(watch.recv()).await.expect("the watch is still open");
+    assert!(matches!(event, Event::Created { ref resource, .. } if resource.id() == "after"), "{event:?}");
+
+    // A client whose connection was closed while idle connects again on its next call.
+    tokio::time::sleep(5 * idle).await;
+    within(writer.list_dynamic(&kind, &ListOptions::default())).await.expect("served on a new connection");
 }

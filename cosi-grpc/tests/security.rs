@@ -463,3 +463,71 @@ async fn a_certificates_watches_are_counted_over_all_its_connections() {
     }
     assert!(reopened.is_some(), "the place of a closed watch is not given back");
 }
+
+async fn within<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(30), future).await.expect("within 30 s")
+}
+
+/// Whether `future` is still pending after a while: for what must wait.
+async fn still_waits<T>(future: &mut (impl std::future::Future<Output = T> + Unpin)) -> bool {
+    tokio::time::timeout(std::time::Duration::from_millis(500), future).await.is_err()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_handshakes_in_progress_are_capped_and_the_next_connection_waits() {
+    let fixture = Fixture::start_with(Limits { max_tls_handshakes: 1, ..Limits::default() }).await;
+    let Endpoint::Tcp(address) = fixture.endpoint else { unreachable!("a TCP endpoint") };
+    let established = fixture.client(&[READER_ROLE]).await.expect("connect before");
+    // A client that never says hello holds the one handshake place...
+    let slow = tokio::net::TcpStream::connect(address).await.expect("connect");
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+
+    // ...so the next connection waits, and connections past their handshake are served.
+    let mut next = Box::pin(fixture.client(&[READER_ROLE]));
+    assert!(still_waits(&mut next).await, "a handshake ran while another held the only place");
+    let kind = Kind::new(NAMESPACE, PUBLIC_TYPE);
+    within(established.list_dynamic(&kind, &ListOptions::default()))
+        .await
+        .expect("an established connection is served");
+
+    drop(slow);
+    let next = within(next).await.expect("connects once the slow handshake ended");
+    within(next.list_dynamic(&kind, &ListOptions::default())).await.expect("served");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificates_connections_past_its_share_are_closed_and_others_are_served() {
+    let fixture = Fixture::start_with(Limits { max_connections_per_certificate: 2, ..Limits::default() }).await;
+    let certificate = fixture.pki.client_tls(&[READER_ROLE]);
+    let kind = Kind::new(NAMESPACE, PUBLIC_TYPE);
+    let served = |client: Client| {
+        let kind = kind.clone();
+        async move { within(client.list_dynamic(&kind, &ListOptions::default())).await.map(|_| client) }
+    };
+
+    let first = served(fixture.connect(certificate.clone()).await.expect("connect")).await.expect("the first");
+    let _second = served(fixture.connect(certificate.clone()).await.expect("connect")).await.expect("the second");
+    // The third is closed as soon as its handshake shows the certificate.
+    let third = match within(fixture.connect(certificate.clone())).await {
+        Ok(client) => served(client).await.err(),
+        Err(refused) => Some(cosi::Error::other(refused)),
+    };
+    assert!(third.is_some(), "a third connection of one certificate was served");
+
+    // Another certificate is another client.
+    served(fixture.client(&[READER_ROLE]).await.expect("connect")).await.expect("another certificate");
+
+    // A closed connection gives its place back, once the server has seen it close.
+    drop(first);
+    within(async {
+        loop {
+            if let Ok(client) = fixture.connect(certificate.clone()).await
+                && client.list_dynamic(&kind, &ListOptions::default()).await.is_ok()
+            {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}

@@ -108,10 +108,31 @@ struct ServeArgs {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_connections: usize,
     /// The most connections one address may hold open; one more is closed
-    /// at once. Clients behind one NAT share an address. [default: a quarter
-    /// of --max-connections]
+    /// at once. Clients behind one NAT share an address; all of 127.0.0.0/8
+    /// is one address, and so is an IPv6 network of --ipv6-prefix-len bits.
+    /// [default: a quarter of --max-connections]
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_connections_per_address: Option<usize>,
+    /// How many leading bits of an IPv6 address make the network whose
+    /// connections count as one address's (128: each address alone).
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().ipv6_prefix_len,
+          value_parser = clap::value_parser!(u8).range(0..=128))]
+    ipv6_prefix_len: u8,
+    /// The most connections still in their TLS handshake at once; the next
+    /// waits until one finishes or times out.
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().max_tls_handshakes,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_tls_handshakes: usize,
+    /// The most connections one client certificate may hold open; one more
+    /// is closed once its handshake shows the certificate. [default: a
+    /// quarter of --max-connections]
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections_per_certificate: Option<usize>,
+    /// Seconds a connection may stay open with no call or watch open; then
+    /// it is closed (a client reconnects on its next call).
+    #[arg(long, default_value_t = cosi_grpc::Limits::default().idle_timeout.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    idle_timeout: u64,
     /// The most requests arriving at once, over all connections (a request
     /// counts until its message has arrived); the next waits for a place.
     #[arg(long, default_value_t = cosi_grpc::Limits::default().max_requests_in_flight,

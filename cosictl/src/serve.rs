@@ -101,22 +101,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             return Err(CliError::Usage("--encryption-key-file needs a redb state (--state redb:PATH)".into()));
         }
     };
-    let limits = Limits {
-        max_message_size: args.max_message_size,
-        max_watches_per_client: args.max_watches_per_client,
-        max_watches: args.max_watches,
-        max_query_bytes_per_client: args.max_query_bytes_per_client,
-        max_connections: args.max_connections,
-        max_connections_per_address: args
-            .max_connections_per_address
-            .unwrap_or(cosi_grpc::connections_per_address(args.max_connections)),
-        max_requests_in_flight: args.max_requests_in_flight,
-        max_requests_in_flight_per_client: args.max_requests_in_flight_per_client,
-        request_timeout: Duration::from_secs(args.request_timeout),
-        keepalive_interval: Duration::from_secs(args.keepalive_interval),
-        shutdown_grace: Duration::from_secs(args.shutdown_grace),
-        ..Limits::default()
-    };
+    let limits = limits(&args);
     let etcd = etcd_options(&args)?;
     let state = open(&args.state, key, etcd).await?;
     let listening = Server::new(Arc::clone(&state)).limits(limits).bind(&args.listen, security).await?;
@@ -126,6 +111,29 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     close(state).await;
     served?;
     Ok(())
+}
+
+/// The server's limits from the command line's flags.
+fn limits(args: &ServeArgs) -> Limits {
+    let quarter = cosi_grpc::connections_per_address(args.max_connections);
+    Limits {
+        max_message_size: args.max_message_size,
+        max_watches_per_client: args.max_watches_per_client,
+        max_watches: args.max_watches,
+        max_query_bytes_per_client: args.max_query_bytes_per_client,
+        max_connections: args.max_connections,
+        max_connections_per_address: args.max_connections_per_address.unwrap_or(quarter),
+        ipv6_prefix_len: args.ipv6_prefix_len,
+        max_tls_handshakes: args.max_tls_handshakes,
+        max_connections_per_certificate: args.max_connections_per_certificate.unwrap_or(quarter),
+        idle_timeout: Duration::from_secs(args.idle_timeout),
+        max_requests_in_flight: args.max_requests_in_flight,
+        max_requests_in_flight_per_client: args.max_requests_in_flight_per_client,
+        request_timeout: Duration::from_secs(args.request_timeout),
+        keepalive_interval: Duration::from_secs(args.keepalive_interval),
+        shutdown_grace: Duration::from_secs(args.shutdown_grace),
+        ..Limits::default()
+    }
 }
 
 fn security(args: &ServeArgs) -> Result<Security, CliError> {
@@ -316,7 +324,52 @@ async fn close(state: Arc<dyn State>) {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser as _;
+
     use super::*;
+
+    fn serve_args(flags: &[&str]) -> ServeArgs {
+        let cli = crate::Cli::try_parse_from(["cosictl", "serve"].iter().chain(flags)).expect("the flags parse");
+        match cli.command {
+            crate::Command::Serve(args) => *args,
+            _ => unreachable!("the serve command"),
+        }
+    }
+
+    #[test]
+    fn the_flags_default_to_the_servers_defaults() {
+        assert_eq!(limits_of(&[]), Limits::default());
+    }
+
+    #[test]
+    fn each_limit_flag_sets_its_limit() {
+        let limits = limits_of(&[
+            "--max-query-bytes-per-client",
+            "1000",
+            "--max-connections",
+            "40",
+            "--ipv6-prefix-len",
+            "56",
+            "--max-tls-handshakes",
+            "7",
+            "--idle-timeout",
+            "9",
+        ]);
+        assert_eq!(limits.max_query_bytes_per_client, 1000);
+        assert_eq!(limits.ipv6_prefix_len, 56);
+        assert_eq!(limits.max_tls_handshakes, 7);
+        assert_eq!(limits.idle_timeout, Duration::from_secs(9));
+        assert_eq!((limits.max_connections_per_address, limits.max_connections_per_certificate), (10, 10));
+        let limits = limits_of(&["--max-connections-per-certificate", "3", "--max-connections-per-address", "4"]);
+        assert_eq!((limits.max_connections_per_address, limits.max_connections_per_certificate), (4, 3));
+        for bad in [["--ipv6-prefix-len", "129"], ["--max-tls-handshakes", "0"], ["--idle-timeout", "0"]] {
+            assert!(crate::Cli::try_parse_from(["cosictl", "serve"].iter().chain(&bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    fn limits_of(flags: &[&str]) -> Limits {
+        limits(&serve_args(flags))
+    }
 
     #[test]
     fn loopback_hosts_are_recognised_and_nothing_else_is() {
