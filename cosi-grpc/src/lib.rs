@@ -29,6 +29,7 @@
 
 mod admission;
 mod auth;
+mod authority;
 mod client;
 mod connection;
 pub(crate) mod convert;

@@ -32,6 +32,7 @@ use tower::layer::util::{Identity as NoLayer, Stack};
 
 use crate::admission::{Admission, AdmissionLayer};
 use crate::auth::Authenticator;
+use crate::authority::AnyAuthority;
 use crate::connection::{Conn, TlsConfigError, capped, handshaken, tls_acceptor};
 use crate::endpoint::Endpoint;
 use crate::limits::{LONGEST, Limits};
@@ -267,34 +268,38 @@ impl Listening {
             let _ = stop.send(true);
         };
         let _cleanup;
-        let serving: std::pin::Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>> =
-            match self.listener {
-                Listener::Tcp(listener) => {
-                    // Small request/response pairs: Nagle's algorithm would hold them back.
-                    let incoming = TcpIncoming::from(listener)
-                        .with_nodelay(Some(true))
-                        .with_keepalive(Some(limits.keepalive_interval.min(LONGEST)));
-                    let incoming = capped(incoming, &limits, |tcp| tcp.peer_addr().ok());
-                    match tls {
-                        Some(acceptor) => {
-                            let incoming = handshaken(incoming, acceptor, &limits);
-                            Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
-                        }
-                        None => {
-                            let plain = limits.clone();
-                            let incoming = incoming.map(move |io| io.map(|io| Conn::plain(io, &plain)));
-                            Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
-                        }
+        let serving: std::pin::Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>> = match self
+            .listener
+        {
+            Listener::Tcp(listener) => {
+                // Small request/response pairs: Nagle's algorithm would hold them back.
+                let incoming = TcpIncoming::from(listener)
+                    .with_nodelay(Some(true))
+                    .with_keepalive(Some(limits.keepalive_interval.min(LONGEST)));
+                let incoming = capped(incoming, &limits, |tcp| tcp.peer_addr().ok());
+                match tls {
+                    Some(acceptor) => {
+                        let incoming = handshaken(incoming, acceptor, &limits);
+                        Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
+                    }
+                    None => {
+                        let plain = limits.clone();
+                        let incoming = incoming.map(move |io| io.map(|io| Conn::plain(io, &plain)));
+                        Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
                     }
                 }
-                Listener::Unix(listener, bound) => {
-                    _cleanup = bound;
-                    let plain = limits.clone();
-                    let incoming = capped(UnixListenerStream::new(listener), &limits, |_| None)
-                        .map(move |io| io.map(|io| Conn::plain(io, &plain)));
-                    Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
-                }
-            };
+            }
+            Listener::Unix(listener, bound) => {
+                _cleanup = bound;
+                let plain = limits.clone();
+                // Any `:authority`: it means nothing here, and C-core clients send the path.
+                let header_list = limits.max_header_list_size as usize;
+                let incoming =
+                    UnixListenerStream::new(listener).map(move |io| io.map(|io| AnyAuthority::new(io, header_list)));
+                let incoming = capped(incoming, &limits, |_| None).map(move |io| io.map(|io| Conn::plain(io, &plain)));
+                Box::pin(router.serve_with_incoming_shutdown(incoming, signal))
+            }
+        };
         // Once the signal fired, calls in flight get `shutdown_grace` to end;
         // a call stuck in its state (or a client that stops reading) must not
         // keep the process from stopping.
