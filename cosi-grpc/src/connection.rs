@@ -235,6 +235,9 @@ pub(crate) fn tls_acceptor(tls: &ServerTls) -> Result<TlsAcceptor, TlsConfigErro
     let chain = CertificateDer::pem_slice_iter(tls.certificate.as_bytes())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|err| error("the server certificate is not PEM")(err.to_string()))?;
+    if chain.is_empty() {
+        return Err(error("the server certificate")("no certificate in it".to_owned()));
+    }
     let key = PrivateKeyDer::from_pem_slice(tls.key.as_bytes())
         .map_err(|err| error("the server key is not a PEM private key")(err.to_string()))?;
     let mut config = ServerConfig::builder_with_provider(provider)

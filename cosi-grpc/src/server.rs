@@ -184,7 +184,8 @@ impl Server {
     /// Serves the connections `incoming` yields, without transport security
     /// (every caller is an admin), until it ends: for tests that bring their
     /// own transport, such as in-memory pipes (feature `testing`). The
-    /// connections already accepted are served on after it ends.
+    /// connections already accepted are served on after it ends, and none is
+    /// closed for being idle ([`Limits::idle_timeout`] does not apply).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -221,7 +222,8 @@ impl Server {
 
         // Never stopped: the watches end with their connections.
         let (_, stopped) = watch::channel(false);
-        let limits = self.limits.clone();
+        // Never idle: a test's transport may not dial again, and its clock may be paused.
+        let limits = Limits { idle_timeout: LONGEST, ..self.limits.clone() };
         let incoming = capped(incoming, &limits, |_| None).map(move |io| io.map(|io| Conn::plain(io, &limits)));
         let router = self.router(Authenticator::Trusted, stopped);
         Ok(router.serve_with_incoming(incoming).await?)

@@ -531,3 +531,27 @@ async fn a_certificates_connections_past_its_share_are_closed_and_others_are_ser
     })
     .await;
 }
+
+#[tokio::test]
+async fn an_unusable_certificate_key_or_ca_is_a_clear_error() {
+    let pki = Pki::new("cosi test CA");
+    let good = pki.server_tls();
+    let cases = [
+        (
+            cosi_grpc::ServerTls { certificate: "not PEM".into(), ..good.clone() },
+            "the server certificate: no certificate",
+        ),
+        (cosi_grpc::ServerTls { key: "not PEM".into(), ..good.clone() }, "the server key"),
+        (cosi_grpc::ServerTls { client_ca: String::new(), ..good.clone() }, "the client CA: no certificate"),
+        (cosi_grpc::ServerTls { key: pki.server_tls().key, ..good.clone() }, "the server certificate and key"),
+    ];
+    for (tls, expected) in cases {
+        let listening = Server::new(MemoryState::default())
+            .bind(&"tcp://127.0.0.1:0".parse().expect("endpoint"), Security::MutualTls(tls))
+            .await
+            .expect("binds");
+        let err = within(listening.serve()).await.expect_err("refuses to serve");
+        assert!(matches!(err, ServeError::TlsConfig(_)), "{err:?}");
+        assert!(err.to_string().starts_with(&format!("invalid TLS configuration: {expected}")), "{err}");
+    }
+}
