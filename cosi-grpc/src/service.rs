@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use cosi::resource::{DynamicResource, Kind, Pointer, Resource as _, ResourceDefinition, Sensitivity};
+use cosi::resource::{DynamicResource, Kind, Pointer, Readable, Resource as _, ResourceDefinition, Sensitivity};
 use cosi::state::{
     Bookmark, CreateOptions, DestroyOptions, Error, ListOptions, META_NAMESPACE, State, TeardownOptions, UpdateOptions,
     WatchKindOptions, WatchOptions,
@@ -194,35 +194,19 @@ impl StateService {
 
     /// Whether a reader may read `type`, from the definitions whose spec names
     /// that type, whatever their ID (Go names them by the lowercased type, but
-    /// nothing enforces it). Sensitive if any of them says so; unknown when
-    /// none decodes, or when the one under the conventional ID does not (it
-    /// might say sensitive). Readers are rare and definitions few, so every
+    /// nothing enforces it), by [`cosi::resource::readable`], the rule the
+    /// live page applies too. Readers are rare and definitions few, so every
     /// check reads them all rather than trusting a cache to stay current.
     async fn readable(&self, r#type: &str) -> Result<Readable, Status> {
         let kind = Kind::new(META_NAMESPACE, ResourceDefinition::TYPE);
         let definitions =
             self.state.list_dynamic(&kind, &ListOptions::default()).await.map_err(|err| to_status(&err, Rpc::List))?;
-        let conventional_id = r#type.to_lowercase();
-        let mut found = false;
-        let mut unknown = false;
-        let mut sensitive = false;
         let mut cache = self.definitions.lock();
-        for (stored, said) in read_definitions(&mut cache, &definitions, decode_definition) {
-            match &said {
-                Some((defined, sensitivity)) if defined == r#type => match sensitivity {
-                    Sensitivity::Sensitive => sensitive = true,
-                    Sensitivity::NonSensitive => found = true,
-                },
-                Some(_) => (),
-                None if stored.id() == conventional_id => unknown = true,
-                None => (),
-            }
-        }
-        Ok(match (sensitive, unknown, found) {
-            (true, _, _) => Readable::Sensitive,
-            (false, false, true) => Readable::Yes,
-            _ => Readable::Unknown,
-        })
+        let said = read_definitions(&mut cache, &definitions, decode_definition);
+        let said = said.iter().map(|(stored, said)| {
+            (stored.id(), said.as_ref().map(|(defined, sensitivity)| (defined.as_str(), *sensitivity)))
+        });
+        Ok(cosi::resource::readable(r#type, said))
     }
 }
 
@@ -275,13 +259,6 @@ impl Stream for RevocableStream {
         }
         self.watched.as_mut().poll_next(cx)
     }
-}
-
-/// What the definitions say about a type, for a reader.
-enum Readable {
-    Yes,
-    Sensitive,
-    Unknown,
 }
 
 /// How large watch responses should and may be.

@@ -11,7 +11,6 @@
 //! answers. The port is not checked: only a tunnel or a proxy the user set
 //! up reaches the page under another port than its own.
 
-use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use axum::Json;
@@ -23,14 +22,14 @@ use axum::middleware::Next;
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use cosi::resource::{Kind, Pointer, ResourceDefinition, Sensitivity};
+use cosi::resource::{Kind, Pointer, Readable};
 use cosi::state::ListOptions;
 use serde::{Deserialize, Serialize};
 
 use crate::Ui;
 use crate::columns;
 use crate::layout::layout;
-use crate::model::{self, ControllerView, Count};
+use crate::model::{self, ControllerView, Count, Definitions};
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
@@ -149,18 +148,19 @@ fn checked<'a>(what: &str, name: &'a str) -> Result<&'a str, Failure> {
 }
 
 /// Refuses `type` when the page hides it ([`Config::show_sensitive`](crate::Config::show_sensitive)):
-/// a sensitive type, or one no definition says is not sensitive (it fails
-/// closed, as the `cosi:reader` role does).
-fn check_shown(ui: &Ui, r#type: &str, definitions: &BTreeMap<String, ResourceDefinition>) -> cosi::Result<()> {
+/// a sensitive type, or one no definition says is not sensitive, by the
+/// rule the gRPC server applies to readers ([`cosi::resource::readable`]):
+/// it fails closed, and a second definition of a type cannot make it shown.
+fn check_shown(ui: &Ui, r#type: &str, definitions: &Definitions) -> cosi::Result<()> {
     if ui.config.show_sensitive {
         return Ok(());
     }
-    match definitions.get(r#type) {
-        Some(definition) if definition.sensitivity == Sensitivity::NonSensitive => Ok(()),
-        Some(_) => Err(cosi::Error::AccessDenied(format!(
+    match definitions.readable(r#type) {
+        Readable::Yes => Ok(()),
+        Readable::Sensitive => Err(cosi::Error::AccessDenied(format!(
             "resources of type {type} are sensitive: this page does not show them (`cosictl ui --show-sensitive` does)"
         ))),
-        None => Err(cosi::Error::AccessDenied(format!(
+        Readable::Unknown => Err(cosi::Error::AccessDenied(format!(
             "no definition of type {type} says it is not sensitive: this page does not show it"
         ))),
     }
@@ -170,7 +170,7 @@ async fn graph(Extract(ui): Extract<Ui>) -> Result<Response, Failure> {
     let definitions = model::definitions(&*ui.state).await?;
     let statuses = model::statuses(&*ui.state, &ui.config.status_namespace).await?;
     let controllers: Vec<_> = statuses.iter().map(|(name, status)| status.graph_controller(name)).collect();
-    Ok(Json(layout(&controllers, &definitions)).into_response())
+    Ok(Json(layout(&controllers, &definitions.by_type)).into_response())
 }
 
 #[derive(Serialize)]
@@ -271,7 +271,7 @@ async fn list(
         display_type: definition.display_type.clone(),
         namespace,
         namespaces,
-        sensitive: definition.sensitivity == Sensitivity::Sensitive,
+        sensitive: definitions.readable(r#type) == Readable::Sensitive,
         columns: definition.print_columns.iter().map(|column| column.name.clone()).collect(),
         rows,
     }))

@@ -96,9 +96,10 @@ pub struct Config {
     /// Whether the page shows sensitive types (default no). Anyone on the
     /// machine can reach a loopback port, so by default the page shows no
     /// more than the `cosi:reader` role reads, whatever its state would
-    /// let it read: a sensitive type, or one no definition says is not
-    /// sensitive, counts as nothing, its listing and resources are refused
-    /// (403), and the event stream leaves it out.
+    /// let it read: a sensitive type (any of its definitions says so), or
+    /// one no definition says is not sensitive, counts as nothing, its
+    /// listing and resources are refused (403), and the event stream leaves
+    /// it out.
     pub show_sensitive: bool,
 }
 

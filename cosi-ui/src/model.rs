@@ -3,21 +3,64 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cosi::resource::{DynamicResource, Kind, Resource as _, ResourceDefinition, Typed};
+use cosi::resource::{DynamicResource, Kind, Readable, Resource as _, ResourceDefinition, Sensitivity, Typed};
 use cosi::runtime::ControllerStatus;
 use cosi::state::{ListOptions, META_NAMESPACE, State};
 use serde::Serialize;
 use serde_json::Value;
 
-/// The resource definitions the state publishes, by type.
-pub(crate) async fn definitions(state: &dyn State) -> cosi::Result<BTreeMap<String, ResourceDefinition>> {
+/// The resource definitions the state publishes: every one, for the rule
+/// that hides sensitive types, and one per type, for what the page draws.
+#[derive(Debug, Default)]
+pub(crate) struct Definitions {
+    /// One definition per type: the one under the type's own ID, else the
+    /// last by ID. For names, namespaces and columns only: whether the type
+    /// is shown is [`Definitions::readable`]'s to say.
+    pub(crate) by_type: BTreeMap<String, ResourceDefinition>,
+    /// Every stored definition: its ID, and the type and sensitivity it
+    /// names (`None` when it does not decode).
+    said: Vec<(String, Option<(String, Sensitivity)>)>,
+}
+
+impl Definitions {
+    /// The definition the page shows for `type`.
+    pub(crate) fn get(&self, r#type: &str) -> Option<&ResourceDefinition> {
+        self.by_type.get(r#type)
+    }
+
+    /// Whether `type` may be shown to a client that reads no sensitive
+    /// type, from all its definitions (the rule the gRPC server applies to
+    /// readers): one that says it is not sensitive does not outweigh
+    /// another that says it is.
+    pub(crate) fn readable(&self, r#type: &str) -> Readable {
+        let said = self.said.iter().map(|(id, said)| (id.as_str(), said.as_ref().map(|(t, s)| (t.as_str(), *s))));
+        cosi::resource::readable(r#type, said)
+    }
+}
+
+/// The resource definitions the state publishes.
+pub(crate) async fn definitions(state: &dyn State) -> cosi::Result<Definitions> {
     let kind = Kind::new(META_NAMESPACE, ResourceDefinition::TYPE);
     let resources = state.list_dynamic(&kind, &ListOptions::default()).await?;
-    Ok(resources
-        .iter()
-        .filter_map(|resource| cosi_grpc::definition_from_spec(resource.spec()))
-        .map(|definition| (definition.r#type.clone(), definition))
-        .collect())
+    let mut definitions = Definitions::default();
+    let mut own = Vec::new();
+    for resource in &resources {
+        let decoded = cosi_grpc::definition_from_spec(resource.spec());
+        let said = decoded.as_ref().map(|definition| (definition.r#type.clone(), definition.sensitivity));
+        definitions.said.push((resource.id().to_owned(), said));
+        match decoded {
+            Some(definition) if resource.id() == definition.id() => own.push(definition),
+            Some(definition) => {
+                definitions.by_type.insert(definition.r#type.clone(), definition);
+            }
+            None => (),
+        }
+    }
+    // The definition under the type's own ID wins.
+    for definition in own {
+        definitions.by_type.insert(definition.r#type.clone(), definition);
+    }
+    Ok(definitions)
 }
 
 /// The controller statuses published in `namespace`, by controller name.
@@ -36,10 +79,11 @@ pub(crate) fn status(resource: DynamicResource) -> Option<(String, ControllerSta
 /// Every kind the page shows: each defined type in its default namespace,
 /// and every namespace a controller reads a type from.
 pub(crate) fn kinds(
-    definitions: &BTreeMap<String, ResourceDefinition>,
+    definitions: &Definitions,
     statuses: &BTreeMap<String, ControllerStatus>,
 ) -> BTreeSet<(String, String)> {
     let mut kinds: BTreeSet<(String, String)> = definitions
+        .by_type
         .values()
         .map(|definition| (definition.default_namespace.clone(), definition.r#type.clone()))
         .collect();

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use cosi::prelude::*;
-use cosi::state::Registry;
+use cosi::resource::{ResourceDefinition, Sensitivity};
+use cosi::state::{META_OWNER, Registry};
 use cosi_grpc::testing::Pki;
 use cosi_grpc::{ADMIN_ROLE, Client, ClientSecurity, READER_ROLE, Security, Server};
 use cosi_ui::{Config, Ui};
@@ -113,18 +114,57 @@ async fn the_page_hides_sensitive_types_unless_told_to_show_them() {
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
 
     // The event stream leaves the hidden type out.
-    stream_leaves_secrets_out(&hiding, &state).await;
+    stream_leaves_secrets_out(&hiding, &state, "later").await;
+}
+
+/// Anyone who may write `meta` can add a definition of a type under
+/// another ID: one that says not sensitive does not make a sensitive type
+/// shown, whichever of the two comes last by ID (the rule the gRPC server
+/// applies to readers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_definition_does_not_make_a_sensitive_type_shown() {
+    let (_reader, _admin, state, _runtime) = pages().await;
+    let hiding = Ui::new(Arc::clone(&state), Config::default());
+    let says = |sensitivity| ResourceDefinition { sensitivity, ..Secret::definition() };
+
+    // The type's own definition says sensitive; one after it by ID says not.
+    let after = Typed::new("zzz-secrets", says(Sensitivity::NonSensitive));
+    state.create(after, CreateOptions::owner(META_OWNER)).await.expect("a second definition");
+    hidden(&hiding, &state, "later").await;
+
+    // The type's own says not sensitive; one before it by ID says it is.
+    let registry = Registry::new(&*state);
+    registry.register_definition(says(Sensitivity::NonSensitive)).await.expect("the type's own says not sensitive");
+    let before = Typed::new("aaa-secrets", says(Sensitivity::Sensitive));
+    state.create(before, CreateOptions::owner(META_OWNER)).await.expect("a second definition");
+    hidden(&hiding, &state, "latest").await;
+}
+
+/// Whether `page` counts no secret, refuses their listing and resources,
+/// and leaves them out of its event stream (creating a secret and a number `id`).
+async fn hidden(page: &Ui, state: &Arc<dyn State>, id: &str) {
+    let (status, _, summary) = get(page, "/api/summary").await;
+    assert_eq!(status, StatusCode::OK, "{summary}");
+    assert_eq!(count(&json(&summary), Secret::TYPE), 0, "{summary}");
+    let listing = format!("/api/types/{}?namespace=default", Secret::TYPE);
+    let resource = format!("/api/resources/default/{}/token", Secret::TYPE);
+    for path in [&listing, &resource] {
+        let (status, _, body) = get(page, path).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {body}");
+        assert!(body.contains("sensitive") && !body.contains("hunter2"), "{path}: {body}");
+    }
+    stream_leaves_secrets_out(page, state, id).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_readers_event_stream_leaves_sensitive_types_out() {
     let (reader, _admin, state, _runtime) = pages().await;
-    stream_leaves_secrets_out(&reader, &state).await;
+    stream_leaves_secrets_out(&reader, &state, "later").await;
 }
 
-/// Serves `page`, then creates a secret and a number in `state`: the
+/// Serves `page`, then creates a secret and a number `id` in `state`: the
 /// number's event comes on the page's event stream, the secret's never.
-async fn stream_leaves_secrets_out(page: &Ui, state: &Arc<dyn State>) {
+async fn stream_leaves_secrets_out(page: &Ui, state: &Arc<dyn State>, id: &str) {
     let listening = page.bind().await.expect("bind");
     let address = listening.local_addr();
     let server = tokio::spawn(listening.serve());
@@ -132,15 +172,15 @@ async fn stream_leaves_secrets_out(page: &Ui, state: &Arc<dyn State>) {
     events.until("ready", |_| true).await;
 
     let later = Secret { value: "hunter3".into() };
-    state.create(Typed::new("later", later), CreateOptions::default()).await.expect("create a secret");
-    state.create(Typed::new("later", Number { value: 3 }), CreateOptions::default()).await.expect("create a number");
+    state.create(Typed::new(id, later), CreateOptions::default()).await.expect("create a secret");
+    state.create(Typed::new(id, Number { value: 3 }), CreateOptions::default()).await.expect("create a number");
     loop {
         let (name, data) = tokio::time::timeout(Duration::from_secs(20), events.next())
             .await
             .expect("the number's event")
             .expect("the stream goes on");
         assert!(data["type"] != Secret::TYPE && !data.to_string().contains("hunter"), "a secret came: {name} {data}");
-        if name == "resource" && data["type"] == Number::TYPE && data["id"] == "later" {
+        if name == "resource" && data["type"] == Number::TYPE && data["id"] == id {
             break;
         }
     }

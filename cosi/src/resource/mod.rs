@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use definition::{DefinitionOptions, PrintColumn, ResourceDefinition, Sensitivity};
+pub use definition::{DefinitionOptions, PrintColumn, Readable, ResourceDefinition, Sensitivity, readable};
 pub use dynamic::{DynamicResource, EncodedSpec, Spec};
 pub use metadata::{Finalizers, Labels, Metadata, ParseError, Phase, Version};
 pub use query::{IdQuery, LabelOp, LabelQuery, LabelTerm};
