@@ -167,7 +167,7 @@ fn check_shown(ui: &Ui, r#type: &str, definitions: &Definitions) -> cosi::Result
 }
 
 async fn graph(Extract(ui): Extract<Ui>) -> Result<Response, Failure> {
-    let definitions = model::definitions(&*ui.state).await?;
+    let definitions = model::definitions(&ui).await?;
     let statuses = model::statuses(&*ui.state, &ui.config.status_namespace).await?;
     let controllers: Vec<_> = statuses.iter().map(|(name, status)| status.graph_controller(name)).collect();
     Ok(Json(layout(&controllers, &definitions.by_type)).into_response())
@@ -180,7 +180,7 @@ struct Summary {
 }
 
 async fn summary(Extract(ui): Extract<Ui>) -> Result<Json<Summary>, Failure> {
-    let definitions = model::definitions(&*ui.state).await?;
+    let definitions = model::definitions(&ui).await?;
     let statuses = model::statuses(&*ui.state, &ui.config.status_namespace).await?;
     let mut counts = Vec::new();
     for (namespace, r#type) in model::kinds(&definitions, &statuses) {
@@ -234,7 +234,7 @@ async fn list(
 ) -> Result<Json<Listing>, Failure> {
     let (Path(r#type), Query(query)) = (path?, query?);
     let r#type = checked("type", &r#type)?;
-    let definitions = model::definitions(&*ui.state).await?;
+    let definitions = model::definitions(&ui).await?;
     let Some(definition) = definitions.get(r#type) else {
         return Err(Failure(StatusCode::NOT_FOUND, format!("no resource definition for the type {type:?}")));
     };
@@ -304,13 +304,13 @@ async fn resource_by_query(
 /// One resource as YAML, if the page shows its type.
 async fn show_resource(ui: &Ui, namespace: &str, r#type: &str, id: &str) -> Result<Response, Failure> {
     let pointer = Pointer::new(checked("namespace", namespace)?, checked("type", r#type)?, checked("ID", id)?);
-    check_shown(ui, r#type, &model::definitions(&*ui.state).await?)?;
+    check_shown(ui, r#type, &model::definitions(ui).await?)?;
     let resource = ui.state.get_dynamic(&pointer).await?;
     Ok(([(header::CONTENT_TYPE, "application/yaml; charset=utf-8")], model::yaml(&resource)).into_response())
 }
 
 async fn events(Extract(ui): Extract<Ui>) -> Result<Response, Failure> {
-    let definitions = model::definitions(&*ui.state).await?;
+    let definitions = model::definitions(&ui).await?;
     let statuses = model::statuses(&*ui.state, &ui.config.status_namespace).await?;
     let kinds = model::kinds(&definitions, &statuses);
     let shown = kinds.into_iter().filter(|(_, r#type)| check_shown(&ui, r#type, &definitions).is_ok()).collect();

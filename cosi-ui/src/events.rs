@@ -13,6 +13,11 @@
 //! - `ready`: every watch has sent the current state;
 //! - `failure`: a watch failed; the stream goes on without it.
 //!
+//! A kind whose type becomes one the page does not show (a definition of
+//! it changes to sensitive) is left out from then on, as in a stream opened
+//! then: its `count` goes to 0 and nothing more of it is sent (`feeds.rs`
+//! checks each batch of its watch against the definitions).
+//!
 //! Everything a stream holds (its hub, its place in the feeds, and a feed
 //! no other stream holds) ends when the client closes the stream, or when
 //! the server shuts down.
@@ -190,11 +195,12 @@ async fn join(ui: &Ui, kind: &Kind, feed: Arc<Feed>) -> (Vec<Item>, Reader) {
     joined
 }
 
-/// Hands a feed's items to the hub; `false` once the hub is gone or the feed failed.
+/// Hands a feed's items to the hub; `false` once the hub is gone, or the
+/// feed failed or was hidden.
 async fn forward(hub: &mpsc::Sender<Watched>, kind: &Kind, items: impl IntoIterator<Item = Item>) -> bool {
     for item in items {
-        let failed = matches!(item, Item::Failed(_));
-        if hub.send(Watched(kind.clone(), item)).await.is_err() || failed {
+        let ended = matches!(item, Item::Failed(_) | Item::Hidden);
+        if hub.send(Watched(kind.clone(), item)).await.is_err() || ended {
             return false;
         }
     }
@@ -248,6 +254,14 @@ impl Hub {
                 return self.send("failure", &failure).await && self.bootstrapped(&kind).await;
             }
             Item::Bootstrapped => return self.bootstrapped(&kind).await,
+            // The kind counts as nothing from now on, as it would in a stream opened now.
+            Item::Hidden => {
+                self.counts.remove(&kind);
+                return match self.pending.contains(&kind) {
+                    true => self.bootstrapped(&kind).await,
+                    false => self.count(&kind).await,
+                };
+            }
             Item::Resource(change, resource) => (change, resource),
         };
         let resource = &resource;

@@ -10,6 +10,11 @@
 //! feed ends with the last stream holding it; one whose watch failed is
 //! opened afresh by the next stream that shows its kind.
 //!
+//! Unless the page shows sensitive types, a feed checks its type against
+//! the definitions after each batch its watch delivers (read then, so a
+//! definition change made before a change of the kind is seen): once its
+//! type is not to be shown, it ends, and its streams leave the kind out.
+//!
 //! A feed never waits for a stream. A stream that falls more than [`LAG`]
 //! changes behind ends, for its client to start over, as a stream whose
 //! client reads too slowly does (`events.rs`); a batch of more than
@@ -19,7 +24,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Weak};
 
-use cosi::resource::{DynamicResource, Kind};
+use cosi::resource::{DynamicResource, Kind, Readable};
 use cosi::state::{Event, Watch, WatchKindOptions};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -40,6 +45,9 @@ pub(crate) enum Item {
     Bootstrapped,
     /// The watch failed: nothing follows.
     Failed(String),
+    /// The kind's type has become one the page does not show (a definition
+    /// of it now says sensitive, or none says it is not): nothing follows.
+    Hidden,
 }
 
 /// The open feeds, by kind.
@@ -67,9 +75,9 @@ impl Feeds {
     }
 }
 
-/// The feed of `kind` among `open`, unless it ended or failed.
+/// The feed of `kind` among `open`, unless it ended, failed or was hidden.
 fn live(open: &HashMap<Kind, Weak<Feed>>, kind: &Kind) -> Option<Arc<Feed>> {
-    open.get(kind).and_then(Weak::upgrade).filter(|feed| !feed.failed())
+    open.get(kind).and_then(Weak::upgrade).filter(|feed| !feed.ended())
 }
 
 /// One kind's watch, its resources as they are now, and its last changes.
@@ -85,6 +93,8 @@ struct Shared {
     resources: BTreeMap<String, DynamicResource>,
     bootstrapped: bool,
     failed: Option<String>,
+    /// The kind's type is no longer shown: the feed holds nothing more.
+    hidden: bool,
     /// The changes since the bootstrap, at most [`LAG`], oldest first.
     recent: VecDeque<Item>,
     /// The number of `recent`'s first change, counted from the bootstrap.
@@ -94,12 +104,19 @@ struct Shared {
 impl Feed {
     fn start(ui: &Ui, kind: Kind, mut watch: Watch) -> Arc<Feed> {
         let stop = ui.shutdown.child_token();
-        let shared =
-            Shared { resources: BTreeMap::new(), bootstrapped: false, failed: None, recent: VecDeque::new(), first: 0 };
+        let shared = Shared {
+            resources: BTreeMap::new(),
+            bootstrapped: false,
+            failed: None,
+            hidden: false,
+            recent: VecDeque::new(),
+            first: 0,
+        };
         let feed =
             Arc::new(Feed { shared: Mutex::new(shared), changed: Notify::new(), _stop: stop.clone().drop_guard() });
         let weak = Arc::downgrade(&feed);
         let open = OpenGuard::new(ui, true);
+        let ui = ui.clone();
         tokio::spawn(async move {
             let _open = open;
             loop {
@@ -107,14 +124,17 @@ impl Feed {
                     () = stop.cancelled() => return,
                     batch = watch.recv_batch() => batch,
                 };
-                let items: Vec<Item> = match batch {
+                let mut items: Vec<Item> = match batch {
                     Some(events) => events.into_iter().filter_map(item).collect(),
                     None => vec![Item::Failed(format!("the watch of {kind} ended"))],
                 };
-                let failed = items.iter().any(|item| matches!(item, Item::Failed(_)));
+                if let Some(end) = still_shown(&ui, &kind).await {
+                    items = vec![end];
+                }
+                let ended = items.iter().any(|item| matches!(item, Item::Failed(_) | Item::Hidden));
                 let Some(feed) = weak.upgrade() else { return };
                 feed.tell(items);
-                if failed {
+                if ended {
                     return;
                 }
             }
@@ -137,10 +157,13 @@ impl Feed {
         (start, Reader { feed: self, next })
     }
 
-    /// Once the bootstrap has ended (or the watch failed): the resources as
-    /// they are now, and the number of the next change.
+    /// Once the bootstrap has ended (or the watch failed, or the kind was
+    /// hidden): the resources as they are now, and the number of the next change.
     fn now(&self) -> Option<(Vec<Item>, u64)> {
         let shared = self.shared.lock();
+        if shared.hidden {
+            return Some((vec![Item::Hidden], shared.first + shared.recent.len() as u64));
+        }
         if !shared.bootstrapped && shared.failed.is_none() {
             return None;
         }
@@ -155,8 +178,10 @@ impl Feed {
         Some((start, shared.first + shared.recent.len() as u64))
     }
 
-    fn failed(&self) -> bool {
-        self.shared.lock().failed.is_some()
+    /// Whether nothing more comes: the watch failed, or the kind was hidden.
+    fn ended(&self) -> bool {
+        let shared = self.shared.lock();
+        shared.failed.is_some() || shared.hidden
     }
 
     /// Keeps `items` in the resources as they are now and, after the
@@ -182,6 +207,14 @@ impl Feed {
                     continue;
                 }
                 Item::Failed(error) => shared.failed = Some(error.clone()),
+                Item::Hidden => {
+                    // What it held goes: no stream reads any of it any more.
+                    shared.hidden = true;
+                    shared.resources.clear();
+                    shared.first += shared.recent.len() as u64;
+                    shared.recent.clear();
+                    continue;
+                }
             }
             if shared.bootstrapped {
                 shared.recent.push_back(item);
@@ -205,7 +238,8 @@ pub(crate) struct Reader {
 
 impl Reader {
     /// The changes after those read, waiting for one; `None` once this
-    /// stream has fallen more than [`LAG`] changes behind.
+    /// stream has fallen more than [`LAG`] changes behind. Once the kind is
+    /// hidden, only [`Item::Hidden`], even for changes not read yet.
     pub(crate) async fn next(&mut self) -> Option<Vec<Item>> {
         loop {
             let changed = self.feed.changed.notified();
@@ -213,6 +247,9 @@ impl Reader {
             changed.as_mut().enable();
             {
                 let shared = self.feed.shared.lock();
+                if shared.hidden {
+                    return Some(vec![Item::Hidden]);
+                }
                 let from = usize::try_from(self.next.checked_sub(shared.first)?).ok()?;
                 if from < shared.recent.len() {
                     let items: Vec<Item> = shared.recent.range(from..).cloned().collect();
@@ -222,6 +259,26 @@ impl Reader {
             }
             changed.await;
         }
+    }
+}
+
+/// `None` while `kind` may still be shown; else what ends its feed: hidden,
+/// or failed when the definitions cannot be read (the page fails closed).
+///
+/// Checked after each batch the watch delivers, against the definitions
+/// read then: a definition change that made the type sensitive before a
+/// change of the kind was written is seen, wherever the two feeds are.
+async fn still_shown(ui: &Ui, kind: &Kind) -> Option<Item> {
+    if ui.config.show_sensitive {
+        return None;
+    }
+    match crate::model::definitions(ui).await {
+        Ok(definitions) if definitions.readable(kind.r#type()) == Readable::Yes => None,
+        Ok(_) => {
+            tracing::debug!(%kind, "a definition change hides a kind the event streams showed: they leave it out now");
+            Some(Item::Hidden)
+        }
+        Err(error) => Some(Item::Failed(format!("cannot tell whether {kind} may still be shown: {error}"))),
     }
 }
 
@@ -246,8 +303,14 @@ mod tests {
 
     /// A feed with no watch behind it: the tests tell it changes.
     fn feed() -> Arc<Feed> {
-        let shared =
-            Shared { resources: BTreeMap::new(), bootstrapped: false, failed: None, recent: VecDeque::new(), first: 0 };
+        let shared = Shared {
+            resources: BTreeMap::new(),
+            bootstrapped: false,
+            failed: None,
+            hidden: false,
+            recent: VecDeque::new(),
+            first: 0,
+        };
         let stop = tokio_util::sync::CancellationToken::new();
         Arc::new(Feed { shared: Mutex::new(shared), changed: Notify::new(), _stop: stop.drop_guard() })
     }
@@ -263,6 +326,7 @@ mod tests {
                 Item::Resource(change, resource) => format!("{change} {}", resource.id()),
                 Item::Bootstrapped => "bootstrapped".to_owned(),
                 Item::Failed(error) => format!("failed: {error}"),
+                Item::Hidden => "hidden".to_owned(),
             })
             .collect()
     }
@@ -282,6 +346,21 @@ mod tests {
         let read = reader.next().now_or_never().flatten().expect("the changes after the start");
         assert_eq!(ids(&read), ["created d", "failed: gone"]);
         assert!(reader.next().now_or_never().is_none(), "each change once");
+    }
+
+    #[test]
+    fn once_hidden_a_feed_gives_nothing_more_even_what_was_not_read_yet() {
+        let feed = feed();
+        feed.tell(vec![created("a"), Item::Bootstrapped]);
+        let (_, mut behind) = Arc::clone(&feed).join().now_or_never().expect("joined");
+        feed.tell(vec![created("b")]);
+        feed.tell(vec![Item::Hidden]);
+        assert!(feed.ended());
+        let read = behind.next().now_or_never().flatten().expect("told");
+        assert_eq!(ids(&read), ["hidden"], "not the change it had not read");
+        let (start, mut late) = Arc::clone(&feed).join().now_or_never().expect("joined");
+        assert_eq!(ids(&start), ["hidden"], "not the resources it held");
+        assert_eq!(ids(&late.next().now_or_never().flatten().expect("told")), ["hidden"]);
     }
 
     #[test]

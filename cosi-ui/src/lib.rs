@@ -184,6 +184,8 @@ pub struct Ui {
     open: Arc<Open>,
     /// The kind watches the event streams share.
     feeds: Arc<feeds::Feeds>,
+    /// What each stored definition says, decoded once.
+    definitions: Arc<model::DefinitionCache>,
     /// Cancelled when serving stops: ends the open event streams.
     shutdown: CancellationToken,
 }
@@ -209,6 +211,7 @@ impl Ui {
             config: Arc::new(config),
             open: Arc::default(),
             feeds: Arc::default(),
+            definitions: Arc::default(),
             shutdown: CancellationToken::new(),
         }
     }

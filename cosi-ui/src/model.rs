@@ -1,13 +1,16 @@
 //! What the page shows, read from the state: the resource definitions, the
 //! controller statuses, and resources rendered for a person.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use cosi::resource::{DynamicResource, Kind, Readable, Resource as _, ResourceDefinition, Sensitivity, Typed};
 use cosi::runtime::ControllerStatus;
 use cosi::state::{ListOptions, META_NAMESPACE, State};
+use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::Value;
+
+use crate::Ui;
 
 /// The resource definitions the state publishes: every one, for the rule
 /// that hides sensitive types, and one per type, for what the page draws.
@@ -38,29 +41,55 @@ impl Definitions {
     }
 }
 
-/// The resource definitions the state publishes.
-pub(crate) async fn definitions(state: &dyn State) -> cosi::Result<Definitions> {
-    let kind = Kind::new(META_NAMESPACE, ResourceDefinition::TYPE);
-    let resources = state.list_dynamic(&kind, &ListOptions::default()).await?;
-    let mut definitions = Definitions::default();
-    let mut own = Vec::new();
-    for resource in &resources {
-        let decoded = cosi_grpc::definition_from_spec(resource.spec());
-        let said = decoded.as_ref().map(|definition| (definition.r#type.clone(), definition.sensitivity));
-        definitions.said.push((resource.id().to_owned(), said));
-        match decoded {
-            Some(definition) if resource.id() == definition.id() => own.push(definition),
-            Some(definition) => {
-                definitions.by_type.insert(definition.r#type.clone(), definition);
+/// What each stored definition says, by ID, kept while its spec stays the
+/// same: the live page reads the definitions on every request and every
+/// batch of its feeds, and decoding an encoded one (through a gRPC client)
+/// is far dearer than comparing it with the one read before.
+#[derive(Default)]
+pub(crate) struct DefinitionCache {
+    read: Mutex<HashMap<String, (DynamicResource, Option<ResourceDefinition>)>>,
+}
+
+impl DefinitionCache {
+    /// What the definitions `stored` (all there are) say; only those not
+    /// read before, or whose spec changed since, are decoded. Only the
+    /// definitions stored now stay cached.
+    fn read(&self, stored: &[DynamicResource]) -> Definitions {
+        let mut cache = self.read.lock();
+        let mut current = HashMap::with_capacity(stored.len());
+        let mut definitions = Definitions::default();
+        let mut own = Vec::new();
+        for resource in stored {
+            let decoded = match cache.remove(resource.id()) {
+                Some((cached, decoded)) if cached.spec() == resource.spec() => decoded,
+                _ => cosi_grpc::definition_from_spec(resource.spec()),
+            };
+            let said = decoded.as_ref().map(|definition| (definition.r#type.clone(), definition.sensitivity));
+            definitions.said.push((resource.id().to_owned(), said));
+            match &decoded {
+                Some(definition) if resource.id() == definition.id() => own.push(definition.clone()),
+                Some(definition) => {
+                    definitions.by_type.insert(definition.r#type.clone(), definition.clone());
+                }
+                None => (),
             }
-            None => (),
+            current.insert(resource.id().to_owned(), (resource.clone(), decoded));
         }
+        *cache = current;
+        drop(cache);
+        // The definition under the type's own ID wins.
+        for definition in own {
+            definitions.by_type.insert(definition.r#type.clone(), definition);
+        }
+        definitions
     }
-    // The definition under the type's own ID wins.
-    for definition in own {
-        definitions.by_type.insert(definition.r#type.clone(), definition);
-    }
-    Ok(definitions)
+}
+
+/// The resource definitions the page's state publishes now.
+pub(crate) async fn definitions(ui: &Ui) -> cosi::Result<Definitions> {
+    let kind = Kind::new(META_NAMESPACE, ResourceDefinition::TYPE);
+    let stored = ui.state.list_dynamic(&kind, &ListOptions::default()).await?;
+    Ok(ui.definitions.read(&stored))
 }
 
 /// The controller statuses published in `namespace`, by controller name.

@@ -156,6 +156,59 @@ async fn hidden(page: &Ui, state: &Arc<dyn State>, id: &str) {
     stream_leaves_secrets_out(page, state, id).await;
 }
 
+/// A note: not sensitive, until a test says it is.
+#[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[resource(type = "Notes.ui-test.cosi.dev", namespace = "default")]
+struct Note {
+    text: String,
+}
+
+/// A stream already open when a definition change makes a shown type
+/// sensitive sends nothing of it any more, as the gRPC server ends a
+/// reader's watch: its count goes to 0, and the stream goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_stream_stops_sending_a_type_that_became_sensitive() {
+    let (_reader, _admin, state, _runtime) = pages().await;
+    let registry = Registry::new(&*state);
+    registry.register::<Note>().await.expect("register the note's definition");
+    let before = Note { text: "public".into() };
+    state.create(Typed::new("before", before), CreateOptions::default()).await.expect("create a note");
+    let page = Ui::new(Arc::clone(&state), Config::default());
+    let listening = page.bind().await.expect("bind");
+    let address = listening.local_addr();
+    let server = tokio::spawn(listening.serve());
+    let mut events = EventClient::open(address).await;
+    events.until("count", |count| count["type"] == Note::TYPE && count["count"] == 1).await;
+    events.until("ready", |_| true).await;
+
+    let sensitive = ResourceDefinition { sensitivity: Sensitivity::Sensitive, ..Note::definition() };
+    registry.register_definition(sensitive).await.expect("the note's definition says sensitive");
+    let after = Note { text: "hunter4".into() };
+    state.create(Typed::new("after", after), CreateOptions::default()).await.expect("create a note");
+    let hidden = async {
+        loop {
+            let (name, data) = events.next().await.expect("the stream goes on");
+            let note = name == "resource" && data["type"] == Note::TYPE;
+            assert!(
+                !note && !data.to_string().contains("hunter4"),
+                "a note came after it became sensitive: {name} {data}"
+            );
+            if name == "count" && data["type"] == Note::TYPE {
+                assert_eq!(data["count"], 0, "{data}");
+                return;
+            }
+        }
+    };
+    // A bound against a hang, not a timing assertion.
+    tokio::time::timeout(Duration::from_secs(20), hidden).await.expect("the note's count goes to 0");
+    // The stream goes on with the rest.
+    state.create(Typed::new("after", Number { value: 4 }), CreateOptions::default()).await.expect("create a number");
+    events.until("resource", |change| change["type"] == Number::TYPE && change["id"] == "after").await;
+    let (status, _, body) = get(&page, &format!("/api/resources/default/{}/after", Note::TYPE)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    server.abort();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_readers_event_stream_leaves_sensitive_types_out() {
     let (reader, _admin, state, _runtime) = pages().await;
