@@ -788,6 +788,47 @@ async fn a_crashed_service_restarts_no_sooner_than_due_whatever_wakes_it() {
     assert_ne!(second, first);
 }
 
+/// A service whose log or pid file cannot be written or removed says so in
+/// the OS's log: its heartbeat once until it can write again, its stop each time.
+#[tokio::test(flavor = "current_thread")]
+async fn a_service_that_cannot_write_its_files_says_so() {
+    let logs = Logs::default();
+    let _capture = logs.capture();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let sandbox = dir.path().join("sandbox");
+    std::fs::create_dir(&sandbox).expect("the sandbox");
+    let yaml = example_os::machine_config::STARTER.replace("crashAfter: 5s", "heartbeat: 20ms");
+    std::fs::write(sandbox.join("machine.yaml"), &yaml).expect("machine.yaml");
+    let options = Options::new(&sandbox).timings(Timings::instant());
+    let os = Os::boot(options).await.expect("the OS boots");
+    let client = Client::connect(os.endpoint(), ClientSecurity::Insecure).await.expect("the client connects");
+    let running = WatchCondition::new().resource(|status: &Typed<ServiceStatus>| status.state == ServiceState::Running);
+    tokio::time::timeout(WAIT, client.watch_for::<ServiceStatus>("flaky", running))
+        .await
+        .expect("flaky runs in time")
+        .expect("a watch");
+
+    // Its log is a directory now: the next heartbeat cannot be written.
+    let log = sandbox.join("var/log/services/flaky.log");
+    std::fs::remove_file(&log).expect("remove the log");
+    std::fs::create_dir(&log).expect("a directory in its place");
+    let line = logs.until_since(0, &["service flaky cannot write its heartbeat", "var/log/services/flaky.log"]).await;
+    assert!(line.contains("WARN"), "{line}");
+
+    // Its pid file cannot be removed when it stops.
+    let pid = sandbox.join("run/services/flaky.pid");
+    std::fs::remove_file(&pid).expect("remove the pid file");
+    std::fs::create_dir_all(pid.join("held")).expect("a directory in its place");
+    logs.act();
+    std::fs::write(sandbox.join("machine.yaml"), yaml.replace("  - { name: flaky, heartbeat: 20ms }\n", ""))
+        .expect("machine.yaml without flaky");
+    logs.until(&["service flaky stopped, but its pid file stays", "run/services/flaky.pid"]).await;
+    logs.until(&["service flaky cannot log its stop", "var/log/services/flaky.log"]).await;
+    let heartbeats = logs.lines.lock().iter().filter(|line| line.contains("cannot write its heartbeat")).count();
+    assert_eq!(heartbeats, 1, "once, however many heartbeats failed");
+    os.shutdown().await.expect("a clean shutdown");
+}
+
 /// Seconds from a duration as `{:.1?}` writes it: `200.0ms`, `1.6s`.
 fn seconds(text: &str) -> Option<f64> {
     let (number, unit) = text.split_at(text.find(|c: char| c.is_ascii_alphabetic() || c == 'µ')?);

@@ -381,11 +381,16 @@ impl ServiceController {
         let crash_after = spec.crash_after_ms.map(Duration::from_millis);
         let heartbeat = Duration::from_millis(spec.heartbeat_ms.max(10));
         let item = spec.metadata().pointer().clone();
+        let service = name.to_owned();
         let task = self.env.tasks.spawn({
             let exit = Arc::clone(&exit);
             async move {
                 let started = tokio::time::Instant::now();
                 let mut beats = tokio::time::interval_at(started + heartbeat, heartbeat);
+                // Whether the last heartbeat failed: a log that cannot be
+                // written is reported once, not at every beat, and again
+                // after it could be written.
+                let mut failing = false;
                 let crash = async {
                     match crash_after {
                         Some(after) => tokio::time::sleep_until(started + after).await,
@@ -396,15 +401,24 @@ impl ServiceController {
                 loop {
                     tokio::select! {
                         () = &mut crash => break,
-                        _ = beats.tick() => {
-                            let _ = sandbox.append(log_file.as_str(), "heartbeat\n");
-                        }
+                        _ = beats.tick() => match sandbox.append(log_file.as_str(), "heartbeat\n") {
+                            Ok(()) => failing = false,
+                            Err(error) if !failing => {
+                                failing = true;
+                                tracing::warn!("service {service} cannot write its heartbeat (until it can again): {error}");
+                            }
+                            Err(_) => (),
+                        },
                     }
                 }
                 let after = humantime::format_duration(crash_after.unwrap_or_default());
                 let reason = format!("simulated crash after {after}");
-                let _ = sandbox.append(log_file.as_str(), &format!("{reason}: exit status 1\n"));
-                let _ = sandbox.remove(pid_file.as_str());
+                if let Err(error) = sandbox.append(log_file.as_str(), &format!("{reason}: exit status 1\n")) {
+                    tracing::warn!("service {service} cannot log its exit: {error}");
+                }
+                if let Err(error) = sandbox.remove(pid_file.as_str()) {
+                    tracing::warn!("service {service} exited, but its pid file stays: {error}");
+                }
                 *exit.lock() = Some(reason);
                 // The service is a resource of the controller's primary
                 // input, so queueing it cannot be refused; if it were, the
@@ -421,9 +435,13 @@ impl ServiceController {
     fn stop(&self, name: &str, why: &str) {
         let Some(process) = self.processes.lock().remove(name) else { return };
         drop(process);
-        let _ = self.env.sandbox.remove(format!("run/services/{name}.pid").as_str());
-        let _ = self.env.sandbox.append(format!("var/log/services/{name}.log").as_str(), "stopped\n");
         tracing::info!("service {name} stopped: {why}");
+        if let Err(error) = self.env.sandbox.remove(format!("run/services/{name}.pid").as_str()) {
+            tracing::warn!("service {name} stopped, but its pid file stays: {error}");
+        }
+        if let Err(error) = self.env.sandbox.append(format!("var/log/services/{name}.log").as_str(), "stopped\n") {
+            tracing::warn!("service {name} cannot log its stop: {error}");
+        }
     }
 }
 
