@@ -2,7 +2,9 @@
 //! event stream. Errors are JSON objects `{"error": "..."}` with the status
 //! that fits: 400 for a malformed name, 403 when the state refuses, 404 for
 //! what does not exist, 421 for a request under a name that is not
-//! loopback's, 502 when the state cannot be reached.
+//! loopback's, 500 for a resource that cannot be rendered, 502 when the
+//! state cannot be reached. What a page needs and cannot read (the
+//! controller statuses, say) is such an error too, never a page with less in it.
 //!
 //! Every route answers only requests for a loopback name (`localhost`,
 //! `*.localhost`, a loopback address), whatever the port: a web page
@@ -11,6 +13,7 @@
 //! answers. The port is not checked: only a tunnel or a proxy the user set
 //! up reaches the page under another port than its own.
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use axum::Json;
@@ -23,6 +26,7 @@ use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use cosi::resource::{Kind, Pointer, Readable};
+use cosi::runtime::ControllerStatus;
 use cosi::state::ListOptions;
 use serde::{Deserialize, Serialize};
 
@@ -168,7 +172,7 @@ fn check_shown(ui: &Ui, r#type: &str, definitions: &Definitions) -> cosi::Result
 
 async fn graph(Extract(ui): Extract<Ui>) -> Result<Response, Failure> {
     let definitions = model::definitions(&ui).await?;
-    let statuses = model::statuses(&*ui.state, &ui.config.status_namespace).await?;
+    let statuses = statuses(&ui).await?;
     let controllers: Vec<_> = statuses.iter().map(|(name, status)| status.graph_controller(name)).collect();
     Ok(Json(layout(&controllers, &definitions.by_type)).into_response())
 }
@@ -181,7 +185,7 @@ struct Summary {
 
 async fn summary(Extract(ui): Extract<Ui>) -> Result<Json<Summary>, Failure> {
     let definitions = model::definitions(&ui).await?;
-    let statuses = model::statuses(&*ui.state, &ui.config.status_namespace).await?;
+    let statuses = statuses(&ui).await?;
     let mut counts = Vec::new();
     for (namespace, r#type) in model::kinds(&definitions, &statuses) {
         // A type this connection may not read (sensitive, for a reader), or
@@ -243,7 +247,7 @@ async fn list(
         Some(namespace) => checked("namespace", namespace)?.to_owned(),
         None => definition.default_namespace.clone(),
     };
-    let statuses = model::statuses(&*ui.state, &ui.config.status_namespace).await.unwrap_or_default();
+    let statuses = statuses(&ui).await?;
     let namespaces: Vec<String> = model::kinds(&definitions, &statuses)
         .into_iter()
         .filter(|(_, known)| known == r#type)
@@ -306,14 +310,60 @@ async fn show_resource(ui: &Ui, namespace: &str, r#type: &str, id: &str) -> Resu
     let pointer = Pointer::new(checked("namespace", namespace)?, checked("type", r#type)?, checked("ID", id)?);
     check_shown(ui, r#type, &model::definitions(ui).await?)?;
     let resource = ui.state.get_dynamic(&pointer).await?;
-    Ok(([(header::CONTENT_TYPE, "application/yaml; charset=utf-8")], model::yaml(&resource)).into_response())
+    yaml_response(&pointer, model::yaml(&resource))
+}
+
+/// A resource rendered as YAML, or a 500 that says why it could not be
+/// (and a warning for the operator): never an empty page.
+fn yaml_response(pointer: &Pointer, rendered: Result<String, String>) -> Result<Response, Failure> {
+    match rendered {
+        Ok(text) => Ok(([(header::CONTENT_TYPE, "application/yaml; charset=utf-8")], text).into_response()),
+        Err(error) => {
+            tracing::warn!(%pointer, "the page cannot render a resource as YAML: {error}");
+            Err(Failure(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot render {pointer} as YAML: {error}")))
+        }
+    }
+}
+
+/// The controller statuses; or what went wrong reading them, with the
+/// status the state's error has.
+async fn statuses(ui: &Ui) -> Result<BTreeMap<String, ControllerStatus>, Failure> {
+    let namespace = &ui.config.status_namespace;
+    model::statuses(&*ui.state, namespace).await.map_err(|error| {
+        let Failure(status, message) = Failure::from(error);
+        Failure(status, format!("cannot read the controller statuses in the namespace {namespace:?}: {message}"))
+    })
 }
 
 async fn events(Extract(ui): Extract<Ui>) -> Result<Response, Failure> {
     let definitions = model::definitions(&ui).await?;
-    let statuses = model::statuses(&*ui.state, &ui.config.status_namespace).await?;
+    let statuses = statuses(&ui).await?;
     let kinds = model::kinds(&definitions, &statuses);
     let shown = kinds.into_iter().filter(|(_, r#type)| check_shown(&ui, r#type, &definitions).is_ok()).collect();
     let stream = crate::events::open(&ui, shown).await?;
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt as _;
+
+    use super::*;
+
+    /// What the YAML renderer refuses (it does so for bytes, nested enums
+    /// and I/O errors, none of which a resource's JSON document holds) is a
+    /// 500 that says why, not an empty page.
+    #[tokio::test]
+    async fn a_resource_that_cannot_be_rendered_is_a_500_that_says_why() {
+        let pointer = Pointer::new("default", "Things.test.cosi.dev", "a");
+        let refused = <serde_yaml_ng::Error as serde::ser::Error>::custom("the emitter refused");
+        let response = yaml_response(&pointer, Err(refused.to_string())).into_response();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = response.into_body().collect().await.expect("a body").to_bytes();
+        let error: serde_json::Value = serde_json::from_slice(&body).expect("a JSON error");
+        let error = error["error"].as_str().unwrap_or_default();
+        assert!(error.contains("Things.test.cosi.dev(default/a)") && error.contains("the emitter refused"), "{error}");
+        let response = yaml_response(&pointer, Ok("metadata: {}\n".into())).into_response();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
 }

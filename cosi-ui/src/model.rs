@@ -62,7 +62,7 @@ impl DefinitionCache {
         for resource in stored {
             let decoded = match cache.remove(resource.id()) {
                 Some((cached, decoded)) if cached.spec() == resource.spec() => decoded,
-                _ => cosi_grpc::definition_from_spec(resource.spec()),
+                _ => decode(resource),
             };
             let said = decoded.as_ref().map(|definition| (definition.r#type.clone(), definition.sensitivity));
             definitions.said.push((resource.id().to_owned(), said));
@@ -83,6 +83,26 @@ impl DefinitionCache {
         }
         definitions
     }
+}
+
+/// What a stored definition says; `None`, and a warning for the operator
+/// (once per spec: [`DefinitionCache`] keeps what it read), when it does not decode.
+fn decode(resource: &DynamicResource) -> Option<ResourceDefinition> {
+    let decoded = cosi_grpc::definition_from_spec(resource.spec());
+    if decoded.is_none() {
+        let form = match resource.spec().as_encoded() {
+            Some(encoded) if encoded.yaml.is_some() => "neither its YAML nor its protobuf form is",
+            Some(_) => "its protobuf form is not",
+            None => "its spec is not",
+        };
+        tracing::warn!(
+            id = resource.id(),
+            "the resource definition {} does not decode ({form} a resource definition): the page does not show \
+             the type it defines, nor, if it is the type's own, the type",
+            resource.id()
+        );
+    }
+    decoded
 }
 
 /// The resource definitions the page's state publishes now.
@@ -195,10 +215,13 @@ pub(crate) fn spec_value(resource: &DynamicResource) -> Value {
     crate::columns::spec(resource).unwrap_or(Value::Null)
 }
 
-/// The resource as YAML: its metadata and its spec, as `cosictl get -o yaml` prints it.
-pub(crate) fn yaml(resource: &DynamicResource) -> String {
+/// The resource as YAML: its metadata and its spec, as `cosictl get -o yaml`
+/// prints it; or why it cannot be rendered. A spec that cannot be shown is
+/// no error: the document says why instead (`specError`).
+pub(crate) fn yaml(resource: &DynamicResource) -> Result<String, String> {
     let mut document = serde_json::Map::new();
-    document.insert("metadata".into(), serde_json::to_value(resource.metadata()).unwrap_or(Value::Null));
+    let metadata = serde_json::to_value(resource.metadata()).map_err(|error| format!("its metadata: {error}"))?;
+    document.insert("metadata".into(), metadata);
     crate::columns::insert_spec(&mut document, resource);
-    serde_yaml_ng::to_string(&Value::Object(document)).unwrap_or_default()
+    serde_yaml_ng::to_string(&Value::Object(document)).map_err(|error| error.to_string())
 }

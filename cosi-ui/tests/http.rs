@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use cosi::prelude::*;
+use cosi::resource::{DynamicResource, EncodedSpec, Metadata, ResourceDefinition};
 use cosi::runtime::{ControllerStatus, RUNTIME_NAMESPACE, RUNTIME_OWNER};
+use cosi::state::{META_NAMESPACE, META_OWNER};
 use cosi_ui::{Config, Ui};
 use support::{EventClient, Number, Word, eventually, get, json};
 
@@ -125,6 +127,76 @@ async fn a_resource_is_yaml() {
         let document: serde_json::Value = serde_yaml_ng::from_str(&body).expect("YAML");
         assert!(document["metadata"]["id"] == ".." || document["metadata"]["id"] == "answer", "{body}");
     }
+}
+
+/// What the page cannot read is an error that says so, not a page with
+/// less in it: here the controller statuses, for a type's listing (which
+/// shows the namespaces controllers read the type in) as for the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statuses_that_cannot_be_read_are_an_error() {
+    let (state, _runtime) = support::program().await;
+    let ui = Ui::new(Arc::new(StatusesFail(state)), Config::default());
+    for path in ["/api/types/Numbers.ui-test.cosi.dev", "/api/summary", "/api/graph"] {
+        let (status, _, body) = get(&ui, path).await;
+        assert_eq!(status, StatusCode::BAD_GATEWAY, "{path}: {body}");
+        let error = json(&body)["error"].as_str().unwrap_or_default().to_owned();
+        assert!(error.contains("cannot read the controller statuses in the namespace \"runtime\""), "{path}: {error}");
+        assert!(error.contains("injected"), "{path}: {error}");
+    }
+}
+
+/// A state whose listings of controller statuses fail, as a backend that
+/// went away would fail them.
+struct StatusesFail(Arc<dyn State>);
+
+#[async_trait::async_trait]
+impl State for StatusesFail {
+    async fn get_dynamic(&self, pointer: &Pointer) -> cosi::Result<DynamicResource> {
+        self.0.get_dynamic(pointer).await
+    }
+    async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<DynamicResource>> {
+        if kind.r#type() == <cosi::runtime::ControllerStatus as Resource>::TYPE {
+            return Err(cosi::Error::backend(std::io::Error::other("injected: the backend went away")));
+        }
+        self.0.list_dynamic(kind, options).await
+    }
+    async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> cosi::Result<DynamicResource> {
+        self.0.create_dynamic(resource, options).await
+    }
+    async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> cosi::Result<DynamicResource> {
+        self.0.update_dynamic(resource, options).await
+    }
+    async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> cosi::Result<()> {
+        self.0.destroy_dynamic(pointer, options).await
+    }
+    async fn watch_dynamic(&self, pointer: &Pointer, options: WatchOptions) -> cosi::Result<cosi::state::Watch> {
+        self.0.watch_dynamic(pointer, options).await
+    }
+    async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> cosi::Result<cosi::state::Watch> {
+        self.0.watch_kind_dynamic(kind, options).await
+    }
+}
+
+/// A definition that does not decode is reported to the operator, once
+/// (not at every request that reads the definitions).
+#[tokio::test]
+async fn an_undecodable_definition_is_logged_once() {
+    let (state, _runtime) = support::program().await;
+    let logs = support::Logs::default();
+    let _capture = logs.capture();
+    let metadata = Metadata::new(META_NAMESPACE, ResourceDefinition::TYPE, "broken.ui-test.cosi.dev");
+    let spec = EncodedSpec { proto: vec![0xff; 4], yaml: Some("type: [unclosed".into()) };
+    state
+        .create_dynamic(DynamicResource::encoded(metadata, spec), CreateOptions::owner(META_OWNER))
+        .await
+        .expect("create");
+    let ui = Ui::new(state, Config::default());
+    for _ in 0..3 {
+        let (status, _, body) = get(&ui, "/api/summary").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let warnings = logs.lines(&["WARN", "broken.ui-test.cosi.dev", "does not decode"]);
+    assert_eq!(warnings.len(), 1, "{:?}", logs.all());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

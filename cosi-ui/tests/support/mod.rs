@@ -180,3 +180,45 @@ pub async fn get(ui: &Ui, path: &str) -> (StatusCode, String, String) {
 pub fn json(body: &str) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|error| panic!("{error}: {body}"))
 }
+
+/// The log lines of one test, as the operator would read them.
+#[derive(Clone, Default)]
+pub struct Logs {
+    lines: Arc<parking_lot::Mutex<Vec<String>>>,
+}
+
+impl Logs {
+    /// Captures the logs of this thread until the guard drops.
+    pub fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        let logs = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .without_time()
+            .with_writer(move || LogWriter(logs.clone()))
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    /// The lines that contain every one of `parts`.
+    pub fn lines(&self, parts: &[&str]) -> Vec<String> {
+        self.lines.lock().iter().filter(|line| parts.iter().all(|part| line.contains(part))).cloned().collect()
+    }
+
+    /// Every line.
+    pub fn all(&self) -> Vec<String> {
+        self.lines.lock().clone()
+    }
+}
+
+struct LogWriter(Logs);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lines.lock().push(String::from_utf8_lossy(buf).into_owned());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
