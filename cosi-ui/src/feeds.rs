@@ -19,7 +19,7 @@
 //! changes behind ends, for its client to start over, as a stream whose
 //! client reads too slowly does (`events.rs`); a batch of more than
 //! [`LAG`] changes is kept whole, so a stream that had read everything
-//! before it reads all of it.
+//! before it reads all of it; the next change trims the feed back to [`LAG`].
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Weak};
@@ -218,7 +218,9 @@ impl Feed {
             }
             if shared.bootstrapped {
                 shared.recent.push_back(item);
-                if shared.recent.len() > LAG && shared.first < batch {
+                // Back to the bound once the changes over it are older
+                // than this batch (after a batch larger than the bound).
+                while shared.recent.len() > LAG && shared.first < batch {
                     shared.recent.pop_front();
                     shared.first += 1;
                 }
@@ -385,5 +387,11 @@ mod tests {
         assert_eq!(read.len(), LAG + 10);
         // `behind` never read: it is too far behind now.
         assert!(matches!(behind.next().now_or_never(), Some(None)), "more than LAG behind ends");
+        // The next change brings the feed back to the bound: the large batch is not kept for good.
+        assert_eq!(feed.shared.lock().recent.len(), LAG + 10);
+        feed.tell(vec![created("after")]);
+        assert_eq!(feed.shared.lock().recent.len(), LAG, "trimmed to the bound");
+        let read = caught_up.next().now_or_never().flatten().expect("the change after the batch");
+        assert_eq!(ids(&read), ["created after"]);
     }
 }
