@@ -16,7 +16,8 @@
 //! 127.0.0.1 (DNS rebinding) cannot read it through a browser (421).
 //!
 //! What one client may hold is bounded ([`Config`]): the time to send a
-//! request's headers, the connections served at once, and the events
+//! request's headers, the connections served at once (in all and from one
+//! address), the time a write may wait for it to read, and the events
 //! waiting for it (a client that reads too slowly has its event stream
 //! ended, and its browser reconnects). Stopping waits a bounded time for
 //! open connections.
@@ -93,6 +94,20 @@ pub struct Config {
     /// The most connections served at once (default 256; at least one):
     /// more wait to be accepted until one closes.
     pub max_connections: usize,
+    /// The most connections served at once from one peer address (default
+    /// 64, a quarter of the default [`Config::max_connections`], the same
+    /// share as `cosi-grpc`'s; at least one): one more is answered 503 and
+    /// closed at once, so that one client holding event streams cannot take
+    /// every place. A browser opens at most six connections to a page, so
+    /// only programs reach it. Every local user can connect from any
+    /// address of 127/8, so this is no defence against another user of
+    /// the machine.
+    pub max_connections_per_address: usize,
+    /// How long a write may wait for the client to read (default 10 s):
+    /// then the connection is closed. A client that stops reading its event
+    /// stream has the stream ended after a second; this also frees its
+    /// connection, and what the server had buffered for it.
+    pub write_timeout: Duration,
     /// Whether the page shows sensitive types (default no). Anyone on the
     /// machine can reach a loopback port, so by default the page shows no
     /// more than the `cosi:reader` role reads, whatever its state would
@@ -112,6 +127,8 @@ impl Default for Config {
             shutdown_grace: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(10),
             max_connections: 256,
+            max_connections_per_address: cosi_grpc::connections_per_address(256),
+            write_timeout: Duration::from_secs(10),
             show_sensitive: false,
         }
     }
@@ -143,6 +160,20 @@ impl Config {
     #[must_use]
     pub fn max_connections(mut self, connections: usize) -> Self {
         self.max_connections = connections;
+        self
+    }
+
+    /// Serves at most `connections` connections at once from one peer address.
+    #[must_use]
+    pub fn max_connections_per_address(mut self, connections: usize) -> Self {
+        self.max_connections_per_address = connections;
+        self
+    }
+
+    /// Closes a connection whose write has waited `timeout` for the client to read.
+    #[must_use]
+    pub fn write_timeout(mut self, timeout: Duration) -> Self {
+        self.write_timeout = timeout;
         self
     }
 

@@ -201,6 +201,79 @@ async fn connections_beyond_the_limit_wait_for_a_free_one() {
     server.abort();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_cannot_take_every_connection() {
+    let (address, _runtime, server) = serve(Config::default().max_connections_per_address(2)).await;
+    // Two connections from 127.0.0.1 that say nothing hold its share.
+    let first = TcpStream::connect(address).await.expect("connect");
+    let _second = TcpStream::connect(address).await.expect("connect");
+    let third = TcpStream::connect(address).await.expect("connect");
+    let (status, body) = response_on(third, address).await;
+    assert!(status.contains(" 503 "), "{status}");
+    assert!(body.contains("too many connections from 127.0.0.1") && body.contains("at most 2"), "{body}");
+    // Another address is served meanwhile.
+    let socket = TcpSocket::new_v4().expect("a socket");
+    socket.bind(SocketAddr::from(([127, 0, 0, 2], 0))).expect("bind 127.0.0.2");
+    let (status, body) = response_on(socket.connect(address).await.expect("connect"), address).await;
+    assert!(status.contains(" 200 "), "{status} {body}");
+    // Once one of the two closes, 127.0.0.1 is served again (when the
+    // server has seen it close: bounded polling).
+    drop(first);
+    let mut served = false;
+    for _ in 0..500 {
+        let (status, _) = response_on(TcpStream::connect(address).await.expect("connect"), address).await;
+        if status.contains(" 200 ") {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(served, "a place of 127.0.0.1 was freed");
+    server.abort();
+}
+
+/// A client that reads nothing is dropped once a write has waited the
+/// write timeout: its place is free for another, while a client that
+/// reads keeps its stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reads_nothing_loses_its_connection() {
+    let config = Config::default().max_connections(2).write_timeout(Duration::from_millis(500));
+    let (state, _runtime) = support::program().await;
+    let listening = Ui::new(Arc::clone(&state), config).bind().await.expect("bind");
+    let address = listening.local_addr();
+    let server = tokio::spawn(listening.serve());
+
+    // The two places: one client that stops reading, one that reads.
+    let stalled = Stalled::open(address).await;
+    let mut live = EventClient::open(address).await;
+    live.until("ready", |_| true).await;
+    // Until the server cannot write to the stalled client any more.
+    churn(&state, &mut live, 6_000).await;
+    // A third is served once the stalled client's connection is closed.
+    let third =
+        tokio::spawn(async move { summary_on(TcpStream::connect(address).await.expect("connect"), address).await });
+    let status =
+        tokio::time::timeout(HANG, third).await.expect("the stalled client's place is freed").expect("no panic");
+    assert!(status.contains(" 200 "), "{status}");
+    // The reading client still has its stream.
+    state.create(Typed::new("later", Number { value: 5 }), CreateOptions::default()).await.expect("create");
+    live.until("resource", |change| change["type"] == Number::TYPE && change["id"] == "later").await;
+    drop(stalled);
+    server.abort();
+}
+
+/// `GET /api/summary` on `stream`: the status line and the body of the answer.
+async fn response_on(mut stream: TcpStream, address: SocketAddr) -> (String, String) {
+    let request = format!("GET /api/summary HTTP/1.0\r\nHost: {address}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("request");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.expect("response");
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let status = response.lines().next().unwrap_or_default().to_owned();
+    let body = response.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
 /// `GET path` through the router with `Host: host`: the status and the body.
 async fn get_for_host(ui: &Ui, path: &str, host: &str) -> (StatusCode, String) {
     use http_body_util::BodyExt as _;
