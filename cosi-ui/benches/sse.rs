@@ -25,7 +25,7 @@ async fn measure(what: &str, page_state: Arc<dyn State>, state: &Arc<dyn State>)
     let listening = ui.bind().await.expect("bind");
     let address = listening.local_addr();
     let server = tokio::spawn(listening.serve());
-    let mut events = EventClient::open(address).await;
+    let mut events = EventClient::open(address, &ui).await;
     events.until("ready", |_| true).await;
 
     let mut samples = Vec::with_capacity(CHANGES);

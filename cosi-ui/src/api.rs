@@ -23,7 +23,7 @@ use axum::http::uri::Authority;
 use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::sse::{KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use cosi::resource::{Kind, Pointer, Readable};
 use cosi::runtime::ControllerStatus;
@@ -54,8 +54,147 @@ pub(crate) fn router(ui: Ui) -> axum::Router {
         .route("/api/resources/{namespace}/{type}/{id}", get(resource))
         .route("/api/events", get(events))
         .fallback(not_found)
+        // The last layer runs first: the name, then where the request
+        // comes from, then the token; the headers go on every answer.
+        .layer(axum::middleware::from_fn_with_state(ui.clone(), with_token))
+        .layer(axum::middleware::from_fn(same_origin_only))
         .layer(axum::middleware::from_fn(loopback_only))
+        .layer(axum::middleware::map_response(security_headers))
         .with_state(ui)
+}
+
+/// What the page may load and do: its own script, style and requests, no
+/// inline code, no frames, no forms, nothing from elsewhere.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+     connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// Headers on every answer: no content-type sniffing (a JSON error is never
+/// read as a script or a page), the content security policy, and no
+/// referrer (the page's URL carries its token).
+async fn security_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    response
+}
+
+/// Refuses a request a browser makes for another site or origin: one whose
+/// `Sec-Fetch-Site` is `cross-site` or `same-site` (another port of this
+/// machine is another origin, but the same site), or whose `Origin` is not
+/// the page's own. The page's own requests are same-origin; opening its URL
+/// is `none`; programs send neither header.
+async fn same_origin_only(request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    if let Some(site) = headers.get("sec-fetch-site")
+        && !matches!(site.as_bytes(), b"same-origin" | b"none")
+    {
+        let site = String::from_utf8_lossy(site.as_bytes());
+        return Failure(
+            StatusCode::FORBIDDEN,
+            format!(
+                "this page answers only itself and its user, not a request from another site (Sec-Fetch-Site: {site})"
+            ),
+        )
+        .into_response();
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let host = request
+            .uri()
+            .authority()
+            .map(Authority::as_str)
+            .or_else(|| headers.get(header::HOST).and_then(|host| host.to_str().ok()));
+        let own = host.map(|host| format!("http://{host}"));
+        if !own.as_ref().is_some_and(|own| origin.as_bytes().eq_ignore_ascii_case(own.as_bytes())) {
+            let origin = String::from_utf8_lossy(origin.as_bytes());
+            let own = own.unwrap_or_else(|| "unknown: the request names no host".to_owned());
+            return Failure(
+                StatusCode::FORBIDDEN,
+                format!("this page answers only its own origin ({own}), not a request from {origin}"),
+            )
+            .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// Refuses a request without the page's token, in its URL (`?token=`) or
+/// in the cookie that keeps it: another user of this machine can reach a
+/// loopback port, but not read the token, which only the one who started
+/// the page was shown. Opening the page with its token sets the cookie
+/// (`HttpOnly`, `SameSite=Strict`: no script reads it, no other site's
+/// request carries it) and sends the browser on to the page without the
+/// token in its address.
+async fn with_token(Extract(ui): Extract<Ui>, request: Request, next: Next) -> Response {
+    let Some(token) = ui.token() else {
+        return Failure(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this page has no token (the operating system gave no random bytes), so it answers nothing".to_owned(),
+        )
+        .into_response();
+    };
+    match query_token(request.uri()) {
+        Some(given) if same_secret(given, token) => {
+            let cookie = format!("{}={token}; HttpOnly; SameSite=Strict; Path=/", cookie_name(&request));
+            let mut response = match request.uri().path() {
+                "/" => Redirect::to("/").into_response(),
+                _ => next.run(request).await,
+            };
+            if let Ok(cookie) = HeaderValue::from_str(&cookie) {
+                response.headers_mut().append(header::SET_COOKIE, cookie);
+            }
+            response
+        }
+        Some(_) => Failure(
+            StatusCode::FORBIDDEN,
+            "the token in this URL is not the page's: open the URL its server printed".to_owned(),
+        )
+        .into_response(),
+        None if cookies(request.headers()).any(|(_, value)| same_secret(value, token)) => next.run(request).await,
+        None => Failure(
+            StatusCode::UNAUTHORIZED,
+            "this page answers only with its token: open the URL `cosictl ui` (or the program serving the page) \
+             printed, which ends in ?token=...; the browser then keeps it in a cookie"
+                .to_owned(),
+        )
+        .into_response(),
+    }
+}
+
+/// The `token` of a request's query, if it has one.
+fn query_token(uri: &Uri) -> Option<&str> {
+    uri.query()?.split('&').find_map(|pair| pair.strip_prefix("token="))
+}
+
+/// Every cookie of a request, as (name, value).
+fn cookies(headers: &axum::http::HeaderMap) -> impl Iterator<Item = (&str, &str)> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|cookie| cookie.trim().split_once('='))
+}
+
+/// The cookie's name for a request: one per port, since a browser sends a
+/// host's cookies to each of its ports, and two pages open at once must not
+/// replace each other's.
+fn cookie_name(request: &Request) -> String {
+    let host = request
+        .uri()
+        .authority()
+        .cloned()
+        .or_else(|| request.headers().get(header::HOST).and_then(|host| Authority::try_from(host.as_bytes()).ok()));
+    match host.and_then(|host| host.port_u16()) {
+        Some(port) => format!("cosi-ui-{port}"),
+        None => "cosi-ui".to_owned(),
+    }
+}
+
+/// Whether `given` is the token, in time that does not depend on where they differ.
+fn same_secret(given: &str, token: &str) -> bool {
+    use subtle::ConstantTimeEq as _;
+    bool::from(given.as_bytes().ct_eq(token.as_bytes()))
 }
 
 /// Refuses a request for a name that is not loopback's (in its `Host`, or

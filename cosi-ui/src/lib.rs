@@ -9,11 +9,18 @@
 //! [`ControllerStatus`](cosi::runtime::ControllerStatus) resources the runtime
 //! publishes, which are also the graph `cosictl graph` prints.
 //!
-//! The page has no authentication or TLS of its own: [`Ui::bind`] refuses an
-//! address that is not loopback, and every route answers only requests for
-//! a loopback name (`localhost`, `*.localhost`, a loopback address, with
-//! any port), so that a web page elsewhere whose name is rebound to
-//! 127.0.0.1 (DNS rebinding) cannot read it through a browser (421).
+//! The page has no TLS: [`Ui::bind`] refuses an address that is not
+//! loopback, and every route answers only requests for a loopback name
+//! (`localhost`, `*.localhost`, a loopback address, with any port), so that
+//! a web page elsewhere whose name is rebound to 127.0.0.1 (DNS rebinding)
+//! cannot read it through a browser (421). A browser's request from another
+//! site or origin is refused (403), and every request must carry the page's
+//! random token ([`Ui::token`]): in its URL ([`Listening::url`], which only
+//! the one who started the page is shown) or in the cookie that opening
+//! that URL sets, so that another user of the machine who finds the port
+//! reads nothing (401). Every answer forbids content sniffing and allows
+//! the page only its own script, style and requests
+//! (`Content-Security-Policy`).
 //!
 //! What one client may hold is bounded ([`Config`]): the time to send a
 //! request's headers, the connections served at once (in all and from one
@@ -32,6 +39,7 @@
 //!
 //! | path | what |
 //! |---|---|
+//! | `/?token=TOKEN` | keeps the token in a cookie, and goes on to `/` |
 //! | `/` | the page (`/app.js`, `/app.css`) |
 //! | `/api/graph` | the graph with its layout (JSON, [`layout::Layout`]) |
 //! | `/api/summary` | the controllers' statuses and the types' counts (JSON) |
@@ -109,7 +117,8 @@ pub struct Config {
     /// connection, and what the server had buffered for it.
     pub write_timeout: Duration,
     /// Whether the page shows sensitive types (default no). Anyone on the
-    /// machine can reach a loopback port, so by default the page shows no
+    /// machine can reach a loopback port (though not read through it
+    /// without the page's token), so by default the page shows no
     /// more than the `cosi:reader` role reads, whatever its state would
     /// let it read: a sensitive type (any of its definitions says so), or
     /// one no definition says is not sensitive, counts as nothing, its
@@ -188,14 +197,17 @@ impl Config {
 /// Why the page cannot be served.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The address is not a loopback address: the page has no
-    /// authentication or TLS, so it is served on loopback only (as
-    /// `cosi-grpc` serves without TLS on loopback only).
+    /// The address is not a loopback address: the page has no TLS, so it
+    /// is served on loopback only (as `cosi-grpc` serves without TLS on
+    /// loopback only).
     #[error(
-        "refusing to serve the page on {0}: it has no authentication or TLS, so it listens on loopback only \
+        "refusing to serve the page on {0}: it has no TLS, so it listens on loopback only \
          (from another machine, reach it through a tunnel such as `ssh -L PORT:127.0.0.1:PORT HOST`)"
     )]
     NotLoopback(SocketAddr),
+    /// The operating system gave no random bytes for the page's token.
+    #[error("cannot draw the page's random token from the operating system: {0}")]
+    Token(getrandom::Error),
     /// The address could not be bound.
     #[error("cannot listen on {address}: {source}")]
     Bind {
@@ -219,6 +231,10 @@ pub struct Ui {
     definitions: Arc<model::DefinitionCache>,
     /// Cancelled when serving stops: ends the open event streams.
     shutdown: CancellationToken,
+    /// The page's secret, in its URL and then in a cookie (`api.rs`);
+    /// without one (the operating system gave no random bytes) every
+    /// request is refused and [`Ui::bind`] fails.
+    token: Result<Arc<str>, getrandom::Error>,
 }
 
 /// What is open now, for [`Ui::open_streams`] and [`Ui::open_watches`].
@@ -244,7 +260,16 @@ impl Ui {
             feeds: Arc::default(),
             definitions: Arc::default(),
             shutdown: CancellationToken::new(),
+            token: new_token(),
         }
+    }
+
+    /// The page's token: what its URL carries (`?token=...`) and its cookie
+    /// then keeps; every request without it is refused. A program that
+    /// calls [`Ui::router`] itself passes it as either. `None` when the
+    /// operating system gave no random bytes.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref().ok()
     }
 
     /// The HTTP routes, to serve or to call directly.
@@ -262,10 +287,11 @@ impl Ui {
         if !address.ip().to_canonical().is_loopback() {
             return Err(Error::NotLoopback(address));
         }
+        let token = self.token.clone().map_err(Error::Token)?;
         let listener =
             tokio::net::TcpListener::bind(address).await.map_err(|source| Error::Bind { address, source })?;
         let local = listener.local_addr().map_err(|source| Error::Bind { address, source })?;
-        Ok(Listening { ui: self.clone(), listener, local })
+        Ok(Listening { ui: self.clone(), listener, local, token })
     }
 
     /// The event streams open now.
@@ -281,11 +307,18 @@ impl Ui {
 }
 
 /// A bound page server; [`serve`](Listening::serve) runs it.
-#[derive(Debug)]
 pub struct Listening {
     ui: Ui,
     listener: tokio::net::TcpListener,
     local: SocketAddr,
+    token: Arc<str>,
+}
+
+/// Without the token, which a log line must not show.
+impl std::fmt::Debug for Listening {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listening").field("local", &self.local).finish_non_exhaustive()
+    }
 }
 
 impl Listening {
@@ -294,9 +327,11 @@ impl Listening {
         self.local
     }
 
-    /// The page's URL: `http://ADDRESS/`.
+    /// The page's URL, with its token: `http://ADDRESS/?token=TOKEN`. Whoever
+    /// has it can read the page, so it goes to the person who started it
+    /// (printed, or in the program's banner), not to a shared log.
     pub fn url(&self) -> String {
-        format!("http://{}/", self.local)
+        format!("http://{}/?token={}", self.local, self.token)
     }
 
     /// Serves until the process ends.
@@ -323,4 +358,11 @@ impl Listening {
         server::serve(listener, ui.router(), &ui.config, ui.shutdown.clone(), signal).await;
         Ok(())
     }
+}
+
+/// A new token: 128 random bits from the operating system, in hexadecimal.
+fn new_token() -> Result<Arc<str>, getrandom::Error> {
+    let mut bytes = [0; 16];
+    getrandom::fill(&mut bytes)?;
+    Ok(bytes.iter().map(|byte| format!("{byte:02x}")).collect::<String>().into())
 }

@@ -54,11 +54,14 @@ struct Stalled {
 }
 
 impl Stalled {
-    async fn open(address: SocketAddr) -> Stalled {
+    async fn open(address: SocketAddr, ui: &Ui) -> Stalled {
         let socket = TcpSocket::new_v4().expect("a socket");
         socket.set_recv_buffer_size(4096).expect("a small receive buffer");
         let mut stream = socket.connect(address).await.expect("connect");
-        let request = format!("GET /api/events HTTP/1.0\r\nHost: {address}\r\nAccept: text/event-stream\r\n\r\n");
+        let cookie = support::cookie(ui);
+        let request = format!(
+            "GET /api/events HTTP/1.0\r\nHost: {address}\r\nAccept: text/event-stream\r\nCookie: {cookie}\r\n\r\n"
+        );
         stream.write_all(request.as_bytes()).await.expect("request");
         Stalled { stream }
     }
@@ -99,8 +102,8 @@ async fn a_client_that_stops_reading_hurts_only_itself() {
     let address = listening.local_addr();
     let server = tokio::spawn(listening.serve());
 
-    let stalled = Stalled::open(address).await;
-    let mut live = EventClient::open(address).await;
+    let stalled = Stalled::open(address, &ui).await;
+    let mut live = EventClient::open(address, &ui).await;
     live.until("ready", |_| true).await;
     // About twice what the stalled client's buffers (the kernel's and the
     // server's) hold; the live client sees every change as it comes.
@@ -128,8 +131,8 @@ async fn the_server_stops_while_a_client_reads_nothing() {
         let _ = stopped.await;
     }));
 
-    let stalled = Stalled::open(address).await;
-    let mut live = EventClient::open(address).await;
+    let stalled = Stalled::open(address, &ui).await;
+    let mut live = EventClient::open(address, &ui).await;
     live.until("ready", |_| true).await;
     // Until the server cannot write to the stalled client any more.
     churn(&state, &mut live, 6_000).await;
@@ -144,26 +147,43 @@ async fn the_server_stops_while_a_client_reads_nothing() {
     tokio::time::timeout(HANG, stalled.drain()).await.expect("the stalled stream ends");
 }
 
-/// The page of the speller's program, served with `config`; its address.
-async fn serve(config: Config) -> (SocketAddr, Runtime, tokio::task::JoinHandle<Result<(), cosi_ui::Error>>) {
-    let (state, runtime) = support::program().await;
-    let listening = Ui::new(state, config).bind().await.expect("bind");
-    let address = listening.local_addr();
-    (address, runtime, tokio::spawn(listening.serve()))
+/// The page of the speller's program, served with `config`: where, and the page's cookie.
+struct Served {
+    address: SocketAddr,
+    cookie: String,
+    _runtime: Runtime,
+    server: tokio::task::JoinHandle<Result<(), cosi_ui::Error>>,
 }
 
-/// `GET /api/summary` on `stream`, and the status line of the answer.
-async fn summary_on(mut stream: TcpStream, address: SocketAddr) -> String {
-    let request = format!("GET /api/summary HTTP/1.0\r\nHost: {address}\r\n\r\n");
+async fn serve(config: Config) -> Served {
+    let (state, runtime) = support::program().await;
+    let ui = Ui::new(state, config);
+    let listening = ui.bind().await.expect("bind");
+    let address = listening.local_addr();
+    Served { address, cookie: support::cookie(&ui), _runtime: runtime, server: tokio::spawn(listening.serve()) }
+}
+
+/// `GET /api/summary` on `stream` with `cookie`, and the status line of the answer.
+async fn summary_on(stream: TcpStream, address: SocketAddr, cookie: &str) -> String {
+    response_on(stream, address, cookie).await.0
+}
+
+/// `GET /api/summary` on `stream` with `cookie`: the status line and the body of the answer.
+async fn response_on(mut stream: TcpStream, address: SocketAddr, cookie: &str) -> (String, String) {
+    let request = format!("GET /api/summary HTTP/1.0\r\nHost: {address}\r\nCookie: {cookie}\r\n\r\n");
     stream.write_all(request.as_bytes()).await.expect("request");
     let mut response = Vec::new();
     stream.read_to_end(&mut response).await.expect("response");
-    String::from_utf8_lossy(&response).lines().next().unwrap_or_default().to_owned()
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let status = response.lines().next().unwrap_or_default().to_owned();
+    let body = response.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default();
+    (status, body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_never_finished_is_closed() {
-    let (address, _runtime, server) = serve(Config::default().header_read_timeout(Duration::from_millis(300))).await;
+    let Served { address, cookie, server, .. } =
+        serve(Config::default().header_read_timeout(Duration::from_millis(300))).await;
     let mut partial = TcpStream::connect(address).await.expect("connect");
     partial.write_all(b"GET /api/summary HTTP/1.1\r\nHost: 127.0.0.1").await.expect("part of a request");
     let mut answer = Vec::new();
@@ -171,14 +191,14 @@ async fn a_request_never_finished_is_closed() {
     // Closed, with a 408 or without a word.
     assert!(read.is_err() || answer.is_empty() || answer.starts_with(b"HTTP/1.1 408"), "{answer:?}");
     // The page still serves others.
-    let status = summary_on(TcpStream::connect(address).await.expect("connect"), address).await;
+    let status = summary_on(TcpStream::connect(address).await.expect("connect"), address, &cookie).await;
     assert!(status.contains(" 200 "), "{status}");
     server.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_beyond_the_limit_wait_for_a_free_one() {
-    let (address, _runtime, server) = serve(Config::default().max_connections(2)).await;
+    let Served { address, cookie, server, .. } = serve(Config::default().max_connections(2)).await;
     // Two connections that say nothing hold both places.
     let first = TcpStream::connect(address).await.expect("connect");
     let _second = TcpStream::connect(address).await.expect("connect");
@@ -187,7 +207,7 @@ async fn connections_beyond_the_limit_wait_for_a_free_one() {
     let answered = tokio::spawn({
         let freed = Arc::clone(&freed);
         async move {
-            let status = summary_on(third, address).await;
+            let status = summary_on(third, address, &cookie).await;
             (status, freed.load(std::sync::atomic::Ordering::SeqCst))
         }
     });
@@ -203,25 +223,25 @@ async fn connections_beyond_the_limit_wait_for_a_free_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_address_cannot_take_every_connection() {
-    let (address, _runtime, server) = serve(Config::default().max_connections_per_address(2)).await;
+    let Served { address, cookie, server, .. } = serve(Config::default().max_connections_per_address(2)).await;
     // Two connections from 127.0.0.1 that say nothing hold its share.
     let first = TcpStream::connect(address).await.expect("connect");
     let _second = TcpStream::connect(address).await.expect("connect");
     let third = TcpStream::connect(address).await.expect("connect");
-    let (status, body) = response_on(third, address).await;
+    let (status, body) = response_on(third, address, &cookie).await;
     assert!(status.contains(" 503 "), "{status}");
     assert!(body.contains("too many connections from 127.0.0.1") && body.contains("at most 2"), "{body}");
     // Another address is served meanwhile.
     let socket = TcpSocket::new_v4().expect("a socket");
     socket.bind(SocketAddr::from(([127, 0, 0, 2], 0))).expect("bind 127.0.0.2");
-    let (status, body) = response_on(socket.connect(address).await.expect("connect"), address).await;
+    let (status, body) = response_on(socket.connect(address).await.expect("connect"), address, &cookie).await;
     assert!(status.contains(" 200 "), "{status} {body}");
     // Once one of the two closes, 127.0.0.1 is served again (when the
     // server has seen it close: bounded polling).
     drop(first);
     let mut served = false;
     for _ in 0..500 {
-        let (status, _) = response_on(TcpStream::connect(address).await.expect("connect"), address).await;
+        let (status, _) = response_on(TcpStream::connect(address).await.expect("connect"), address, &cookie).await;
         if status.contains(" 200 ") {
             served = true;
             break;
@@ -239,19 +259,23 @@ async fn one_address_cannot_take_every_connection() {
 async fn a_client_that_reads_nothing_loses_its_connection() {
     let config = Config::default().max_connections(2).write_timeout(Duration::from_millis(500));
     let (state, _runtime) = support::program().await;
-    let listening = Ui::new(Arc::clone(&state), config).bind().await.expect("bind");
+    let ui = Ui::new(Arc::clone(&state), config);
+    let listening = ui.bind().await.expect("bind");
     let address = listening.local_addr();
     let server = tokio::spawn(listening.serve());
 
     // The two places: one client that stops reading, one that reads.
-    let stalled = Stalled::open(address).await;
-    let mut live = EventClient::open(address).await;
+    let stalled = Stalled::open(address, &ui).await;
+    let mut live = EventClient::open(address, &ui).await;
     live.until("ready", |_| true).await;
     // Until the server cannot write to the stalled client any more.
     churn(&state, &mut live, 6_000).await;
     // A third is served once the stalled client's connection is closed.
+    let cookie = support::cookie(&ui);
     let third =
-        tokio::spawn(async move { summary_on(TcpStream::connect(address).await.expect("connect"), address).await });
+        tokio::spawn(
+            async move { summary_on(TcpStream::connect(address).await.expect("connect"), address, &cookie).await },
+        );
     let status =
         tokio::time::timeout(HANG, third).await.expect("the stalled client's place is freed").expect("no panic");
     assert!(status.contains(" 200 "), "{status}");
@@ -262,24 +286,16 @@ async fn a_client_that_reads_nothing_loses_its_connection() {
     server.abort();
 }
 
-/// `GET /api/summary` on `stream`: the status line and the body of the answer.
-async fn response_on(mut stream: TcpStream, address: SocketAddr) -> (String, String) {
-    let request = format!("GET /api/summary HTTP/1.0\r\nHost: {address}\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("request");
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await.expect("response");
-    let response = String::from_utf8_lossy(&response).into_owned();
-    let status = response.lines().next().unwrap_or_default().to_owned();
-    let body = response.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default();
-    (status, body)
-}
-
 /// `GET path` through the router with `Host: host`: the status and the body.
 async fn get_for_host(ui: &Ui, path: &str, host: &str) -> (StatusCode, String) {
     use http_body_util::BodyExt as _;
     use tower::ServiceExt as _;
 
-    let request = axum::http::Request::get(path).header("host", host).body(axum::body::Body::empty()).expect("request");
+    let request = axum::http::Request::get(path)
+        .header("host", host)
+        .header("cookie", support::cookie(ui))
+        .body(axum::body::Body::empty())
+        .expect("request");
     let response = ui.router().oneshot(request).await.expect("infallible");
     let status = response.status();
     let body = response.into_body().collect().await.expect("body").to_bytes();
@@ -322,4 +338,161 @@ async fn the_page_listens_on_loopback_only() {
     if let Err(error) = ui.bind().await {
         assert!(!error.to_string().contains("refusing"), "{error}");
     }
+}
+
+/// Headers of a request, as (name, value).
+type Headers<'a> = &'a [(&'a str, &'a str)];
+
+/// `GET path` through the router with `headers` (and nothing else): the
+/// status, the headers and the body.
+async fn request(ui: &Ui, path: &str, headers: &[(&str, &str)]) -> (StatusCode, axum::http::HeaderMap, String) {
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+
+    let mut request = axum::http::Request::get(path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response =
+        ui.router().oneshot(request.body(axum::body::Body::empty()).expect("request")).await.expect("infallible");
+    let (status, headers) = (response.status(), response.headers().clone());
+    let body = response.into_body().collect().await.expect("body").to_bytes();
+    (status, headers, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The `error` of a JSON error body.
+fn error(body: &str) -> String {
+    let error: serde_json::Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("a JSON error: {body}"));
+    error["error"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_forbids_sniffing_and_loading_from_elsewhere() {
+    let (state, _runtime) = support::program().await;
+    let ui = Ui::new(state, Config::default());
+    let cookie = support::cookie(&ui);
+    let cases: [(&str, Headers<'_>, StatusCode); 7] = [
+        ("/", &[("cookie", &cookie)], StatusCode::OK),
+        ("/app.js", &[("cookie", &cookie)], StatusCode::OK),
+        ("/api/summary", &[("cookie", &cookie)], StatusCode::OK),
+        ("/nope", &[("cookie", &cookie)], StatusCode::NOT_FOUND),
+        ("/api/summary", &[], StatusCode::UNAUTHORIZED),
+        ("/", &[("host", "evil.example")], StatusCode::MISDIRECTED_REQUEST),
+        ("/", &[("cookie", &cookie), ("sec-fetch-site", "cross-site")], StatusCode::FORBIDDEN),
+    ];
+    for (path, headers, expected) in cases {
+        let (status, answer, body) = request(&ui, path, headers).await;
+        assert_eq!(status, expected, "{path} {headers:?}: {body}");
+        assert_eq!(answer.get("x-content-type-options").map(|v| v.as_bytes()), Some(&b"nosniff"[..]), "{path}");
+        let policy = answer.get("content-security-policy").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        for directive in ["default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'"] {
+            assert!(policy.contains(directive), "{path}: {policy}");
+        }
+        assert!(!policy.contains("unsafe-inline") && !policy.contains("unsafe-eval"), "{path}: {policy}");
+        assert!(policy.contains("frame-ancestors 'none'"), "{path}: {policy}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_from_another_site_or_origin_are_refused() {
+    let (state, _runtime) = support::program().await;
+    let ui = Ui::new(state, Config::default());
+    let cookie = support::cookie(&ui);
+    let host = ("host", "localhost:8080");
+    // Another site's page (which has no token) cannot have the user's
+    // browser fetch the page, nor can another page on this machine (another
+    // port is another origin of the same site), even with the cookie.
+    let refused: [&[(&str, &str)]; 5] = [
+        &[("sec-fetch-site", "cross-site")],
+        &[("sec-fetch-site", "same-site")],
+        &[("origin", "http://evil.example")],
+        &[("origin", "http://localhost:9999"), host],
+        &[("origin", "null"), host],
+    ];
+    for headers in refused {
+        for path in ["/", "/api/summary", "/api/events"] {
+            let all: Vec<(&str, &str)> = headers.iter().copied().chain([("cookie", cookie.as_str())]).collect();
+            let (status, _, body) = request(&ui, path, &all).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{path} {headers:?}: {body}");
+            assert!(error(&body).contains("this page answers only"), "{body}");
+        }
+    }
+    // The page's own requests, the user opening it, and programs are answered.
+    let answered: [&[(&str, &str)]; 4] = [
+        &[("sec-fetch-site", "same-origin"), ("origin", "http://localhost:8080"), host],
+        &[("sec-fetch-site", "none")],
+        &[("origin", "HTTP://LocalHost:8080"), host],
+        &[],
+    ];
+    for headers in answered {
+        let all: Vec<(&str, &str)> = headers.iter().copied().chain([("cookie", cookie.as_str())]).collect();
+        let (status, _, body) = request(&ui, "/api/summary", &all).await;
+        assert_eq!(status, StatusCode::OK, "{headers:?}: {body}");
+    }
+}
+
+/// Another user of the machine can reach the port, but not the token the
+/// page's URL carries: without it or the cookie that keeps it, nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_answers_only_with_its_token() {
+    let (state, _runtime) = support::program().await;
+    let ui = Ui::new(Arc::clone(&state), Config::default());
+    let token = ui.token().expect("a token").to_owned();
+    assert_eq!(token.len(), 32, "128 bits in hexadecimal: {token}");
+    assert_ne!(Ui::new(state, Config::default()).token(), Some(token.as_str()), "each page its own");
+
+    // Neither the token nor the cookie: 401, for the page and for every route.
+    for path in [
+        "/",
+        "/app.js",
+        "/api/graph",
+        "/api/summary",
+        "/api/events",
+        "/api/resources/default/Words.ui-test.cosi.dev/answer",
+        "/nope",
+    ] {
+        let (status, _, body) = request(&ui, path, &[]).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}: {body}");
+        assert!(error(&body).contains("?token="), "{path}: {body}");
+        assert!(!body.contains(&token), "{path}: {body}");
+    }
+    // A wrong token, in the URL or in a cookie.
+    let wrong = "0".repeat(32);
+    for (path, headers) in [
+        (format!("/?token={wrong}"), vec![]),
+        (format!("/api/summary?token={wrong}"), vec![]),
+        ("/api/summary".to_owned(), vec![("cookie", format!("cosi-ui-8080={wrong}"))]),
+        ("/api/summary".to_owned(), vec![("cookie", format!("cosi-ui-8080={}", &token[..31]))]),
+    ] {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(name, value)| (*name, value.as_str())).collect();
+        let (status, _, body) = request(&ui, &path, &headers).await;
+        assert!(status == StatusCode::FORBIDDEN || status == StatusCode::UNAUTHORIZED, "{path}: {status} {body}");
+        assert!(!body.contains(&token), "{path}: {body}");
+    }
+
+    // Opening the page's URL: the cookie keeps the token (no script reads
+    // it, no other site's request carries it), and the browser goes on to
+    // the page without the token in its address.
+    let (status, answer, _) = request(&ui, &format!("/?token={token}"), &[("host", "localhost:8080")]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(answer.get("location").map(|v| v.as_bytes()), Some(&b"/"[..]));
+    let cookie = answer.get("set-cookie").and_then(|v| v.to_str().ok()).expect("a cookie").to_owned();
+    assert_eq!(cookie, format!("cosi-ui-8080={token}; HttpOnly; SameSite=Strict; Path=/"));
+    let kept = cookie.split(';').next().expect("name=value");
+    let (status, content_type, _) = {
+        let (status, answer, body) = request(&ui, "/", &[("host", "localhost:8080"), ("cookie", kept)]).await;
+        (status, answer.get("content-type").cloned(), body)
+    };
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(content_type.as_ref().map(|v| v.as_bytes()), Some(&b"text/html; charset=utf-8"[..]));
+    // Among the browser's other cookies for localhost.
+    let (status, _, body) = request(&ui, "/api/summary", &[("cookie", &format!("other=1; {kept}; more=2"))]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // A program passes the token in the URL.
+    let (status, _, body) = request(&ui, &format!("/api/summary?token={token}"), &[]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    // The URL the server prints carries the token.
+    let listening = ui.bind().await.expect("bind");
+    assert_eq!(listening.url(), format!("http://{}/?token={token}", listening.local_addr()));
 }

@@ -237,7 +237,7 @@ async fn the_event_stream_pushes_changes_and_failing_controllers() {
     assert!(address.ip().is_loopback(), "loopback by default");
     let server = tokio::spawn(listening.serve());
 
-    let mut events = EventClient::open(address).await;
+    let mut events = EventClient::open(address, &ui).await;
     let count = events.until("count", |count| count["type"] == Number::TYPE).await;
     assert_eq!(count["count"], 1);
     events.until("ready", |_| true).await;
@@ -303,7 +303,7 @@ async fn event_streams_share_one_watch_per_kind_and_the_last_to_close_ends_it() 
     let address = listening.local_addr();
     let server = tokio::spawn(listening.serve());
 
-    let mut first = EventClient::open(address).await;
+    let mut first = EventClient::open(address, &ui).await;
     let first_start = start_of(&mut first).await;
     // One watch per kind: the speller's two, its status, and `meta`'s two.
     let per_kind = ui.open_watches();
@@ -312,7 +312,7 @@ async fn event_streams_share_one_watch_per_kind_and_the_last_to_close_ends_it() 
     // A stream joining later starts from the kinds as they are now.
     state.create(Typed::new("nine", Number { value: 9 }), CreateOptions::default()).await.expect("create");
     first.until("count", |count| count["type"] == Number::TYPE && count["count"] == 2).await;
-    let mut second = EventClient::open(address).await;
+    let mut second = EventClient::open(address, &ui).await;
     let second_start = start_of(&mut second).await;
     assert_eq!(ui.open_streams(), 2);
     assert_eq!(ui.open_watches(), per_kind, "the second stream shares the first's watches");
@@ -335,7 +335,7 @@ async fn event_streams_share_one_watch_per_kind_and_the_last_to_close_ends_it() 
     eventually("every watch ends", || ui.open_streams() == 0 && ui.open_watches() == 0).await;
 
     // A stream after them all opens the watches afresh.
-    let mut third = EventClient::open(address).await;
+    let mut third = EventClient::open(address, &ui).await;
     let third_start = start_of(&mut third).await;
     assert_eq!(numbers(&third_start), Some(format!("{} 4", Number::TYPE)), "{third_start:?}");
     assert_eq!(ui.open_watches(), per_kind);
@@ -361,7 +361,7 @@ async fn streams_start_from_a_kind_of_thousands() {
 
     let mut streams = Vec::new();
     for _ in 0..3 {
-        streams.push(EventClient::open(address).await);
+        streams.push(EventClient::open(address, &ui).await);
     }
     for events in &mut streams {
         let start = start_of(events).await;
@@ -380,7 +380,7 @@ async fn stopping_the_server_ends_open_event_streams() {
     let server = tokio::spawn(listening.serve_with_shutdown(async {
         let _ = stopped.await;
     }));
-    let mut events = EventClient::open(address).await;
+    let mut events = EventClient::open(address, &ui).await;
     events.until("ready", |_| true).await;
     stop.send(()).expect("the server runs");
     // A bound against a hang: a stream left open would keep the server waiting.

@@ -177,7 +177,7 @@ async fn an_open_stream_stops_sending_a_type_that_became_sensitive() {
     let listening = page.bind().await.expect("bind");
     let address = listening.local_addr();
     let server = tokio::spawn(listening.serve());
-    let mut events = EventClient::open(address).await;
+    let mut events = EventClient::open(address, &page).await;
     events.until("count", |count| count["type"] == Note::TYPE && count["count"] == 1).await;
     events.until("ready", |_| true).await;
 
@@ -221,7 +221,7 @@ async fn stream_leaves_secrets_out(page: &Ui, state: &Arc<dyn State>, id: &str) 
     let listening = page.bind().await.expect("bind");
     let address = listening.local_addr();
     let server = tokio::spawn(listening.serve());
-    let mut events = EventClient::open(address).await;
+    let mut events = EventClient::open(address, page).await;
     events.until("ready", |_| true).await;
 
     let later = Secret { value: "hunter3".into() };

@@ -13,13 +13,14 @@ use crate::{CliError, ConnectArgs};
 #[derive(Args)]
 pub struct UiArgs {
     /// Where to serve the page: a loopback IP:PORT (127.0.0.1 on a free
-    /// port by default). The page has no authentication or TLS of its own,
-    /// so other addresses are refused, as `serve --insecure` refuses them;
-    /// from another machine, use a tunnel (`ssh -L`).
+    /// port by default). The page has no TLS, so other addresses are
+    /// refused, as `serve --insecure` refuses them; from another machine,
+    /// use a tunnel (`ssh -L`). It answers only requests that carry its
+    /// random token: open the URL printed, which holds it.
     #[arg(long, default_value_t = SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))]
     listen: SocketAddr,
-    /// Show sensitive types too, as far as the connection may read them.
-    /// Off by default: anyone on this machine can reach a loopback port.
+    /// Show sensitive types too, as far as the connection may read them,
+    /// to whoever has the page's URL. Off by default.
     #[arg(long)]
     show_sensitive: bool,
 }

@@ -153,9 +153,17 @@ async fn graph_draws_the_controllers_a_remote_runtime_publishes() {
         .expect("read")
         .expect("a line");
     let url = line.split_whitespace().last().unwrap_or_default();
-    let address = url.strip_prefix("http://").and_then(|rest| rest.strip_suffix('/')).expect("an http:// URL");
+    let (address, token) = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split_once("/?token="))
+        .unwrap_or_else(|| panic!("an http:// URL with the page's token: {line}"));
     assert!(address.starts_with("127.0.0.1:"), "loopback by default: {line}");
-    let page: serde_json::Value = serde_json::from_str(&http_get(address, "/api/graph").await).expect("JSON");
+    assert_eq!(token.len(), 32, "{line}");
+    // Without the token, the page answers nothing.
+    let refused = http_get_status(address, "/api/graph").await;
+    assert!(refused.starts_with("HTTP/1.0 401") || refused.starts_with("HTTP/1.1 401"), "{refused}");
+    let page: serde_json::Value =
+        serde_json::from_str(&http_get(address, &format!("/api/graph?token={token}")).await).expect("JSON");
     let mut nodes: Vec<&str> =
         page["nodes"].as_array().expect("nodes").iter().filter_map(|node| node["id"].as_str()).collect();
     nodes.sort_unstable();
@@ -169,13 +177,23 @@ async fn graph_draws_the_controllers_a_remote_runtime_publishes() {
             "t:Shouts.graph.test.cosi.dev"
         ]
     );
-    let summary: serde_json::Value = serde_json::from_str(&http_get(address, "/api/summary").await).expect("JSON");
+    let summary: serde_json::Value =
+        serde_json::from_str(&http_get(address, &format!("/api/summary?token={token}")).await).expect("JSON");
     assert_eq!(summary["controllers"][0]["name"], "echo", "{summary}");
     assert_eq!(summary["controllers"][0]["state"], "failing", "{summary}");
     ui.kill().await.expect("cosictl ui stops");
 
     runtime.shutdown().await;
     server.abort();
+}
+
+/// The status line of a GET over HTTP/1.0.
+async fn http_get_status(address: &str, path: &str) -> String {
+    let mut stream = tokio::net::TcpStream::connect(address).await.expect("connect");
+    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).await.expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("response");
+    response.lines().next().unwrap_or_default().to_owned()
 }
 
 /// The body of a GET over HTTP/1.0, which must answer 200.

@@ -93,13 +93,15 @@ pub struct EventClient {
 }
 
 impl EventClient {
-    /// Opens `/api/events` at `address`; fails unless the answer is a 200 event stream.
-    pub async fn open(address: SocketAddr) -> EventClient {
+    /// Opens `/api/events` of `ui`, served at `address`, with its token in
+    /// the cookie a browser keeps it in; fails unless the answer is a 200 event stream.
+    pub async fn open(address: SocketAddr, ui: &Ui) -> EventClient {
         let mut stream = TcpStream::connect(address).await.expect("connect");
-        stream
-            .write_all(b"GET /api/events HTTP/1.0\r\nHost: localhost\r\nAccept: text/event-stream\r\n\r\n")
-            .await
-            .expect("request");
+        let request = format!(
+            "GET /api/events HTTP/1.0\r\nHost: localhost\r\nAccept: text/event-stream\r\nCookie: {}\r\n\r\n",
+            cookie(ui)
+        );
+        stream.write_all(request.as_bytes()).await.expect("request");
         let mut reader = BufReader::new(stream);
         let mut headers = Vec::new();
         loop {
@@ -161,9 +163,15 @@ impl EventClient {
     }
 }
 
-/// One request through the router: the status, the content type and the body.
+/// The cookie that carries `ui`'s token, as a browser sends it once it opened the page's URL.
+pub fn cookie(ui: &Ui) -> String {
+    format!("cosi-ui-8080={}", ui.token().expect("the page has a token"))
+}
+
+/// One request through the router, with the page's cookie: the status, the
+/// content type and the body.
 pub async fn get(ui: &Ui, path: &str) -> (StatusCode, String, String) {
-    let request = Request::get(path).body(Body::empty()).expect("request");
+    let request = Request::get(path).header(header::COOKIE, cookie(ui)).body(Body::empty()).expect("request");
     let response = ui.router().oneshot(request).await.expect("infallible");
     let status = response.status();
     let content_type = response

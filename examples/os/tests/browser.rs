@@ -2,7 +2,9 @@
 //! chromedriver (WebDriver) by `fantoccini`, against a booted example OS
 //! serving its page (`--ui`). It checks that every controller and type is
 //! drawn, that an edit of `machine.yaml` reaches the page within two seconds,
-//! and that a failing controller is marked, and saves a screenshot.
+//! and that a failing controller is marked, and saves a screenshot; and that
+//! the page works under its content security policy, with its token in a
+//! cookie and not in the address, and refuses a browser without the token.
 //!
 //! Chromium and chromedriver are Debian's (`apt-get install chromium
 //! chromium-driver`, which `.ci/run` does); where they are missing the test
@@ -264,6 +266,28 @@ async fn the_live_page_shows_the_running_os() {
         |state| state == "running",
     )
     .await;
+
+    // The page's token: gone from the address once the page opened, kept in
+    // a cookie no script reads, which a reload sends again. Without it, the
+    // page is refused.
+    let token = url.split_once("?token=").map(|(_, token)| token.to_owned()).expect("the URL carries the token");
+    let address = page.current_url().await.expect("the address");
+    assert!(address.query().is_none(), "the token left the address bar: {address}");
+    let script_cookies = page.execute("return document.cookie", Vec::new()).await.expect("the script runs");
+    assert!(!script_cookies.to_string().contains(&token), "HttpOnly: {script_cookies}");
+    page.refresh().await.expect("a reload");
+    until(
+        &page,
+        "the event stream is live again after a reload",
+        PATIENCE,
+        "return document.getElementById('connection').className",
+        |class| class == "live",
+    )
+    .await;
+    page.delete_all_cookies().await.expect("the cookies go");
+    page.goto(address.as_str()).await.expect("the page without its cookie");
+    let refused = page.source().await.expect("what the browser shows");
+    assert!(refused.contains("?token=") && !refused.contains("<svg"), "{refused}");
 
     page.close().await.expect("the browser closes");
     os.shutdown().await.expect("a clean shutdown");
