@@ -3,7 +3,8 @@
 //! Boots a small, Talos-shaped control plane whose every side effect is a
 //! file in the sandbox directory, serves its state on `DIR/cosi.sock`, and
 //! runs until Ctrl-C; with `--ui`, serves the live page too (on a free
-//! loopback port, or `--ui ADDR`) and shows its URL in the banner. The OS
+//! loopback port, or `--ui ADDR`) and shows its URL, which carries the
+//! page's token, in the banner. The OS
 //! itself is the `example-os` crate beside this file; the README walks
 //! through what to do with it.
 
@@ -26,7 +27,8 @@ struct Args {
     #[arg(long, default_value = "sandbox")]
     sandbox: PathBuf,
     /// Serves the live page (the controller graph, every resource) on
-    /// ADDR, or on a free loopback port without it; the banner shows the URL.
+    /// ADDR, or on a free loopback port without it; the banner shows the
+    /// URL, with the token the page answers only to.
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:0")]
     ui: Option<SocketAddr>,
 }
