@@ -17,7 +17,6 @@ use std::fmt;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A path that stays inside whatever directory it is joined to: relative,
 /// not empty, and made of plain names only (no `..`, no `.`, no root).
@@ -163,8 +162,9 @@ pub const MARKER: &str = ".example-os-sandbox";
 const MARKER_TEXT: &str =
     "This directory is a sandbox of the example OS: each boot deletes and rebuilds proc/, run/ and etc/.\n";
 
-/// Tells temporary files of concurrent atomic writes apart.
-static TEMPORARY: AtomicU64 = AtomicU64::new(0);
+/// How many random letters and digits name a temporary file: 62^12 names,
+/// which nobody guesses ahead of a write.
+const TEMPORARY_RANDOM: usize = 12;
 
 impl SandboxRoot {
     /// The sandbox at `dir`, created when missing. The root is resolved once
@@ -287,6 +287,10 @@ impl SandboxRoot {
     /// the old contents or the new ones, never a mix. Creates the parent
     /// directories. Returns whether anything changed: a file that already
     /// has these contents and mode is left alone.
+    ///
+    /// The temporary file has a random name and is created exclusively, with
+    /// `mode` from the start: whatever is planted in the directory (a link
+    /// out of the sandbox at a name it might use) is never followed.
     pub fn write_atomic(&self, path: impl IntoRelative, contents: &str, mode: u32) -> Result<bool, SandboxError> {
         let relative = path.into_relative()?;
         let full = self.resolve(&relative)?;
@@ -296,22 +300,26 @@ impl SandboxRoot {
         if let Some(parent) = relative.parent() {
             self.create_dir_all(&parent)?;
         }
-        let temporary = full.with_file_name(format!(
-            ".{}.{}.{}.tmp",
-            relative.file_name(),
-            std::process::id(),
-            TEMPORARY.fetch_add(1, Ordering::Relaxed)
-        ));
+        let directory = full.parent().unwrap_or(&self.root);
         let written = (|| {
-            let mut file = std::fs::File::create(&temporary)?;
+            // A new file under a random name, created exclusively: a link or
+            // a file planted at a name is never opened, and the next name is
+            // tried. Its mode is set at creation, so contents meant for the
+            // owner only are never readable by others, even for a moment.
+            let mut file = tempfile::Builder::new()
+                .prefix(&format!(".{}.", relative.file_name()))
+                .suffix(".tmp")
+                .rand_bytes(TEMPORARY_RANDOM)
+                .permissions(std::fs::Permissions::from_mode(mode))
+                .tempfile_in(directory)?;
             file.write_all(contents.as_bytes())?;
-            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
-            std::fs::rename(&temporary, &full)
+            // The umask may have taken bits away at creation; this sets the
+            // exact mode, on the open file rather than by its name.
+            file.as_file().set_permissions(std::fs::Permissions::from_mode(mode))?;
+            // A failed rename drops the temporary file, which removes it.
+            file.persist(&full).map(drop).map_err(|error| error.error)
         })();
-        if let Err(source) = written {
-            let _ = std::fs::remove_file(&temporary);
-            return Err(self.io("write", &relative, source));
-        }
+        written.map_err(|source| self.io("write", &relative, source))?;
         Ok(true)
     }
 
@@ -519,6 +527,42 @@ mod tests {
         std::os::unix::fs::symlink(root.root().join("var/data"), root.root().join("data")).expect("symlink");
         assert!(root.write_atomic("data/file", "ok", 0o644).expect("write through an inside link"));
         assert_eq!(std::fs::read_to_string(root.root().join("var/data/file")).expect("read"), "ok");
+    }
+
+    #[test]
+    fn a_link_at_a_temporary_name_changes_nothing_outside() {
+        let (dir, root) = sandbox();
+        let outside = dir.path().join("outside");
+        std::fs::write(&outside, "keep").expect("write");
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let created = dir.path().join("created");
+        std::fs::create_dir(root.root().join("etc")).expect("mkdir");
+        let plant = |name: &str, target: &Path| {
+            std::os::unix::fs::symlink(target, root.root().join("etc").join(name)).expect("symlink");
+        };
+        // The names this process's writes would once have used (`.NAME.PID.N.tmp`),
+        // to an existing file and to one a write would create...
+        for n in 0..512 {
+            plant(&format!(".motd.{}.{n}.tmp", std::process::id()), &outside);
+            plant(&format!(".conf.{}.{n}.tmp", std::process::id()), &created);
+        }
+        // ...and guesses at any other scheme.
+        for name in [".motd.tmp", "motd.tmp", ".motd.swp", "motd~", ".motd.000000.tmp", ".motd.aaaaaa.tmp"] {
+            plant(name, &outside);
+        }
+
+        assert!(root.write_atomic("etc/motd", "new\n", 0o644).expect("written beside the links"));
+        assert!(root.write_atomic("etc/conf", "new\n", 0o600).expect("written beside the links"));
+
+        assert_eq!(std::fs::read_to_string(&outside).expect("read"), "keep");
+        assert_eq!(std::fs::metadata(&outside).expect("stat").permissions().mode() & 0o777, 0o600);
+        assert!(!created.exists(), "a write created a file outside the sandbox");
+        for (name, mode) in [("etc/motd", 0o644), ("etc/conf", 0o600)] {
+            let written = std::fs::symlink_metadata(root.root().join(name)).expect("stat");
+            assert!(written.is_file(), "{name} is a plain file");
+            assert_eq!(written.permissions().mode() & 0o777, mode, "{name}");
+            assert_eq!(root.read(name).expect("read").as_deref(), Some("new\n"));
+        }
     }
 
     #[test]
