@@ -522,6 +522,40 @@ async fn controller_status(
     machine.until::<ControllerStatus>(pointer, controller, predicate).await
 }
 
+/// The sandbox is its owner's only (0700), and so is `machine.yaml` (0600):
+/// the configuration is sensitive. A sandbox or a `machine.yaml` that group
+/// or others could read, made before, is made private at boot, with a warning.
+#[tokio::test(flavor = "current_thread")]
+async fn the_sandbox_and_the_configuration_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let logs = Logs::default();
+    let _capture = logs.capture();
+    let mode = |path: &Path| std::fs::metadata(path).expect("stat").permissions().mode() & 0o777;
+
+    let mut machine = Machine::boot(&logs).await;
+    assert_eq!(mode(&machine.sandbox()), 0o700, "a new sandbox");
+    assert_eq!(mode(&machine.sandbox().join("machine.yaml")), 0o600, "the starter machine.yaml");
+
+    machine
+        .restart(|sandbox| {
+            std::fs::set_permissions(sandbox, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+            let config = sandbox.join("machine.yaml");
+            std::fs::set_permissions(config, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        })
+        .await;
+    assert_eq!(mode(&machine.sandbox()), 0o700, "an existing sandbox");
+    assert_eq!(mode(&machine.sandbox().join("machine.yaml")), 0o600, "an existing machine.yaml");
+    let line = logs.until(&["machine.yaml", "made it 600"]).await;
+    assert!(line.contains("WARN") && line.contains("644"), "{line}");
+    let line = logs.until(&["sandbox", "made it 700"]).await;
+    assert!(line.contains("WARN") && line.contains("755"), "{line}");
+
+    // A machine.yaml restored from the store is private too.
+    machine.restart(|sandbox| std::fs::remove_file(sandbox.join("machine.yaml")).expect("rm")).await;
+    assert_eq!(mode(&machine.sandbox().join("machine.yaml")), 0o600, "a restored machine.yaml");
+    machine.os.take().expect("the OS runs").shutdown().await.expect("a clean shutdown");
+}
+
 /// A directory that is not a sandbox (`--sandbox ~`, say) is refused, and
 /// nothing in it is touched: each boot deletes and rebuilds its sandbox's
 /// `proc/`, `run/` and `etc/`.

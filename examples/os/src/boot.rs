@@ -264,18 +264,20 @@ impl Os {
 /// store has one. `proc/`, `run/` and `etc/` are the kernel's and the OS's:
 /// rebuilt at every boot, as tmpfs would be.
 async fn prepare(sandbox: &SandboxRoot, state: &dyn State) -> Result<(), Error> {
-    if !sandbox.exists(MACHINE_YAML)? {
-        match state.get::<MachineConfig>(MachineConfig::ID).await {
+    // The configuration is sensitive (`MachineConfig` is): the owner's only.
+    match sandbox.exists(MACHINE_YAML)? {
+        true => sandbox.make_private(MACHINE_YAML)?,
+        false => match state.get::<MachineConfig>(MachineConfig::ID).await {
             Ok(machine) => {
-                sandbox.write_atomic(MACHINE_YAML, &machine.raw, 0o644)?;
+                sandbox.write_atomic(MACHINE_YAML, &machine.raw, 0o600)?;
                 tracing::info!("{MACHINE_YAML} was missing: restored the last accepted one");
             }
             Err(error) if error.is_not_found() => {
-                sandbox.write_atomic(MACHINE_YAML, STARTER, 0o644)?;
+                sandbox.write_atomic(MACHINE_YAML, STARTER, 0o600)?;
                 tracing::info!("first boot: wrote the starter {}", Path::new(MACHINE_YAML).display());
             }
             Err(error) => return Err(error.into()),
-        }
+        },
     }
     if !sandbox.exists(PLATFORM_JSON)? {
         sandbox.write_atomic(PLATFORM_JSON, STARTER_PLATFORM, 0o644)?;

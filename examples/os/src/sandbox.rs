@@ -177,13 +177,25 @@ impl SandboxRoot {
     /// (`machine.yaml`, `platform.json`, `cmdline`, written before a first
     /// boot), or holds the configuration store (a sandbox made before the
     /// marker was); anything else is refused ([`SandboxError::NotASandbox`]).
+    ///
+    /// The sandbox is its owner's only (0700): it holds the machine's
+    /// configuration. One that group or others may enter is made so, with a
+    /// warning.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self, SandboxError> {
+        use std::os::unix::fs::DirBuilderExt;
+
         let dir = dir.as_ref();
         let io = |operation, source| SandboxError::Io { operation, path: dir.display().to_string(), source };
-        std::fs::create_dir_all(dir).map_err(|source| io("create the sandbox", source))?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|source| io("create the sandbox", source))?;
         let root = dir.canonicalize().map_err(|source| io("resolve the sandbox", source))?;
         let sandbox = SandboxRoot { root };
         sandbox.claim()?;
+        let shown = format!("the sandbox {}", sandbox.root.display());
+        restrict(&sandbox.root, &shown).map_err(|source| io("make private", source))?;
         Ok(sandbox)
     }
 
@@ -378,6 +390,14 @@ impl SandboxRoot {
         }
     }
 
+    /// Takes away whatever access group and others have to a file the OS
+    /// keeps private (`machine.yaml`), logging a warning when they had any.
+    pub fn make_private(&self, path: impl IntoRelative) -> Result<(), SandboxError> {
+        let relative = path.into_relative()?;
+        let full = self.resolve(&relative)?;
+        restrict(&full, relative.as_str()).map_err(|source| self.io("make private", &relative, source))
+    }
+
     /// Opens (creating when missing) a file to lock, as the fake kernel does.
     pub fn open_lock_file(&self, path: impl IntoRelative) -> Result<std::fs::File, SandboxError> {
         let relative = path.into_relative()?;
@@ -393,6 +413,21 @@ impl SandboxRoot {
     fn io(&self, operation: &'static str, path: &RelativePath, source: std::io::Error) -> SandboxError {
         SandboxError::Io { operation, path: path.to_string(), source }
     }
+}
+
+/// Clears the group and other bits of `full`'s mode, when it has any, and
+/// says so (naming it `shown`): the owner keeps what it had.
+fn restrict(full: &Path, shown: &str) -> std::io::Result<()> {
+    let mode = std::fs::metadata(full)?.permissions().mode() & 0o7777;
+    if mode & 0o077 == 0 {
+        return Ok(());
+    }
+    let private = mode & 0o700;
+    std::fs::set_permissions(full, std::fs::Permissions::from_mode(private))?;
+    tracing::warn!(
+        "{shown} was open to group or others (mode {mode:o}): made it {private:o}, since it holds the machine's configuration"
+    );
+    Ok(())
 }
 
 /// Whether the file at `full` is a plain file with `contents` (and `mode`).
