@@ -32,6 +32,9 @@
 //!   to open. The key is wiped from memory when it is dropped.
 //! - **Bad files are errors.** A foreign, damaged or wrong-key file fails
 //!   [`RedbState::open`] with a [`Error`] that says so; it never panics.
+//! - **Private files.** A new store file is made 0600. A store file or key
+//!   file that group or others may read or write is opened with a warning,
+//!   or refused with [`Options::require_private_files`] ([`check_private`]).
 //!
 //! # Design
 //!
@@ -96,6 +99,7 @@
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
 mod crypto;
+mod files;
 mod format;
 mod state;
 mod store;
@@ -104,6 +108,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use crypto::EncryptionKey;
+pub use files::{KeyFileError, NotPrivate, check_private};
 
 /// Not API: the record codec, for the fuzz targets of the workspace's `fuzz/`.
 #[cfg(feature = "fuzzing")]
@@ -190,6 +195,25 @@ pub enum Error {
     /// A key was given for a store created without encryption.
     #[error("the store was created without encryption: open it without a key")]
     NotEncrypted,
+
+    /// Group or others may read or write the store file, and the options
+    /// refuse that ([`Options::require_private_files`]).
+    #[error("{path}: {source}")]
+    NotPrivate {
+        /// The file.
+        path: PathBuf,
+        /// Its mode, or why it cannot be read.
+        source: NotPrivate,
+    },
+
+    /// The key file gives no key, or is not private and the options refuse that.
+    #[error("cannot use the encryption key file {path}: {source}")]
+    KeyFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: KeyFileError,
+    },
 
     /// The key is not the one the store was created with.
     #[error("wrong encryption key: it does not open the store's key check")]

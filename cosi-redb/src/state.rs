@@ -31,6 +31,16 @@ pub struct Options {
     /// A store is encrypted or not from its creation on: opening it with a
     /// key it was not created with, or without its key, fails.
     pub encryption_key: Option<EncryptionKey>,
+    /// A file holding the key (see [`EncryptionKey::from_file`]), read at
+    /// open, its mode checked as the store's is; instead of `encryption_key`.
+    pub encryption_key_file: Option<PathBuf>,
+    /// Refuse ([`Error::NotPrivate`]) a store file or key file that group or
+    /// others may read or write, rather than open it and log a warning.
+    ///
+    /// A warning by default, since an existing file keeps the mode it was
+    /// given (a new store file is made 0600): refusing would stop a machine
+    /// from booting over a mode.
+    pub require_private_files: bool,
 }
 
 impl Options {
@@ -45,6 +55,20 @@ impl Options {
     #[must_use]
     pub fn encryption_key(mut self, key: impl Into<EncryptionKey>) -> Self {
         self.encryption_key = Some(key.into());
+        self
+    }
+
+    /// Encrypts specs at rest with the key in the file at `path`, read at open.
+    #[must_use]
+    pub fn encryption_key_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.encryption_key_file = Some(path.into());
+        self
+    }
+
+    /// Refuses a store file or key file that group or others may read or write.
+    #[must_use]
+    pub fn require_private_files(mut self) -> Self {
+        self.require_private_files = true;
         self
     }
 }
@@ -64,7 +88,9 @@ impl RedbState {
     ///
     /// A missing file is created with mode 0600, whatever the process umask:
     /// the store holds the state of the machine, and its metadata is never
-    /// encrypted. An existing file keeps its mode.
+    /// encrypted. An existing file keeps its mode: when group or others may
+    /// read or write it (or the key file), this logs a warning, or fails with
+    /// [`Options::require_private_files`].
     ///
     /// This blocks on file I/O; from async code, call it in `spawn_blocking`.
     /// Fails with a clear [`Error`] when the file is another program's, damaged,
@@ -94,6 +120,14 @@ impl RedbState {
     ) -> Result<Self, Error> {
         let path = path.to_path_buf();
         create_private(&path).map_err(|err| Error::Io(Arc::new(err)))?;
+        let refuse = options.require_private_files;
+        if let Err(source) = crate::files::check_private(&path) {
+            match refuse {
+                true => return Err(Error::NotPrivate { path, source }),
+                false => tracing::warn!("the store {}: {source}", path.display()),
+            }
+        }
+        let options = options.read_key_file()?;
         let db = guard(&path, || redb::Builder::new().create(&path).map_err(|err| open_error(&path, err)))?;
         RedbState::start_with(db, path, options, start)
     }
@@ -211,6 +245,26 @@ impl State for RedbState {
     fn observe_kind_dynamic(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<cosi::Result<Observation>> {
         // Writes reach memory once durable, and are observed then.
         self.memory.observe_kind_dynamic(kind, observer)
+    }
+}
+
+impl Options {
+    /// The options with the key of `encryption_key_file` read into
+    /// `encryption_key`, after the file's mode is checked.
+    fn read_key_file(mut self) -> Result<Options, Error> {
+        let Some(path) = self.encryption_key_file.take() else { return Ok(self) };
+        if self.encryption_key.is_some() {
+            return Err(Error::Encryption("both a key and a key file were given: give one".to_owned()));
+        }
+        if let Err(source) = crate::files::check_private(&path) {
+            match self.require_private_files {
+                true => return Err(Error::KeyFile { path, source: source.into() }),
+                false => tracing::warn!("the encryption key file {}: {source}", path.display()),
+            }
+        }
+        let key = EncryptionKey::from_file(&path).map_err(|source| Error::KeyFile { path, source })?;
+        self.encryption_key = Some(key);
+        Ok(self)
     }
 }
 

@@ -89,6 +89,10 @@ struct ServeArgs {
     /// group or others. A store created with a key opens only with it.
     #[arg(long)]
     encryption_key_file: Option<PathBuf>,
+    /// Refuse a redb store file that group or others may read or write (by
+    /// default it is served, with a warning; a new one is made 0600).
+    #[arg(long)]
+    require_private_store: bool,
     /// The largest request message, in bytes.
     #[arg(long, default_value_t = cosi_grpc::Limits::default().max_message_size)]
     max_message_size: usize,

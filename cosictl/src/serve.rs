@@ -10,7 +10,11 @@
 //!   before the process exits: a redb file is committed and closed, and opens
 //!   again without repair.
 //! - Secrets stay closed: a new redb file is created 0600 (by `cosi_redb`),
-//!   and an encryption key file readable by group or others is refused.
+//!   an existing one that group or others may read is served with a warning
+//!   (refused with `--require-private-store`), and an encryption key file
+//!   readable by group or others is refused (`cosi_redb::check_private`).
+//! - The server logs to stderr (warnings and errors; `RUST_LOG` for more):
+//!   what a client is told only by a correlation ID is there.
 //! - etcd is reached over TLS for `https://` endpoints (`--etcd-ca`, and a
 //!   client certificate with `--etcd-cert`/`--etcd-key`), and as a user with
 //!   `--etcd-user` and a password read from a private file, never from the
@@ -25,7 +29,6 @@ use std::time::Duration;
 
 use cosi::state::{MemoryState, Registry, State};
 use cosi_grpc::{Endpoint, Limits, Security, Server, ServerTls};
-use zeroize::Zeroize;
 
 use crate::{CliError, ServeArgs, read};
 
@@ -93,17 +96,26 @@ fn is_loopback(host: &str) -> bool {
 
 /// Opens the backend, publishes the default definitions, serves until a signal, closes the backend.
 pub async fn run(args: ServeArgs) -> Result<(), CliError> {
+    log_to_stderr();
     let security = security(&args)?;
-    let key = match (&args.encryption_key_file, &args.state) {
-        (None, _) => None,
-        (Some(path), StateSpec::Redb(_)) => Some(read_key(path)?),
+    let mut redb = cosi_redb::Options::default();
+    match (&args.encryption_key_file, &args.state) {
+        (None, _) => (),
+        (Some(path), StateSpec::Redb(_)) => redb = redb.encryption_key(read_key(path)?),
         (Some(_), _) => {
             return Err(CliError::Usage("--encryption-key-file needs a redb state (--state redb:PATH)".into()));
         }
-    };
+    }
+    match (args.require_private_store, &args.state) {
+        (false, _) => (),
+        (true, StateSpec::Redb(_)) => redb = redb.require_private_files(),
+        (true, _) => {
+            return Err(CliError::Usage("--require-private-store needs a redb state (--state redb:PATH)".into()));
+        }
+    }
     let limits = limits(&args);
     let etcd = etcd_options(&args)?;
-    let state = open(&args.state, key, etcd).await?;
+    let state = open(&args.state, redb, etcd).await?;
     let listening = Server::new(Arc::clone(&state)).limits(limits).bind(&args.listen, security).await?;
     // Where it listens, for whoever reads; a closed stdout stops nothing.
     let _ = writeln!(std::io::stdout(), "listening on {}", listening.endpoint());
@@ -134,6 +146,14 @@ fn limits(args: &ServeArgs) -> Limits {
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
         ..Limits::default()
     }
+}
+
+/// The server's log, on stderr: warnings and errors, unless `RUST_LOG` says otherwise.
+fn log_to_stderr() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // Only fails when a subscriber is set already, which then logs.
+    let _ = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).try_init();
 }
 
 fn security(args: &ServeArgs) -> Result<Security, CliError> {
@@ -197,21 +217,10 @@ fn etcd_options(args: &ServeArgs) -> Result<cosi_etcd::Options, CliError> {
     Ok(cosi_etcd::Options { connect_timeout: ETCD_CONNECT_TIMEOUT, tls, credentials, ..cosi_etcd::Options::default() })
 }
 
-/// Refuses a secret's file that group or others may read.
-fn private_file(path: &Path) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
-
-    let mode = std::fs::metadata(path).map_err(|err| err.to_string())?.permissions().mode();
-    if mode & 0o077 != 0 {
-        return Err(format!("its mode {:o} lets group or others read it; chmod 600 it", mode & 0o777));
-    }
-    Ok(())
-}
-
 /// The password in `path`, a private file: its text without one trailing newline.
 fn read_password(path: &Path) -> Result<String, CliError> {
     let bad = |reason: String| CliError::Password { path: path.to_path_buf(), reason };
-    private_file(path).map_err(bad)?;
+    cosi_redb::check_private(path).map_err(|err| bad(err.to_string()))?;
     let mut text = std::fs::read_to_string(path).map_err(|err| bad(err.to_string()))?;
     let kept = text.strip_suffix('\n').map(|rest| rest.strip_suffix('\r').unwrap_or(rest)).map(str::len);
     if let Some(kept) = kept {
@@ -225,60 +234,25 @@ fn read_password(path: &Path) -> Result<String, CliError> {
 }
 
 /// The encryption key in `path`: 32 raw bytes or 64 hexadecimal digits
-/// (surrounding whitespace ignored), in a file only its owner can read.
+/// (surrounding whitespace ignored), in a file only its owner can read: a
+/// key file is refused, never warned about, since it opens every spec.
 fn read_key(path: &Path) -> Result<cosi_redb::EncryptionKey, CliError> {
     let bad = |reason: String| CliError::Key { path: path.to_path_buf(), reason };
-    private_file(path).map_err(bad)?;
-    let mut bytes = std::fs::read(path).map_err(|err| bad(err.to_string()))?;
-    let key = match bytes.len() {
-        32 => cosi_redb::EncryptionKey::try_from(bytes.as_slice()).map_err(|err| bad(err.to_string())),
-        _ => {
-            let text = std::str::from_utf8(&bytes).map(str::trim).unwrap_or_default();
-            match (text.len(), decode_hex(text)) {
-                (64, Some(mut decoded)) => {
-                    let key =
-                        cosi_redb::EncryptionKey::try_from(decoded.as_slice()).map_err(|err| bad(err.to_string()));
-                    decoded.zeroize();
-                    key
-                }
-                _ => {
-                    Err(bad(format!("it holds {} bytes: expected 32 raw bytes or 64 hexadecimal digits", bytes.len())))
-                }
-            }
-        }
-    };
-    // The bytes read are wiped; the key wipes itself when dropped.
-    bytes.zeroize();
-    key
-}
-
-fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    let digits = text.as_bytes();
-    digits.len().is_multiple_of(2).then_some(())?;
-    digits
-        .chunks(2)
-        .map(|pair| {
-            let high = char::from(pair[0]).to_digit(16)?;
-            let low = char::from(pair[1]).to_digit(16)?;
-            u8::try_from(high * 16 + low).ok()
-        })
-        .collect()
+    cosi_redb::check_private(path).map_err(|err| bad(err.to_string()))?;
+    cosi_redb::EncryptionKey::from_file(path).map_err(|err| bad(err.to_string()))
 }
 
 /// The backend, open and holding the default namespaces and definitions.
 async fn open(
     spec: &StateSpec,
-    key: Option<cosi_redb::EncryptionKey>,
+    redb: cosi_redb::Options,
     etcd: cosi_etcd::Options,
 ) -> Result<Arc<dyn State>, CliError> {
     let state: Arc<dyn State> = match spec {
         StateSpec::Memory => Arc::new(MemoryState::default()),
         StateSpec::Redb(path) => {
             let opening = path.clone();
-            let mut options = cosi_redb::Options::default();
-            if let Some(key) = key {
-                options = options.encryption_key(key);
-            }
+            let options = redb;
             // Opening reads the whole file: keep it off the async threads.
             let opened = tokio::task::spawn_blocking(move || cosi_redb::RedbState::open(&opening, options))
                 .await

@@ -283,6 +283,41 @@ async fn serve_redb_keeps_secrets_closed() {
     served.terminate().await;
 }
 
+/// A store file that group or others may read is served with a warning on
+/// stderr, or refused with `--require-private-store`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_redb_warns_about_a_store_others_may_read_or_refuses_it() {
+    use std::os::unix::fs::PermissionsExt;
+    use tokio::io::AsyncReadExt;
+
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("state.redb");
+    let state = format!("redb:{}", path.display());
+    serve_state(&state).await.terminate().await;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+
+    serve_with_fails(&["--state", &state, "--require-private-store"], "mode 644 lets group or others");
+    serve_with_fails(&["--state", "memory", "--require-private-store"], "needs a redb state");
+
+    let mut child = tokio::process::Command::new(COSICTL)
+        .args(["serve", "--listen", "tcp://127.0.0.1:0", "--insecure", "--state", &state])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("cosictl serve starts");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut served = Served { child, endpoint: String::new(), _lines: lines };
+    let line = served._lines.next_line().await.expect("read").expect("cosictl serve prints its address");
+    assert!(line.starts_with("listening on "), "{line}");
+    served.terminate().await;
+    let mut logged = String::new();
+    stderr.read_to_string(&mut logged).await.expect("read stderr");
+    assert!(logged.contains("WARN") && logged.contains(&path.display().to_string()), "{logged}");
+    assert!(logged.contains("mode 644") && logged.contains("chmod 600"), "{logged}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_applies_its_limit_flags() {
     let mut served = serve_with(&["--max-watches-per-client", "2", "--max-message-size", "65536"]).await;
