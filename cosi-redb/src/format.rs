@@ -2,7 +2,14 @@
 //!
 //! - `cosi.meta` (`&str` → bytes): `format` = `[2]`, the version of this
 //!   layout; `key-check`, present when specs are encrypted, is a sealed known
-//!   text, so a wrong key is told at open even in an empty store.
+//!   text, so a wrong key is told at open even in an empty store. Its
+//!   associated data is `key-check\0format\0` and the format byte, so the
+//!   key check also authenticates the format entry: an entry set back to 1,
+//!   which would let format 1 records in through the migration, no longer
+//!   matches it and the store is refused. A key check sealed before that
+//!   (associated data `key-check` alone, as format 1 and earlier format 2
+//!   stores have it) is sealed again, bound, at open: in the transaction of
+//!   the migration for a format 1 store, in one of its own for a format 2 one.
 //! - `cosi.resources` (`(namespace, type, ID)` → record), so a kind's
 //!   resources sit together in ID order, as Go COSI's bolt buckets keep them.
 //!
@@ -58,6 +65,21 @@ pub(crate) const FORMAT_VERSION: u8 = 2;
 pub(crate) const LEGACY_FORMAT_VERSION: u8 = 1;
 pub(crate) const KEY_CHECK_KEY: &str = "key-check";
 pub(crate) const KEY_CHECK_TEXT: &[u8] = b"cosi-redb key check";
+
+/// The associated data of a key check bound to the store format `format`.
+pub(crate) fn key_check_aad(format: u8) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(KEY_CHECK_KEY.len() + 9);
+    aad.extend_from_slice(KEY_CHECK_KEY.as_bytes());
+    aad.extend_from_slice(b"\0format\0");
+    aad.push(format);
+    aad
+}
+
+/// The associated data of a key check bound to no format: format 1 stores',
+/// and format 2 stores' until they were opened by a version that binds it.
+pub(crate) fn unbound_key_check_aad() -> &'static [u8] {
+    KEY_CHECK_KEY.as_bytes()
+}
 
 /// The record format this version writes.
 const RECORD_FORMAT: u8 = 2;

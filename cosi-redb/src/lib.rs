@@ -85,7 +85,10 @@
 //! the written Rust value, shared by reads as in memory). With encryption, a
 //! spec is stored as `0x01 || 12-byte nonce || ciphertext` (Go COSI's
 //! layout), bound to its record's key and clear header (record format 2; a
-//! store of format 1 is rewritten at open). `format.rs` has the byte layout.
+//! store of format 1 is rewritten at open). The key check in `cosi.meta`
+//! authenticates the format entry too, so an encrypted store whose entry was
+//! set back to 1 is refused ([`Error::FormatChanged`]) rather than migrated.
+//! `format.rs` has the byte layout.
 //!
 //! # Using it
 //!
@@ -213,6 +216,22 @@ pub enum Error {
         path: PathBuf,
         /// Why.
         source: KeyFileError,
+    },
+
+    /// The store's format entry is not the format its key check was sealed
+    /// for: it was changed (set back to 1, say, which would let records
+    /// sealed without their metadata in), so the store is not opened.
+    #[error(
+        "{path}: its format entry says {entry}, but its key check was written for format {checked}: the entry \
+         was changed, so the store is not opened"
+    )]
+    FormatChanged {
+        /// The file.
+        path: PathBuf,
+        /// What the format entry says.
+        entry: u8,
+        /// The format the key check authenticates.
+        checked: u8,
     },
 
     /// The key is not the one the store was created with.

@@ -17,6 +17,7 @@ use crate::Error;
 use crate::crypto::{Cipher, EncryptionKey};
 use crate::format::{
     self, FORMAT_KEY, FORMAT_VERSION, KEY_CHECK_KEY, KEY_CHECK_TEXT, LEGACY_FORMAT_VERSION, META, RESOURCES,
+    key_check_aad, unbound_key_check_aad,
 };
 use crate::store::RedbStore;
 
@@ -316,32 +317,65 @@ fn prepare(db: &Database, path: &Path, cipher: Option<&Cipher>) -> Result<(), Er
         }
         Err(err) => return Err(err.into()),
     };
-    let legacy = match meta.get(FORMAT_KEY)?.map(|version| version.value().to_vec()).as_deref() {
-        Some([FORMAT_VERSION]) => false,
-        Some([LEGACY_FORMAT_VERSION]) => true,
+    let format = match meta.get(FORMAT_KEY)?.map(|version| version.value().to_vec()).as_deref() {
+        Some(&[version]) if version == FORMAT_VERSION || version == LEGACY_FORMAT_VERSION => version,
         Some(other) => return Err(not_a_store(&format!("unknown format version {other:?}"))),
         None => return Err(not_a_store("it has no format version")),
     };
     let check = meta.get(KEY_CHECK_KEY)?.map(|check| check.value().to_vec());
-    match (check, cipher) {
-        (None, None) => (),
+    let bound = match (check, cipher) {
+        (None, None) => true,
         (None, Some(_)) => return Err(Error::NotEncrypted),
         (Some(_), None) => return Err(Error::KeyRequired),
-        (Some(check), Some(cipher)) => match cipher.open(&check, KEY_CHECK_KEY.as_bytes()) {
-            Ok(text) if text == KEY_CHECK_TEXT => (),
-            _ => return Err(Error::WrongKey),
-        },
-    }
+        (Some(check), Some(cipher)) => check_key(cipher, &check, format, path)?,
+    };
     drop(meta);
     drop(read);
-    match legacy {
-        true => migrate(db, cipher),
-        false => Ok(()),
+    match (format, bound) {
+        (LEGACY_FORMAT_VERSION, _) => migrate(db, cipher),
+        (_, false) => bind_key_check(db, cipher),
+        (_, true) => Ok(()),
     }
 }
 
+/// Opens the key check of a store whose format entry says `format`:
+/// whether it is bound to that format (`false`: sealed before key checks
+/// were bound to a format). Fails when the key is wrong, or when the check
+/// is bound to another format than the entry says: the entry was changed.
+fn check_key(cipher: &Cipher, check: &[u8], format: u8, path: &Path) -> Result<bool, Error> {
+    let opens = |aad: &[u8]| cipher.open(check, aad).is_ok_and(|text| text == KEY_CHECK_TEXT);
+    if opens(&key_check_aad(format)) {
+        return Ok(true);
+    }
+    if opens(unbound_key_check_aad()) {
+        return Ok(false);
+    }
+    for other in [FORMAT_VERSION, LEGACY_FORMAT_VERSION] {
+        if other != format && opens(&key_check_aad(other)) {
+            return Err(Error::FormatChanged { path: path.to_path_buf(), entry: format, checked: other });
+        }
+    }
+    Err(Error::WrongKey)
+}
+
+/// The key check, sealed bound to the current format.
+fn seal_key_check(cipher: &Cipher) -> Result<Vec<u8>, Error> {
+    cipher.seal(KEY_CHECK_TEXT, &key_check_aad(FORMAT_VERSION))
+}
+
+/// Seals the key check of a format 2 store again, bound to its format.
+fn bind_key_check(db: &Database, cipher: Option<&Cipher>) -> Result<(), Error> {
+    let Some(cipher) = cipher else { return Ok(()) };
+    let mut txn = db.begin_write()?;
+    txn.set_quick_repair(true);
+    txn.open_table(META)?.insert(KEY_CHECK_KEY, seal_key_check(cipher)?.as_slice())?;
+    txn.commit()?;
+    Ok(())
+}
+
 /// Brings a format 1 store to format 2 in one transaction: its encrypted
-/// records are rewritten so that each is authenticated whole (see `format.rs`).
+/// records are rewritten so that each is authenticated whole (see
+/// `format.rs`), and its key check is sealed again, bound to format 2.
 fn migrate(db: &Database, cipher: Option<&Cipher>) -> Result<(), Error> {
     let mut txn = db.begin_write()?;
     txn.set_quick_repair(true);
@@ -362,6 +396,9 @@ fn migrate(db: &Database, cipher: Option<&Cipher>) -> Result<(), Error> {
         }
         let mut meta = txn.open_table(META)?;
         meta.insert(FORMAT_KEY, [FORMAT_VERSION].as_slice())?;
+        if let Some(cipher) = cipher {
+            meta.insert(KEY_CHECK_KEY, seal_key_check(cipher)?.as_slice())?;
+        }
     }
     txn.commit()?;
     Ok(())
@@ -375,7 +412,7 @@ fn initialize(db: &Database, cipher: Option<&Cipher>) -> Result<(), Error> {
         let mut meta = txn.open_table(META)?;
         meta.insert(FORMAT_KEY, [FORMAT_VERSION].as_slice())?;
         if let Some(cipher) = cipher {
-            meta.insert(KEY_CHECK_KEY, cipher.seal(KEY_CHECK_TEXT, KEY_CHECK_KEY.as_bytes())?.as_slice())?;
+            meta.insert(KEY_CHECK_KEY, seal_key_check(cipher)?.as_slice())?;
         }
         txn.open_table(RESOURCES)?;
     }
@@ -526,6 +563,9 @@ mod tests {
         let txn = db.begin_read().expect("read");
         let meta = txn.open_table(META).expect("meta");
         assert_eq!(meta.get(FORMAT_KEY).expect("get").expect("format").value(), [FORMAT_VERSION]);
+        let check = meta.get(KEY_CHECK_KEY).expect("get").expect("key check");
+        let opened = cipher.open(check.value(), &key_check_aad(FORMAT_VERSION));
+        assert_eq!(opened.expect("the key check is bound to format 2"), KEY_CHECK_TEXT);
         let resources = txn.open_table(RESOURCES).expect("resources");
         let record =
             resources.get((pointer.namespace(), pointer.r#type(), pointer.id())).expect("get").expect("record");
@@ -533,5 +573,54 @@ mod tests {
         let decoded =
             format::decode((pointer.namespace(), pointer.r#type(), pointer.id()), record.value(), Some(&cipher));
         assert_eq!(decoded.expect("decodes").metadata(), resource.metadata());
+    }
+
+    /// A format 2 store whose key check predates binding it to the format
+    /// opens, and its key check is bound then: the format entry set back to
+    /// 1 afterwards is refused.
+    #[test]
+    fn an_unbound_key_check_of_format_2_is_bound_at_open() {
+        let key = EncryptionKey::new([3; 32]);
+        let cipher = Cipher::new(&key);
+        let backend = Shared(Arc::new(InMemoryBackend::new()));
+        let write_meta = |format: u8, check: Option<Vec<u8>>| {
+            let db = redb::Builder::new().create_with_backend(backend.clone()).expect("database");
+            let txn = db.begin_write().expect("write");
+            {
+                let mut meta = txn.open_table(META).expect("meta");
+                meta.insert(FORMAT_KEY, [format].as_slice()).expect("format");
+                if let Some(check) = check {
+                    meta.insert(KEY_CHECK_KEY, check.as_slice()).expect("check");
+                }
+                txn.open_table(RESOURCES).expect("resources");
+            }
+            txn.commit().expect("commit");
+        };
+        let open = || {
+            let db = redb::Builder::new().create_with_backend(backend.clone()).expect("database");
+            RedbState::start(db, PathBuf::from("unbound"), Options::default().encryption_key(key.clone()))
+        };
+        let unbound = cipher.seal(KEY_CHECK_TEXT, unbound_key_check_aad()).expect("seal");
+        write_meta(FORMAT_VERSION, Some(unbound));
+        drop(open().expect("a format 2 store with an unbound key check opens"));
+
+        let db = redb::Builder::new().create_with_backend(backend.clone()).expect("database");
+        let check = {
+            let txn = db.begin_read().expect("read");
+            let meta = txn.open_table(META).expect("meta");
+            meta.get(KEY_CHECK_KEY).expect("get").expect("key check").value().to_vec()
+        };
+        drop(db);
+        let opened = cipher.open(&check, &key_check_aad(FORMAT_VERSION));
+        assert_eq!(opened.expect("the key check is bound to format 2 now"), KEY_CHECK_TEXT);
+
+        write_meta(LEGACY_FORMAT_VERSION, None);
+        let refused = open().expect_err("the format entry set back to 1");
+        assert!(matches!(refused, Error::FormatChanged { entry: 1, checked: 2, .. }), "{refused:?}");
+        let wrong = {
+            let db = redb::Builder::new().create_with_backend(backend.clone()).expect("database");
+            RedbState::start(db, PathBuf::from("unbound"), Options::default().encryption_key([4; 32]))
+        };
+        assert!(matches!(wrong, Err(Error::WrongKey)), "another key is a wrong key, not a changed format");
     }
 }

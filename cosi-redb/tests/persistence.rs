@@ -364,6 +364,44 @@ async fn encryption_keys_are_checked_and_specs_are_not_in_the_clear() {
     assert!(matches!(err, Error::NotEncrypted), "{err:?}");
 }
 
+/// The format entry of `cosi.meta`, set behind the store's back.
+fn set_format(file: &std::path::Path, format: u8) {
+    let db = redb::Database::create(file).expect("open with redb");
+    let txn = db.begin_write().expect("begin");
+    {
+        let meta: redb::TableDefinition<'_, &str, &[u8]> = redb::TableDefinition::new("cosi.meta");
+        txn.open_table(meta).expect("cosi.meta").insert("format", [format].as_slice()).expect("insert");
+    }
+    txn.commit().expect("commit");
+}
+
+/// The format entry is bound to the key check: set back to 1 (which would
+/// make format 1 records, sealed without their metadata, acceptable again
+/// through the migration), the encrypted store is refused, and nothing in
+/// it changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_encrypted_store_whose_format_entry_was_changed_is_refused() {
+    let dir = dir();
+    let file = file(dir.path());
+    let state = open(&file, encrypted());
+    state.create(path("kept", "value"), CreateOptions::default()).await.expect("create");
+    drop(state);
+
+    set_format(&file, 1);
+    let err = RedbState::open(&file, encrypted()).expect_err("a format entry changed to 1");
+    assert!(matches!(err, Error::FormatChanged { entry: 1, checked: 2, .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("format entry says 1") && message.contains("written for format 2"), "{message}");
+    assert!(message.contains(&file.display().to_string()), "{message}");
+
+    // Refused again (nothing was migrated), and the store opens as it was once the entry is back.
+    assert!(matches!(RedbState::open(&file, encrypted()), Err(Error::FormatChanged { .. })));
+    set_format(&file, 2);
+    let state = open(&file, encrypted());
+    let kept = state.get::<PathResource>(&PathResource::pointer_in(NS, "kept")).await.expect("kept");
+    assert_eq!(kept.value, "value");
+}
+
 #[test]
 fn a_new_store_file_is_private_whatever_the_umask() {
     use std::os::unix::fs::PermissionsExt;
