@@ -16,6 +16,7 @@
 //! | [`grpc_request`] | a gRPC request (first byte: the RPC) into `StateService`, through the conversion layer |
 //! | [`queries`] | label and ID queries from the wire, run by list and watch against labelled resources |
 //! | [`redb_record`] | a stored redb record, with and without encryption |
+//! | [`redb_file`] | a whole redb store file (redb's pages too), opened, read, written and closed |
 //! | [`spec_yaml`] | a spec's YAML (or JSON, which YAML includes) text, decoded as typed specs and as a resource definition |
 //! | [`metadata_json`] | metadata as JSON, the form redb records hold |
 //! | [`etcd_value`] | a value under the etcd prefix (with its key), and a client's etcd bookmark |
@@ -41,9 +42,21 @@ use futures_util::StreamExt;
 use prost::Message;
 use tonic::Request;
 
+mod redb_file;
+
+pub use redb_file::{redb_file, redb_file_outcome};
+
 /// The names of the targets, as `fuzz_targets/`, `fuzz/run` and `fuzz/regressions/` name them.
-pub const TARGETS: &[&str] =
-    &["grpc_request", "queries", "redb_record", "spec_yaml", "metadata_json", "etcd_value", "machine_yaml"];
+pub const TARGETS: &[&str] = &[
+    "grpc_request",
+    "queries",
+    "redb_record",
+    "redb_file",
+    "spec_yaml",
+    "metadata_json",
+    "etcd_value",
+    "machine_yaml",
+];
 
 /// Runs the target called `name` on `data`; `false` for an unknown name.
 pub fn run(name: &str, data: &[u8]) -> bool {
@@ -51,6 +64,7 @@ pub fn run(name: &str, data: &[u8]) -> bool {
         "grpc_request" => grpc_request(data),
         "queries" => queries(data),
         "redb_record" => redb_record(data),
+        "redb_file" => redb_file(data),
         "spec_yaml" => spec_yaml(data),
         "metadata_json" => metadata_json(data),
         "etcd_value" => etcd_value(data),

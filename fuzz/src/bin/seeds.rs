@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use cosi::resource::{DynamicResource, EncodedSpec, Metadata, Resource};
+use cosi::state::{CreateOptions, State as _, StateExt as _};
 use cosi::testing::resources::PathResource;
 use cosi_grpc::proto;
 use prost::Message;
@@ -151,6 +152,10 @@ fn main() -> std::io::Result<()> {
     write("redb_record", "encrypted", &[&[1][..], &sealed].concat())?;
     write("redb_record", "round-trip", b"\x03owner\x00k=v\x00fin\x00spec")?;
 
+    let encrypted = cosi_redb::Options::default().encryption_key(cosi_redb::EncryptionKey::new([0x5a; 32]));
+    write("redb_file", "plain.redb", &store_file(cosi_redb::Options::default(), &stored)?)?;
+    write("redb_file", "encrypted.redb", &store_file(encrypted, &stored)?)?;
+
     write("spec_yaml", "value", b"value: x\n")?;
     // JSON is YAML too: a spec sent as JSON text takes the same decoder.
     write("spec_yaml", "json", br#"{"value": "x", "type": "Things.fuzz.cosi.dev", "aliases": ["t"]}"#)?;
@@ -165,4 +170,23 @@ fn main() -> std::io::Result<()> {
     let bookmark = cosi_etcd::fuzzing::encode_bookmark("/cosi", &stored.metadata().pointer().kind(), 42);
     write("etcd_value", "bookmark", &[&[2][..], &bookmark].concat())?;
     Ok(())
+}
+
+/// A small store file, as `RedbState` writes one: the default namespaces and
+/// definitions, `stored`, and a typed resource.
+fn store_file(options: cosi_redb::Options, stored: &DynamicResource) -> std::io::Result<Vec<u8>> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("store.redb");
+    let state = cosi_redb::RedbState::open(&path, options).map_err(std::io::Error::other)?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime
+        .block_on(async {
+            cosi::state::Registry::new(&state).register_defaults().await?;
+            state.create_dynamic(stored.clone(), CreateOptions::owner("owner")).await?;
+            let typed = cosi::resource::Typed::new("a", PathResource { value: "x".into() });
+            state.create(typed, CreateOptions::default()).await.map(drop)
+        })
+        .map_err(std::io::Error::other)?;
+    drop(state);
+    std::fs::read(&path)
 }

@@ -1,0 +1,4 @@
+//! libFuzzer entry point of `cosi_fuzz::redb_file` (see that function for what it reads).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| cosi_fuzz::redb_file(data));
