@@ -32,6 +32,8 @@
 //!   to open. The key is wiped from memory when it is dropped.
 //! - **Bad files are errors.** A foreign, damaged or wrong-key file fails
 //!   [`RedbState::open`] with a [`Error`] that says so; it never panics.
+//!   redb trusts a file it wrote, so open has it check the file's integrity
+//!   first (every page's checksum, the allocator state rebuilt).
 //! - **Private files.** A new store file is made 0600. A store file or key
 //!   file that group or others may read or write is opened with a warning,
 //!   or refused with [`Options::require_private_files`] ([`check_private`]).

@@ -96,6 +96,8 @@ impl RedbState {
     /// This blocks on file I/O; from async code, call it in `spawn_blocking`.
     /// Fails with a clear [`Error`] when the file is another program's, damaged,
     /// encrypted with another key, or already open (by this process or another).
+    /// A damaged file is told by redb's integrity check, which open runs
+    /// (every page's checksum; it costs about a third more than the read).
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Self, Error> {
         RedbState::open_with(path.as_ref(), options, RedbStore::start)
     }
@@ -129,7 +131,15 @@ impl RedbState {
             }
         }
         let options = options.read_key_file()?;
-        let db = guard(&path, || redb::Builder::new().create(&path).map_err(|err| open_error(&path, err)))?;
+        // redb trusts a file it wrote, and may panic on one damaged since;
+        // a panic whose unwinding panics again (a lock poisoned on the way)
+        // aborts the process, which no `catch_unwind` prevents. Checking
+        // integrity at open verifies every page's checksum and rebuilds the
+        // allocator state instead of trusting it, so a damaged file is an
+        // error (redb's `Corrupted`) before anything writes to it.
+        let db = guard(&path, || {
+            redb::Builder::new().set_check_integrity_on_open(true).create(&path).map_err(|err| open_error(&path, err))
+        })?;
         RedbState::start_with(db, path, options, start)
     }
 

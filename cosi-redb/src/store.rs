@@ -104,7 +104,15 @@ impl RedbStore {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
                 .name("cosi-redb-commit".to_owned())
-                .spawn(move || commit_loop(&shared, &db, commit))
+                .spawn(move || {
+                    commit_loop(&shared, &db, commit);
+                    // Closing writes the allocator state; a panic there is
+                    // redb's, and the next open checks the file anyway.
+                    let closed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(db)));
+                    if closed.is_err() {
+                        tracing::error!("redb panicked while closing the store file; the next open checks it");
+                    }
+                })
                 .map_err(|err| Error::Io(Arc::new(err)))?
         };
         Ok(RedbStore {
