@@ -19,7 +19,9 @@
 //! certificate when etcd requires one (`--client-cert-auth`). With
 //! [`Options::credentials`] it authenticates as an etcd user and sends the
 //! token with every call; when etcd drops the token (it expired, the password
-//! changed) the call authenticates again, once, and is retried. A failed call
+//! changed) the call authenticates again, once, and is retried. Credentials
+//! are refused over `http://` unless every endpoint is on loopback: the
+//! password would cross the network in plaintext. A failed call
 //! is an [`Error::Backend`](cosi::Error::Backend) holding an [`EtcdError`],
 //! which keeps etcd's gRPC status.
 //!

@@ -50,6 +50,8 @@ pub struct Options {
     /// required for them, and refused with `http://` ones.
     pub tls: Option<Tls>,
     /// The etcd user to act as, when etcd has authentication enabled.
+    /// Refused with `http://` endpoints off loopback, where the password
+    /// would cross the network in plaintext.
     pub credentials: Option<Credentials>,
 }
 

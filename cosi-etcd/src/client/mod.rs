@@ -258,7 +258,12 @@ impl Client {
         let tls = connection.tls.map(tls_config);
         let mut built = Vec::with_capacity(endpoints.len());
         for endpoint in endpoints {
-            built.push(endpoint_of(endpoint.as_ref(), tls.as_ref(), connection.connect_timeout)?);
+            let url = endpoint.as_ref();
+            let endpoint = endpoint_of(url, tls.as_ref(), connection.connect_timeout)?;
+            if connection.credentials.is_some() {
+                check_credentials_stay(url, &endpoint)?;
+            }
+            built.push(endpoint);
         }
         if built.is_empty() {
             return Err(EtcdError::Endpoint { endpoint: String::new(), reason: "no endpoint was given".into() });
@@ -646,6 +651,30 @@ fn endpoint_of(url: &str, tls: Option<&ClientTlsConfig>, connect_timeout: Durati
     }
 }
 
+/// Refuses to send credentials to `endpoint` in plaintext off this machine:
+/// without TLS (`http://`) its host must be loopback, where the password
+/// never crosses a network.
+fn check_credentials_stay(url: &str, endpoint: &Endpoint) -> Result<(), EtcdError> {
+    let plaintext = endpoint.uri().scheme_str() != Some("https");
+    let host = endpoint.uri().host().unwrap_or_default();
+    match plaintext && !is_loopback(host) {
+        true => Err(EtcdError::Endpoint {
+            endpoint: url.to_owned(),
+            reason: "credentials would cross the network in plaintext: use https:// endpoints with TLS \
+                     (Options::tls) for an etcd off this machine"
+                .to_owned(),
+        }),
+        false => Ok(()),
+    }
+}
+
+/// Whether `host` (as a URL writes it) is this machine's loopback:
+/// `localhost` or a loopback address.
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// An error and its sources, as one line: tonic's transport errors say little at the top.
 fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
@@ -699,6 +728,42 @@ mod tests {
             let err = endpoint_of(url, tls, timeout).unwrap_err().to_string();
             assert!(err.contains(expected) && err.contains(url), "{url}: {err}");
         }
+    }
+
+    #[test]
+    fn loopback_hosts_are_recognised_and_nothing_else_is() {
+        for host in ["localhost", "LOCALHOST", "127.0.0.1", "127.8.9.10", "[::1]", "::1"] {
+            assert!(is_loopback(host), "{host}");
+        }
+        for host in ["10.0.0.2", "etcd.example", "[::2]", "localhost.example", "0.0.0.0", ""] {
+            assert!(!is_loopback(host), "{host}");
+        }
+    }
+
+    /// Credentials go in plaintext only to loopback: to any other host over
+    /// `http://` the client refuses before it connects, saying why.
+    #[tokio::test]
+    async fn credentials_are_refused_over_plaintext_off_this_machine() {
+        let credentials = Credentials { user: "cosi".into(), password: "secret".into() };
+        let connection =
+            Connection { connect_timeout: Duration::from_secs(1), tls: None, credentials: Some(&credentials) };
+        for url in ["http://192.0.2.1:2379", "192.0.2.1:2379", "http://etcd.example:2379", "http://[2001:db8::1]:2379"]
+        {
+            let refused = Client::connect(&["http://127.0.0.1:2379", url], connection).await;
+            let Err(err) = refused else { panic!("{url}: credentials sent in plaintext") };
+            let text = err.to_string();
+            assert!(text.contains("in plaintext") && text.contains(url), "{url}: {text}");
+        }
+        // On loopback the check passes and the client goes on to authenticate
+        // (here against a port nobody listens on, so that fails otherwise).
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+        for url in [format!("http://127.0.0.1:{port}"), format!("http://localhost:{port}")] {
+            let Err(err) = Client::connect(&[url.as_str()], connection).await else { panic!("{url}: nobody listens") };
+            assert!(!err.to_string().contains("in plaintext"), "{url}: {err}");
+        }
+        // Without credentials, nothing is refused.
+        let plain = Connection { credentials: None, ..connection };
+        assert!(Client::connect(&["http://192.0.2.1:2379"], plain).await.is_ok());
     }
 
     #[test]
