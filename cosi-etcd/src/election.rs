@@ -131,6 +131,7 @@ impl LeaderElection {
         let lost_tx = Arc::new(lost_tx);
         let keeper = tokio::spawn(keep_alive(
             self.client.clone(),
+            self.name.clone(),
             lease,
             Duration::from_secs(ttl),
             granted,
@@ -141,7 +142,14 @@ impl LeaderElection {
         let response = self.client.campaign(&self.key, lease, &self.identity).await.map_err(|err| self.error(err))?;
         let leader = response.leader.ok_or_else(|| ElectionError::NoLeaderKey { name: self.name.clone() })?;
         let revision = response.header.map_or(0, |header| header.revision);
-        let observer = AbortOnDrop(tokio::spawn(watch_key(self.client.clone(), leader.clone(), revision, lost_tx)));
+        let observer = AbortOnDrop(tokio::spawn(watch_key(
+            self.client.clone(),
+            self.name.clone(),
+            leader.clone(),
+            revision,
+            Duration::from_secs(ttl),
+            lost_tx,
+        )));
         guard.0 = None;
         Ok(Leadership {
             client: self.client.clone(),
@@ -384,7 +392,14 @@ impl Drop for AbortOnDrop {
 /// races a timer to that deadline: an attempt on a connection that is never
 /// answered takes its whole timeout, so a deadline checked only between
 /// attempts would be noticed up to a timeout late.
-async fn keep_alive(client: Client, lease: i64, ttl: Duration, granted: Instant, lost: Arc<watch::Sender<bool>>) {
+async fn keep_alive(
+    client: Client,
+    name: String,
+    lease: i64,
+    ttl: Duration,
+    granted: Instant,
+    lost: Arc<watch::Sender<bool>>,
+) {
     // Without a representable deadline, none is trusted: give up at once. etcd
     // grants at most 9,000,000,000 s, so that never happens to a granted lease.
     let mut expires = granted.checked_add(ttl).unwrap_or(granted);
@@ -416,9 +431,14 @@ async fn keep_alive(client: Client, lease: i64, ttl: Duration, granted: Instant,
                 wait = ttl / 3;
             }
             // Failed or timed out: a stream may be broken, so the next attempt opens another.
-            _ => {
+            failed => {
                 stream = None;
                 wait = retry.next_delay();
+                let error = match failed {
+                    Ok(Err(error)) => error.to_string(),
+                    _ => format!("etcd did not answer within {:?}", ttl / 3),
+                };
+                tracing::warn!(election = %name, lease, %error, delay = ?wait, "renewing the leader's lease failed; retrying");
             }
         }
     }
@@ -459,31 +479,74 @@ const RENEW_RETRY: Duration = Duration::from_millis(100);
 /// so the key would never be read again; compacted at the key's deletion
 /// itself, etcd drops the deletion from its history, and a watch resumed
 /// there waits for an event that never comes.
-async fn watch_key(client: Client, leader: LeaderKey, revision: i64, lost: Arc<watch::Sender<bool>>) {
+///
+/// Each break is logged with what broke it, and the reads and watches after
+/// it are spaced by a backoff ([`rewatch_backoff`]), reset once a watch works.
+async fn watch_key(
+    client: Client,
+    name: String,
+    leader: LeaderKey,
+    revision: i64,
+    ttl: Duration,
+    lost: Arc<watch::Sender<bool>>,
+) {
     let mut next = revision.saturating_add(1);
-    let mut first = true;
+    let mut retry = Backoff::new(rewatch_backoff(ttl));
+    // Why the last watch ended; `None` before the first.
+    let mut broke: Option<String> = None;
     loop {
-        if !std::mem::take(&mut first) {
-            tokio::time::sleep(REWATCH).await;
+        if let Some(error) = broke.take() {
+            let delay = retry.next_delay();
+            tracing::warn!(election = %name, %error, ?delay, "the leader key's watch broke; reading the key again");
+            tokio::time::sleep(delay).await;
             match still_held(&client, &leader).await {
                 Ok(Some(revision)) => next = revision.saturating_add(1),
                 Ok(None) => break,
-                Err(_) => continue,
+                Err(error) => {
+                    broke = Some(format!("cannot read the leader key: {error}"));
+                    continue;
+                }
             }
         }
         let create = WatchCreateRequest { key: leader.key.clone(), start_revision: next, ..Default::default() };
-        let Ok(mut stream) = client.watch(create).await else { continue };
-        while let Ok(Some(response)) = stream.message().await {
-            if response.events.iter().any(|event| matches!(crate::watch::event_type(event), Ok(EventType::Delete))) {
-                let _ = lost.send(true);
-                return;
+        let mut stream = match client.watch(create).await {
+            Ok(stream) => stream,
+            Err(error) => {
+                broke = Some(format!("cannot watch the leader key: {error}"));
+                continue;
             }
-            if response.canceled {
-                break;
+        };
+        broke = Some(loop {
+            match stream.message().await {
+                Ok(Some(response)) => {
+                    if response
+                        .events
+                        .iter()
+                        .any(|event| matches!(crate::watch::event_type(event), Ok(EventType::Delete)))
+                    {
+                        let _ = lost.send(true);
+                        return;
+                    }
+                    if response.canceled {
+                        break format!("etcd cancelled the watch: {}", response.cancel_reason);
+                    }
+                    // The watch works: the next break starts the backoff over.
+                    retry.reset();
+                }
+                Ok(None) => break "etcd ended the watch".to_owned(),
+                Err(error) => break error.to_string(),
             }
-        }
+        });
     }
     let _ = lost.send(true);
+}
+
+/// The waits before the leader key is read again after its watch broke:
+/// [`REWATCH_RETRY`], doubled up to a third of the time to live (the renewal
+/// cadence), ±50 %, so that a deletion made while etcd was away is noticed
+/// soon after it is back, and candidates cut off together do not retry in step.
+fn rewatch_backoff(ttl: Duration) -> BackoffOptions {
+    BackoffOptions { initial: REWATCH_RETRY, multiplier: 2.0, jitter: 0.5, max: (ttl / 3).max(REWATCH_RETRY) }
 }
 
 /// The revision at which the leader key was read holding `leader`'s campaign
@@ -500,5 +563,92 @@ async fn still_held(client: &Client, leader: &LeaderKey) -> Result<Option<i64>, 
     }
 }
 
-/// The wait before the leader key is read again and its watch reopened.
-const REWATCH: Duration = Duration::from_millis(200);
+/// The first wait before the leader key is read again and its watch reopened.
+const REWATCH_RETRY: Duration = Duration::from_millis(100);
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use parking_lot::Mutex;
+
+    use super::*;
+    use crate::client::Connection;
+
+    /// The log lines of one test, on its thread.
+    #[derive(Clone, Default)]
+    struct Logs(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Logs {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Logs {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock()).into_owned()
+        }
+    }
+
+    /// A duration as `Debug` writes it (`104.2ms`, `1.5s`, `850µs`).
+    fn parse_duration(text: &str) -> Option<Duration> {
+        let number = |suffix: &str| text.strip_suffix(suffix).and_then(|number| number.parse::<f64>().ok());
+        [("ns", 1e-9), ("µs", 1e-6), ("ms", 1e-3), ("s", 1.0)]
+            .into_iter()
+            .find_map(|(suffix, unit)| number(suffix).map(|value| Duration::from_secs_f64(value * unit)))
+    }
+
+    /// With etcd unreachable, the leader key's watch breaks again and again:
+    /// each break is logged as a warning with what broke it, and the waits
+    /// between attempts grow.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_broken_leader_key_watch_is_logged_and_retried_with_growing_delays() {
+        let logs = Logs::default();
+        let writer = logs.clone();
+        let subscriber =
+            tracing_subscriber::fmt().with_ansi(false).without_time().with_writer(move || writer.clone()).finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+
+        // A port nobody listens on: every call fails at once.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+        let connection = Connection { connect_timeout: Duration::from_secs(1), tls: None, credentials: None };
+        let client = Client::connect(&[format!("http://127.0.0.1:{port}")], connection).await.expect("a client");
+        let (lost, _held) = watch::channel(false);
+        let leader = LeaderKey { key: b"/cosi/election/controllers".to_vec(), ..LeaderKey::default() };
+        let watching = watch_key(client, "controllers".into(), leader, 1, Duration::from_secs(30), Arc::new(lost));
+
+        let delays = || -> Vec<Duration> {
+            logs.text()
+                .lines()
+                .filter(|line| line.contains("the leader key's watch broke"))
+                .filter_map(|line| line.split("delay=").nth(1)?.split_whitespace().next().and_then(parse_duration))
+                .collect()
+        };
+        let four = async {
+            while delays().len() < 4 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        // A guard against a hang, not a measurement: four waits take about 1.5 s.
+        tokio::select! {
+            () = watching => panic!("the watch of a key nobody can read ended"),
+            done = tokio::time::timeout(Duration::from_secs(60), four) => {
+                done.unwrap_or_else(|_| panic!("no four retries logged within a minute:\n{}", logs.text()));
+            }
+        }
+        let text = logs.text();
+        assert!(text.contains("WARN") && text.contains("election=controllers"), "{text}");
+        assert!(text.contains("cannot watch the leader key") || text.contains("cannot read the leader key"), "{text}");
+        assert!(text.contains("Connection refused") || text.contains("connect"), "the cause is logged: {text}");
+        let delays = delays();
+        // ±50 % jitter around 100, 200, 400, 800 ms: the fourth is always longer than the first.
+        assert!(delays[3] > delays[0], "the delays do not grow: {delays:?}");
+        assert!(delays.iter().all(|delay| *delay <= Duration::from_secs(10)), "{delays:?}");
+    }
+}

@@ -1,7 +1,7 @@
 //! Capped exponential backoff with jitter: the one retry policy of the
 //! workspace (controller restarts, failing queue items, runtime watches, the
 //! gRPC client's watch re-issue, the etcd watch reopen and the etcd leader
-//! election's campaigns).
+//! election's campaigns, lease renewals and leader key re-watches).
 //!
 //! ```
 //! use std::time::Duration;
