@@ -3,6 +3,8 @@
 //!
 //! Run it with `cargo run --example quickstart`.
 
+#![forbid(unsafe_code)]
+
 use cosi::prelude::*;
 
 /// A number someone wants spelled out (an input).

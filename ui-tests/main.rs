@@ -7,6 +7,8 @@
 //! `TRYBUILD=overwrite cargo test --test ui` and review the diff: each should
 //! stay one short diagnostic under the offending token.
 
+#![forbid(unsafe_code)]
+
 #[test]
 fn ui() {
     let cases = trybuild::TestCases::new();

@@ -146,6 +146,7 @@
 //! that tests make behind a state's back, and `testing::Proxy`, which cuts one
 //! client off etcd as a network partition would.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
 mod client;

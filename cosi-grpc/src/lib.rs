@@ -25,6 +25,7 @@
 //! Typed Rust specs travel as YAML in `yaml_spec` (see `BENCHMARKS.md` for its
 //! cost); specs written by other clients are stored and returned byte for byte.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod admission;

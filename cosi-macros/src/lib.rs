@@ -3,6 +3,7 @@
 //! Use them through `cosi`, which re-exports them (`cosi::Resource`): the
 //! code they generate names items of `cosi` and nothing of this crate.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
 mod controller;

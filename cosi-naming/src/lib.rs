@@ -9,6 +9,7 @@
 //! The rules and their order follow `ResourceDefinitionSpec.Fill` in the Go
 //! runtime, with one difference: an alias is never listed twice.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
 /// What a valid type yields: the singular display type and the alias lists.

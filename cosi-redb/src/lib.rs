@@ -101,6 +101,7 @@
 //! - Everything is in memory as well as on disk: the store is for the state
 //!   of a machine (configuration, a few hundred thousand resources), not for bulk data.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
 mod crypto;

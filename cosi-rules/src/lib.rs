@@ -16,6 +16,7 @@
 //! fills from what it has: type paths as written and namespaces only where
 //! named for the macro, type names and namespaces for the others.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
 use std::fmt;

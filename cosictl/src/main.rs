@@ -7,6 +7,8 @@
 //! - `cosictl graph`: the live controller graph, from the statuses runtimes publish.
 //! - `cosictl ui`: the same graph alive in a browser, with every resource one click away.
 
+#![forbid(unsafe_code)]
+
 mod get;
 mod graph;
 mod output;

@@ -8,6 +8,8 @@
 //! itself is the `example-os` crate beside this file; the README walks
 //! through what to do with it.
 
+#![forbid(unsafe_code)]
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 

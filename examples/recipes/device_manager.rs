@@ -7,6 +7,8 @@
 //! Run it with `cargo run --example device_manager`; the book's recipes
 //! chapter draws its graph, and `cargo test -p cosi-book` runs it.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -7,6 +7,8 @@
 //! Run it with `cargo run --example fleet_reconciler`; the book's recipes
 //! chapter draws its graph, and `cargo test -p cosi-book` runs it.
 
+#![forbid(unsafe_code)]
+
 use std::sync::Arc;
 
 use cosi::prelude::*;

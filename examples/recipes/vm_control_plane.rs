@@ -6,6 +6,8 @@
 //! Run it with `cargo run --example vm_control_plane`; the book's recipes
 //! chapter draws its graph, and `cargo test -p cosi-book` runs it.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

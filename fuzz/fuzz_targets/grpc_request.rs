@@ -1,4 +1,5 @@
 //! libFuzzer entry point of `cosi_fuzz::grpc_request` (see that function for what it reads).
+#![forbid(unsafe_code)]
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| cosi_fuzz::grpc_request(data));

@@ -26,6 +26,7 @@
 //! entry point in `fuzz_targets/` with a `[[bin]]` in `Cargo.toml`, and seeds
 //! in `seeds/<target>/`; `fuzz/run` then fuzzes it with the others.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 use std::sync::{Arc, OnceLock};

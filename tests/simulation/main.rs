@@ -23,6 +23,8 @@
 //! A failing seed prints that command. A defect the simulator finds is fixed
 //! and its seed goes into [`REGRESSIONS`], with what was wrong.
 
+#![forbid(unsafe_code)]
+
 mod checks;
 mod controllers;
 mod faults;

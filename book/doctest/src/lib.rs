@@ -6,6 +6,8 @@
 //! the chapters quote are the ones `ui-tests/` records, and that the graphs
 //! are the ones the runtime exports.
 
+#![forbid(unsafe_code)]
+
 #[doc = include_str!("../../src/introduction.md")]
 pub mod introduction {}
 #[doc = include_str!("../../src/resources.md")]

@@ -20,6 +20,7 @@
 //! (`var/lib/cosi/config.redb`), so a second boot starts from the last
 //! accepted configuration; the rest lives in memory, as in Talos.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 
 mod boot;

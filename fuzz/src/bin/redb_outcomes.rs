@@ -6,6 +6,8 @@
 //! cargo run -p cosi-fuzz --bin redb_outcomes -- target/fuzz/corpus/redb_file fuzz/seeds/redb_file
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::io::Write as _;
 

@@ -2,6 +2,8 @@
 //! well-formed examples the fuzzers start from and mutate.
 //! Run `cargo run -p cosi-fuzz --bin seeds` after changing a format.
 
+#![forbid(unsafe_code)]
+
 use std::path::Path;
 
 use cosi::resource::{DynamicResource, EncodedSpec, Metadata, Resource};
