@@ -109,6 +109,9 @@ struct Shared {
     epoch: Instant,
     /// The watchdog's thread, when there is more than one lane.
     watchdog: OnceLock<watchdog::Handle>,
+    /// Futures queued from inside a lane so far: the watchdog looks while
+    /// this moves.
+    inside_pushes: AtomicU64,
     /// Set once the lanes have ended (or the pool is gone): the watchdog ends.
     ended: AtomicBool,
 }
@@ -230,9 +233,10 @@ impl ArcWake for Slot {
             shared.ready.lock().push_back(Arc::clone(slot));
             // The lane polling the waker takes it after its current poll
             // (or, should that poll hold its thread, another lane does:
-            // the watchdog sees to it).
-            if current_lane(&shared).is_none() {
-                shared.woken_from_outside();
+            // the watchdog sees to it, and looks while such wake-ups come).
+            match current_lane(&shared) {
+                None => shared.woken_from_outside(),
+                Some(_) => shared.woken_from_inside(),
             }
         }
     }
@@ -272,6 +276,7 @@ impl Pool {
                 long_poll,
                 epoch: Instant::now(),
                 watchdog: OnceLock::new(),
+                inside_pushes: AtomicU64::new(0),
                 ended: AtomicBool::new(false),
             }),
         }
@@ -364,15 +369,16 @@ impl Shared {
             }
             if lane.state.compare_exchange(IDLE, ACTIVE, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
                 lane.waker.wake();
-                self.active();
                 return true;
             }
         }
         false
     }
 
-    /// A lane left `IDLE`: the watchdog watches again, if it rested.
-    fn active(&self) {
+    /// A future was queued from inside a lane, which takes it after its
+    /// current poll: the watchdog looks while such wake-ups come.
+    fn woken_from_inside(&self) {
+        self.inside_pushes.fetch_add(1, Ordering::Relaxed);
         if let Some(watchdog) = self.watchdog.get() {
             watchdog.wake();
         }
@@ -398,9 +404,7 @@ impl Shared {
         let lanes = self.lanes();
         let lane = &lanes[index];
         lane.waker.register(cx.waker());
-        if lane.state.swap(ACTIVE, Ordering::SeqCst) == IDLE {
-            self.active();
-        }
+        lane.state.store(ACTIVE, Ordering::SeqCst);
         let _inside = Inside::enter(self, index);
         // One lane yields after its budget of polls only: how long they took
         // depends on the wall clock, and a current-thread runtime's order
@@ -513,9 +517,7 @@ impl Shared {
         let slot = ready.pop()?;
         // Taken back from idle, unless a waker took it first (and woke the
         // task, which is then polled once more for nothing).
-        if lane.state.compare_exchange(IDLE, ACTIVE, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
-            self.active();
-        }
+        let _ = lane.state.compare_exchange(IDLE, ACTIVE, Ordering::SeqCst, Ordering::SeqCst);
         Some((slot, !ready.is_empty()))
     }
 }
