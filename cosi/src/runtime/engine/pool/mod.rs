@@ -348,7 +348,12 @@ impl Shared {
 
     /// Nanoseconds since the epoch, never zero.
     fn now(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1)
+        self.nanos(Instant::now())
+    }
+
+    /// `instant` in nanoseconds since the epoch, never zero.
+    fn nanos(&self, instant: Instant) -> u64 {
+        u64::try_from(instant.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX).max(1)
     }
 
     /// A future was queued from outside every lane: wakes an idle lane
@@ -428,22 +433,26 @@ impl Shared {
             // More woken futures than this lane takes now: another lane
             // takes the rest, on another thread. This lane's task steps
             // aside first, or the lane it woke would wait behind it.
-            let helped = lanes
-                .iter()
-                .enumerate()
-                .any(|(other, lane)| other != index && lane.state.load(Ordering::SeqCst) == ACTIVE);
-            if more && !helped && self.wake_idle(lanes, Some(index)) {
+            let helped = || {
+                let others = lanes.iter().enumerate().filter(|(other, _)| *other != index);
+                others.into_iter().any(|(_, lane)| lane.state.load(Ordering::SeqCst) == ACTIVE)
+            };
+            if more && !helped() && self.wake_idle(lanes, Some(index)) {
                 self.ready.lock().push_front(slot);
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
             slot.state.store(POLLED, Ordering::SeqCst);
             lane.slot.store(slot.number, Ordering::Relaxed);
-            lane.since.store(self.now(), Ordering::SeqCst);
-            lane.state.store(BUSY, Ordering::SeqCst);
-            let ended = self.poll_slot(&slot);
-            lane.state.store(ACTIVE, Ordering::SeqCst);
-            lane.since.store(0, Ordering::SeqCst);
+            let started = Instant::now();
+            // Read as hints only (by the watchdog, and by wakers asking whether
+            // a lane takes the queue next): that no wake-up is lost is the
+            // handshake of `IDLE`, in `next`, which stays `SeqCst`.
+            lane.since.store(self.nanos(started), Ordering::Relaxed);
+            lane.state.store(BUSY, Ordering::Release);
+            let ended = self.poll_slot(&slot, started);
+            lane.state.store(ACTIVE, Ordering::Release);
+            lane.since.store(0, Ordering::Relaxed);
             if slice.is_some_and(|slice| ended >= slice) {
                 break;
             }
@@ -453,13 +462,12 @@ impl Shared {
         Poll::Pending
     }
 
-    /// Polls one future, timing the poll, and queues it again if it was
-    /// woken meanwhile; returns when the poll ended.
-    fn poll_slot(&self, slot: &Arc<Slot>) -> Instant {
+    /// Polls one future, timing the poll from `started`, and queues it again
+    /// if it was woken meanwhile; returns when the poll ended.
+    fn poll_slot(&self, slot: &Arc<Slot>, started: Instant) -> Instant {
         let mut future = slot.future.lock();
         let Some(task) = future.as_mut() else { return Instant::now() };
         let waker = waker_ref(slot);
-        let started = Instant::now();
         let polled =
             std::panic::catch_unwind(AssertUnwindSafe(|| task.as_mut().poll(&mut Context::from_waker(&waker))));
         let ended = Instant::now();
