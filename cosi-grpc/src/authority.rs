@@ -330,6 +330,26 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for AnyAuthority<IO> {
     }
 }
 
+/// What the server reads when a client sends `sent` and closes: the whole of
+/// the rewritten bytes, or the error that closed the connection.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn rewrite_all(sent: &[u8], max_header_list_size: usize) -> std::io::Result<Vec<u8>> {
+    let mut connection = AnyAuthority::new(sent, max_header_list_size);
+    let mut out = Vec::new();
+    let mut chunk = [0; 4096];
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    loop {
+        let mut buf = ReadBuf::new(&mut chunk);
+        // A byte slice is always ready: so is what reads it.
+        match Pin::new(&mut connection).poll_read(&mut cx, &mut buf) {
+            Poll::Ready(Ok(())) if buf.filled().is_empty() => return Ok(out),
+            Poll::Ready(Ok(())) => out.extend_from_slice(buf.filled()),
+            Poll::Ready(Err(error)) => return Err(error),
+            Poll::Pending => return Err(std::io::Error::other("a read of bytes in memory waited")),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};

@@ -43,6 +43,18 @@ mod status;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+/// Not API: what a Unix socket's client sends, rewritten as the server reads
+/// it, for the fuzz targets of the workspace's `fuzz/`.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    /// What the server reads when a client sends `sent` on a Unix socket and
+    /// closes (see `authority`), with header lists of at most 64 KiB.
+    pub fn rewrite_unix_client(sent: &[u8]) -> std::io::Result<Vec<u8>> {
+        crate::authority::rewrite_all(sent, 64 << 10)
+    }
+}
+
 pub use auth::{ADMIN_ROLE, READER_ROLE, Role};
 pub use client::{Client, ClientSecurity, ClientTls, ConnectError, RetryOptions};
 pub use connection::TlsConfigError;

@@ -17,6 +17,7 @@
 //! | [`queries`] | label and ID queries from the wire, run by list and watch against labelled resources |
 //! | [`redb_record`] | a stored redb record, with and without encryption |
 //! | [`redb_file`] | a whole redb store file (redb's pages too), opened, read, written and closed |
+//! | [`unix_headers`] | HTTP/2 frames a client sends on the gRPC server's Unix socket, whose header blocks the server rewrites |
 //! | [`spec_yaml`] | a spec's YAML (or JSON, which YAML includes) text, decoded as typed specs and as a resource definition |
 //! | [`metadata_json`] | metadata as JSON, the form redb records hold |
 //! | [`etcd_value`] | a value under the etcd prefix (with its key), and a client's etcd bookmark |
@@ -44,8 +45,10 @@ use prost::Message;
 use tonic::Request;
 
 mod redb_file;
+mod unix_headers;
 
 pub use redb_file::{redb_file, redb_file_outcome};
+pub use unix_headers::unix_headers;
 
 /// The names of the targets, as `fuzz_targets/`, `fuzz/run` and `fuzz/regressions/` name them.
 pub const TARGETS: &[&str] = &[
@@ -57,6 +60,7 @@ pub const TARGETS: &[&str] = &[
     "metadata_json",
     "etcd_value",
     "machine_yaml",
+    "unix_headers",
 ];
 
 /// Runs the target called `name` on `data`; `false` for an unknown name.
@@ -70,6 +74,7 @@ pub fn run(name: &str, data: &[u8]) -> bool {
         "metadata_json" => metadata_json(data),
         "etcd_value" => etcd_value(data),
         "machine_yaml" => machine_yaml(data),
+        "unix_headers" => unix_headers(data),
         _ => return false,
     }
     true
