@@ -34,13 +34,14 @@
 //! held all the same (as many busy controllers as threads), the lanes take
 //! the controllers whose last poll was short before those whose last poll
 //! held its thread ([`Ready`]): a chain of quick reconciles runs through in
-//! one turn instead of waiting behind a busy controller at every hop. A controller is
-//! polled by one lane at a time: a wake-up while it is polled queues it
-//! again when the poll ends. Each lane yields to the rest of the program
-//! after [`BUDGET`] polls; a loop that has its next turn at once steps aside
-//! first ([`yield_turn`]). Every poll is timed, and one that holds its
-//! thread longer than the runtime's `long_poll` is reported against its
-//! controller ([`Core::long_poll`]).
+//! one turn instead of waiting behind a busy controller at every hop.
+//!
+//! A controller is polled by one lane at a time: a wake-up while it is
+//! polled queues it again when the poll ends. Each lane yields to the rest
+//! of the program after [`BUDGET`] polls or a [`SLICE`] of time; a loop
+//! that has its next turn at once steps aside first ([`yield_turn`]). Every
+//! poll is timed, and one that holds its thread longer than the runtime's
+//! `long_poll` is reported against its controller ([`Core::long_poll`]).
 //!
 //! On a current-thread runtime there is one lane and no watchdog:
 //! controllers run one at a time on the one thread, in the order they were
@@ -78,8 +79,6 @@ const BUDGET: usize = 64;
 /// controllers.)
 const SLICE: Duration = Duration::from_millis(1);
 
-type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
-
 /// How long a poll holds its thread before its future counts as slow: the
 /// lanes take it after the quick ones, until its next poll is short.
 const SLOW: Duration = Duration::from_micros(500);
@@ -87,6 +86,8 @@ const SLOW: Duration = Duration::from_micros(500);
 /// Quick futures a lane takes in a row, at most, while slow ones wait: a
 /// slow future waits for at most this many polls of quick ones.
 const QUICK_IN_A_ROW: u32 = 16;
+
+type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// The controllers' futures, the queue of those woken, and the lanes.
 pub(super) struct Pool {
