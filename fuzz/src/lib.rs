@@ -16,8 +16,8 @@
 //! | [`grpc_request`] | a gRPC request (first byte: the RPC) into `StateService`, through the conversion layer |
 //! | [`queries`] | label and ID queries from the wire, run by list and watch against labelled resources |
 //! | [`redb_record`] | a stored redb record, with and without encryption |
-//! | [`redb_file`] | a whole redb store file (redb's pages too), opened, read, written and closed |
-//! | [`unix_headers`] | HTTP/2 frames a client sends on the gRPC server's Unix socket, whose header blocks the server rewrites |
+//! | [`redb_file()`] | a whole redb store file (redb's pages too), opened, read, written and closed |
+//! | [`unix_headers()`] | HTTP/2 frames a client sends on the gRPC server's Unix socket, whose header blocks the server rewrites |
 //! | [`spec_yaml`] | a spec's YAML (or JSON, which YAML includes) text, decoded as typed specs and as a resource definition |
 //! | [`metadata_json`] | metadata as JSON, the form redb records hold |
 //! | [`etcd_value`] | a value under the etcd prefix (with its key), and a client's etcd bookmark |
