@@ -22,6 +22,59 @@
 //!
 //! A failing seed prints that command. A defect the simulator finds is fixed
 //! and its seed goes into [`REGRESSIONS`], with what was wrong.
+//!
+//! # Why this machinery
+//!
+//! One current-thread tokio runtime with a paused clock (`start_paused`) per
+//! seed, the seed's `fastrand::Rng` for every choice of the test, and
+//! `fastrand::seed` for the thread's generator, where the runtime's backoff
+//! and the gRPC client's resume delays draw their jitter. It runs the real
+//! runtime, states, server and client unchanged, which is the point.
+//! `madsim` replaces tokio with its own deterministic runtime, which needs
+//! every crate built under `--cfg madsim` and patched dependencies: a second
+//! build of the workspace for one test. `turmoil` simulates hosts and a
+//! network around tokio; the gRPC path needs only connections that break,
+//! which a pipe the test can cut gives without a second network stack. A
+//! paused clock advances only when every task waits, so simulated minutes of
+//! backoff cost nothing, and the current-thread scheduler polls tasks in the
+//! order they were woken.
+//!
+//! # What is deterministic
+//!
+//! The memory, backing-store and gRPC runs: the same seed gives the same
+//! trace, byte for byte, across runs and processes (`same_seed_same_trace`
+//! runs [`DETERMINISM_SEEDS`] twice on the backends they draw, and
+//! [`GRPC_DETERMINISM_SEEDS`] twice on gRPC). That holds because nothing the
+//! runtime does depends on tokio's own generator (seeded at random unless
+//! `tokio_unstable`): its `select!`s are `biased`, and a kind watch's
+//! readiness is a `Notify`, not tokio's `watch` channel, which wakes its
+//! waiters in a random order (the defect of the first [`REGRESSIONS`]).
+//! Hash tables seeded at random (the memory state's ID tables and bookmark
+//! cookies) never decide an order anyone sees: lists are sorted, and a
+//! cookie's value only decides whether a bookmark is accepted. Metadata
+//! timestamps (wall clock) are kept out of the trace, and the runtime
+//! publishes no statuses in the simulation (their retry times are wall
+//! clock). On the gRPC path, h2, hyper and tower draw no random numbers and
+//! the pipes are in memory; tonic's accept loop and its connection tasks use
+//! unbiased `select!`s, but with no shutdown signal and no connection age
+//! only one branch of each can ever be ready; the timers that read the wall
+//! clock (keepalive and adaptive-window pings) are off. What is left of the
+//! wall clock there: h2 forgets a locally reset stream 30 s of wall time
+//! after the reset, so a run taking longer than that in real time could
+//! answer a late frame on such a stream differently; no run comes near it.
+//! The redb runs are not replayable (see `redb.rs`); they run under the same
+//! checks, and `same_seed_same_trace` leaves them out.
+//!
+//! # What is not simulated
+//!
+//! Transport security (the pipes carry plain HTTP/2; TLS and the Unix
+//! socket's and TCP's listeners are covered by `cosi-grpc`'s own tests), a
+//! network that delays or reorders (a connection works or is cut), a process
+//! killed in the middle of a commit (a redb restart follows a commit that
+//! failed and changed nothing; `cosi-redb`'s crash test kills a writer),
+//! etcd, and Go COSI's server. The redb runs explore whatever interleavings
+//! of the committer thread the host happens to produce, not a seeded choice
+//! of them.
 
 #![forbid(unsafe_code)]
 

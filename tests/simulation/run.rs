@@ -1,5 +1,16 @@
 //! One simulated run: a seed's system, clients and faults on one
 //! current-thread tokio runtime with a paused clock, then the checks.
+//!
+//! Registration order is shuffled and some controllers register after the
+//! start; the runtime's feeds are the state's observers in half the seeds and
+//! watch tasks in the other half (always across gRPC). Once the faults stop,
+//! within [`CONVERGE_WITHIN`]: settled (no deadlock, no lost wake-up), every
+//! output equal to the model, no controller failing or with items in backoff,
+//! no finalizer held on a tearing-down resource, no output left tearing down,
+//! and fewer than [`RUNAWAY_WRITES`] writes. Then [`QUIET_FOR`] with no write
+//! and no reconcile (a polling controller reconciles and writes nothing),
+//! every observer's mirror equal to its kind, and a store holding exactly
+//! what the state holds.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
