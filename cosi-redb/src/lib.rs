@@ -33,7 +33,12 @@
 //! - **Bad files are errors.** A foreign, damaged or wrong-key file fails
 //!   [`RedbState::open`] with a [`Error`] that says so; it never panics.
 //!   redb trusts a file it wrote, so open has it check the file's integrity
-//!   first (every page's checksum, the allocator state rebuilt).
+//!   first (every page's checksum, the allocator state rebuilt): a panic
+//!   whose unwinding panics again aborts the process, past any
+//!   `catch_unwind`. A panic that still comes is caught (at open, at each
+//!   commit, at close) and becomes an error or a log line; redb keeps no
+//!   process-wide state a caught panic could leave broken. The fuzz target
+//!   `redb_file` feeds it damaged files.
 //! - **Private files.** A new store file is made 0600. A store file or key
 //!   file that group or others may read or write is opened with a warning,
 //!   or refused with [`Options::require_private_files`] ([`check_private`]).
