@@ -8,6 +8,13 @@
 //! | `files` | `files.EtcFileConfigController`, `files.EtcFileController` |
 //! | `runtime` | `runtime.KernelParamConfigController`, `runtime.KernelParamSpecController`, `runtime.ServiceConfigController`, `runtime.ServiceController`, `runtime.MachineStatusController` |
 //! | `time` | `time.SyncController` |
+//!
+//! A file the user edits never makes a controller fail: a `machine.yaml`,
+//! `platform.json` or `net.json` that does not parse is reported and changes
+//! nothing (the last good state stays); `network.AddressSpecController`,
+//! which must edit `net.json`, waits for the file's next change, which its
+//! file watch reports. A controller fails only for the world's reasons: a
+//! sysctl the kernel lacks, a path a link diverts.
 
 pub mod config;
 pub mod files;
