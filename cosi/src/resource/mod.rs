@@ -3,6 +3,17 @@
 //! A spec type becomes a resource with `#[derive(Resource)]`; [`Typed`] pairs it
 //! with its [`Metadata`]. Code that does not know the type (transports, storage,
 //! command-line tools) works with [`DynamicResource`] instead.
+//!
+//! A stored resource is immutable, shared and one allocation: a
+//! [`DynamicResource`] is an `Arc` of its metadata with the spec in place
+//! after it, and a [`Typed<S>`] is the same allocation with its spec known to
+//! be an `S`. So reads and typed/dynamic conversions move one `Arc` and copy
+//! nothing, and editing copies the whole resource first only when it is
+//! shared. Identities are as cheap: a [`Kind`] is one pointer to its names
+//! (a resource type's, borrowed, or names given at run time, shared), and a
+//! [`Pointer`] its kind and an ID held inline when short, so cloning one
+//! allocates nothing. [`Metadata`] keeps what most resources lack behind one
+//! box; the sizes are checked at compile time.
 
 mod definition;
 mod dynamic;

@@ -43,6 +43,10 @@
 //! so shutdown cancels them all and waits for each: nothing outlives the
 //! runtime. The controllers' loops and queue workers are not tasks of their
 //! own but futures of the pool, whose lanes end once they all have.
+//! Every wait that shutdown must cut short is the stop token's
+//! `run_until_cancelled`, once around each loop. No task ends silently: a
+//! panic in one is logged, a kind's watch task opens again after one (its
+//! readers resynchronise), and a reconcile's panic restarts it with backoff.
 
 mod host;
 mod pool;
