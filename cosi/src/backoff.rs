@@ -1,7 +1,13 @@
 //! Capped exponential backoff with jitter: the one retry policy of the
 //! workspace (controller restarts, failing queue items, runtime watches, the
 //! gRPC client's watch re-issue, the etcd watch reopen and the etcd leader
-//! election's campaigns, lease renewals and leader key re-watches).
+//! election's campaigns, lease renewals and leader key re-watches, and the
+//! example OS's service restarts). Each site keeps its own parameters.
+//!
+//! These loops need a delay and a reset, not a retry driver: each already
+//! interleaves its waits with cancellation, deadlines and logging of its
+//! own, which a retry crate's combinators would take over or be bypassed
+//! for. So this is a small type rather than a dependency.
 //!
 //! ```
 //! use std::time::Duration;
