@@ -13,7 +13,7 @@
 //! (a resource type's, borrowed, or names given at run time, shared), and a
 //! [`Pointer`] its kind and an ID held inline when short, so cloning one
 //! allocates nothing. [`Metadata`] keeps what most resources lack behind one
-//! box; the sizes are checked at compile time.
+//! box, and its size is checked at compile time.
 
 mod definition;
 mod dynamic;
