@@ -225,7 +225,7 @@ fn expand_system(system: &System, stub: bool) -> TokenStream {
             None => quote!(#declaration.name),
             Some(name) => quote!(#name),
         };
-        quote!(#private::Entry { name: #name, outputs: #declaration.outputs })
+        quote!(#private::Entry { name: #name, declaration: &#declaration })
     });
     // The local is interpolated, so that it keeps the span of its declaration
     // when the paths come from a `macro_rules!` metavariable.
