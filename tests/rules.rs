@@ -44,7 +44,7 @@ const fn output<T: Resource>(kind: OutputKind) -> OutputDecl {
 }
 
 /// Declarations written by hand, as `#[controller]` would refuse to write them.
-const DECLARATIONS: [Declaration; 15] = [
+const DECLARATIONS: [Declaration; 17] = [
     declaration("", &[], &[], None),
     declaration(
         "outputs-twice",
@@ -82,10 +82,20 @@ const DECLARATIONS: [Declaration; 15] = [
         &[output::<Status>(OutputKind::Exclusive)],
         None,
     ),
+    // For the rule between a writer and a controller that may finalize what it writes.
+    declaration("finalizer", &[input::<Status>(InputKind::Strong)], &[], None),
+    declaration(
+        "tidy-reader",
+        &[input::<Spec>(InputKind::Weak), input::<Status>(InputKind::DestroyReady)],
+        &[output::<Status>(OutputKind::Exclusive)],
+        None,
+    ),
 ];
 const READER: usize = 9;
 const QUEUE: usize = 10;
 const WRITER: usize = 11;
+const FINALIZER: usize = 15;
+const TIDY_READER: usize = 16;
 
 /// The controller of `DECLARATIONS[N]`; never started.
 #[derive(Default)]
@@ -140,7 +150,7 @@ fn declared(n: usize) -> String {
 }
 
 fn entry(n: usize) -> Entry<'static> {
-    Entry { name: DECLARATIONS[n].name, outputs: DECLARATIONS[n].outputs }
+    Entry { name: DECLARATIONS[n].name, declaration: &DECLARATIONS[n] }
 }
 
 /// The messages of the ui-test `case` (under `ui-tests/`): each `error: ...`,
@@ -185,7 +195,7 @@ fn hand(n: usize) -> Option<Registration> {
             }
         };
     }
-    hands!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14)
+    hands!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
 }
 
 fn registration(n: usize) -> Registration {
@@ -324,6 +334,30 @@ fn output_conflict() {
     };
     assert_ui("system/fail/two-exclusive-writers", ui("first"));
     assert_ui("system/fail/exclusive-and-shared-writer", ui("second"));
+}
+
+#[test]
+fn no_destroy_ready() {
+    let missing =
+        Conflict::NoDestroyReady { writer: "reader", reader: "finalizer", r#type: Status::TYPE, queue: false };
+    // Whichever registers first, and at compile time alike.
+    for order in [[READER, FINALIZER], [FINALIZER, READER]] {
+        assert_eq!(refused(order.map(registration)), missing.to_owned());
+        assert_eq!(compile_time(&order.map(entry), &[]), missing.to_string());
+    }
+    // A writer that reads its output destroy-ready is woken when the finalizers are gone.
+    let runtime = Runtime::new(cosi::state::memory());
+    runtime.register(registration(TIDY_READER)).expect("a writer that reads its output destroy-ready");
+    runtime.register(registration(FINALIZER)).expect("may finalize what a tidy writer writes");
+    assert_ui(
+        "system/fail/no-destroy-ready",
+        Conflict::NoDestroyReady {
+            writer: "files",
+            reader: "service",
+            r#type: "FileStatuses.example.org",
+            queue: false,
+        },
+    );
 }
 
 #[test]

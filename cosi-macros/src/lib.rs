@@ -310,13 +310,19 @@ pub fn controller(args: TokenStream, item: TokenStream) -> TokenStream {
 /// doc comments before it) declares a unit struct `MyOs` with
 ///
 /// - `MyOs::DECLARATIONS: &'static [&'static Declaration]`, in the order listed;
-/// - `MyOs::runtime(state) -> Result<Runtime, RuntimeError>`, a runtime over
-///   `state` with each controller registered, built with `Default`.
+/// - `MyOs::runtime(state, ...) -> Result<Runtime, RuntimeError>`, a runtime
+///   over `state` with each controller registered, in the order listed.
 ///
-/// An entry `Type as NAME` lists a controller registered under a name of its
-/// own (`NAME`, a `&'static str` constant), as each instance of a generic
-/// controller such as `cosi::controller::Merge` is: it is checked under that
-/// name, and, since it is built with arguments, the system has no `runtime()`.
+/// An entry says where `runtime()` gets its controller:
+///
+/// - `Type`: built with `Default`;
+/// - `Type { .. }`: built by the caller with its arguments, and given to
+///   `runtime()` as a parameter (`MyOs::runtime(state, Renderer::new(dir))`);
+/// - `Type as NAME`: given too, and registered under a name of its own
+///   (`NAME`, a `&'static str` constant), as each instance of a generic
+///   controller such as `cosi::controller::Merge` is; the graph is checked
+///   under that name, and `runtime()` refuses an instance registered under
+///   another ([`RuntimeError::NotAsListed`]).
 ///
 /// # Example
 ///

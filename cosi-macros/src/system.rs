@@ -7,12 +7,20 @@
 //! `DECLARATION`s: two exclusive writers of one type, or two controllers with
 //! one name, fail the build with the same message the runtime would give.
 //!
-//! An entry `Type as NAME` lists a controller registered under a name of
-//! its own (`NAME`, a `&'static str` constant expression), as the instances
-//! of one generic controller are (`Merge<HostnameSpec> as "network.HostnameMergeController"`):
-//! its declaration is checked under that name, and since such a controller
-//! is built with arguments, not `Default`, a system with one has no
-//! `runtime()`.
+//! Three forms of entry tell `runtime()` how to get each controller:
+//!
+//! - `Type`: built with `Default`;
+//! - `Type { .. }`: built by the caller, with arguments, and given to
+//!   `runtime()`; it registers under its declared name;
+//! - `Type as NAME`: given to `runtime()` too, and registered under a name
+//!   of its own (`NAME`, a `&'static str` constant expression), as the
+//!   instances of one generic controller are
+//!   (`Merge<HostnameSpec> as "network.HostnameMergeController"`); its
+//!   declaration is checked under that name.
+//!
+//! `runtime()` takes the given controllers as parameters, in the order
+//! listed, and refuses one whose registration is under another name than
+//! the one listed: the compile-time check holds for what actually runs.
 //!
 //! `#[system(crate = path::to::cosi)]`, among the attributes, points the
 //! expansion at `cosi` when it is not `::cosi`.
@@ -22,7 +30,7 @@ use quote::{quote, quote_spanned};
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{Attribute, Expr, Ident, Path, Token, Type, Visibility, bracketed, token};
+use syn::{Attribute, Expr, Ident, Path, Token, Type, Visibility, braced, bracketed, token};
 
 use crate::ctxt::Ctxt;
 use crate::parse::{Once, entries, path, unknown_key};
@@ -65,29 +73,77 @@ struct System {
     controllers: Punctuated<Listed, Token![,]>,
 }
 
-/// `Type`, or `Type as NAME`.
+/// `Type`, `Type { .. }` or `Type as NAME`.
 struct Listed {
     ty: Type,
+    /// `{ .. }`: the caller builds it.
+    given: Option<token::Brace>,
     name: Option<Expr>,
+}
+
+impl Listed {
+    /// Whether `runtime()` takes it as a parameter rather than building it.
+    fn is_given(&self) -> bool {
+        self.given.is_some() || self.name.is_some()
+    }
 }
 
 impl Parse for Listed {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let ty = input.parse()?;
+        let given = match input.peek(token::Brace) {
+            true => {
+                let content;
+                let brace = braced!(content in input);
+                let _: Token![..] = content.parse().map_err(|error| {
+                    syn::Error::new(error.span(), "expected `{ .. }`: a controller built by the caller")
+                })?;
+                Some(brace)
+            }
+            false => None,
+        };
         let name = match input.parse::<Option<Token![as]>>()? {
             Some(_) => Some(input.parse()?),
             None => None,
         };
-        Ok(Listed { ty, name })
+        Ok(Listed { ty, given, name })
     }
 }
 
 impl quote::ToTokens for Listed {
     fn to_tokens(&self, tokens: &mut TokenStream) {
         self.ty.to_tokens(tokens);
+        if self.given.is_some() {
+            quote!({ .. }).to_tokens(tokens);
+        }
         if let Some(name) = &self.name {
             quote!(as #name).to_tokens(tokens);
         }
+    }
+}
+
+/// The parameter of `runtime()` that takes a given controller: its type's
+/// name in snake case (`PowerExecutor` → `power_executor`), with its generic
+/// arguments' (`Merge<HostnameSpec>` → `merge_hostname_spec`).
+fn parameter(ty: &Type) -> String {
+    let words = quote!(#ty).to_string().replace("r#", "");
+    let mut name = String::new();
+    for ident in words.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|word| !word.is_empty()) {
+        let mut previous_lower = false;
+        for c in ident.chars() {
+            if c.is_uppercase() && previous_lower {
+                name.push('_');
+            }
+            previous_lower = c.is_lowercase() || c.is_ascii_digit();
+            name.extend(c.to_lowercase());
+        }
+        name.push('_');
+    }
+    let name = name.trim_end_matches('_');
+    // A keyword (`Self` → `self`, `Type` → `type`) is no parameter.
+    match syn::parse_str::<Ident>(name) {
+        Ok(_) => name.to_owned(),
+        Err(_) => format!("{name}_controller").trim_start_matches('_').to_owned(),
     }
 }
 
@@ -156,38 +212,66 @@ fn expand_system(system: &System, stub: bool) -> TokenStream {
     let System { krate, attrs, vis, ident, bracket, controllers } = system;
     let private = quote!(#krate::__private);
     let controllers: Vec<&Listed> = controllers.iter().collect();
-    let declarations = controllers.iter().map(|Listed { ty, name }| {
+    let declarations = controllers.iter().map(|Listed { ty, name, .. }| {
         let declaration = quote!(<#ty as #private::Declared>::DECLARATION);
         match name {
             None => quote!(&#declaration),
             Some(name) => quote!(&#private::Declaration { name: #name, ..#declaration }),
         }
     });
-    let entries = controllers.iter().map(|Listed { ty, name }| {
+    let entries = controllers.iter().map(|Listed { ty, name, .. }| {
         let declaration = quote!(<#ty as #private::Declared>::DECLARATION);
         let name = match name {
             None => quote!(#declaration.name),
             Some(name) => quote!(#name),
         };
-        quote!(#private::Entry { name: #name, outputs: #declaration.outputs })
+        quote!(#private::Entry { name: #name, declaration: &#declaration })
     });
     // The local is interpolated, so that it keeps the span of its declaration
     // when the paths come from a `macro_rules!` metavariable.
     let runtime = Ident::new("__cosi_runtime", proc_macro2::Span::call_site());
-    let registrations = controllers.iter().map(
-        |Listed { ty, .. }| quote_spanned!(ty.span()=> #runtime.register(<#ty as #private::Default>::default())?;),
-    );
-    // Controllers under names of their own are built with arguments.
-    let runtime_fn = controllers.iter().all(|listed| listed.name.is_none()).then(|| {
-        quote! {
-            /// A runtime over `state` with every controller of the system registered, built with `Default`.
-            pub fn runtime(state: impl #private::State) -> #private::Result<#private::Runtime, #private::RuntimeError> {
-                let #runtime = #private::Runtime::new(state);
-                #(#registrations)*
-                #private::Result::Ok(#runtime)
-            }
+    let mut parameters: Vec<Ident> = Vec::new();
+    let mut registrations = Vec::new();
+    for listed in &controllers {
+        let ty = &listed.ty;
+        if !listed.is_given() {
+            registrations.push(quote_spanned!(ty.span()=>
+                #runtime.register(<#ty as #private::SystemDefault>::build())?;
+            ));
+            continue;
         }
-    });
+        let mut name = parameter(ty);
+        if name.is_empty() || parameters.iter().any(|parameter| *parameter == name) {
+            name = format!("{name}_{}", parameters.len() + 1).trim_start_matches('_').to_owned();
+        }
+        let parameter = Ident::new(&name, ty.span());
+        let listed_name = match &listed.name {
+            Some(name) => quote!(#name),
+            None => quote!(<#ty as #private::Declared>::DECLARATION.name),
+        };
+        registrations.push(quote!(#private::register_listed(&#runtime, #parameter, #listed_name)?;));
+        parameters.push(parameter);
+    }
+    let given = controllers.iter().filter(|listed| listed.is_given()).map(|listed| &listed.ty);
+    let runtime_doc = match parameters.is_empty() {
+        true => "A runtime over `state` with every controller of the system registered, built with `Default`.",
+        false => {
+            "A runtime over `state` with every controller of the system registered: those listed \
+             `Type { .. }` or `Type as NAME` as given here, in the order listed, the others built with \
+             `Default`. A given controller registered under another name than the one listed is refused."
+        }
+    };
+    let runtime_fn = quote! {
+        #[doc = #runtime_doc]
+        pub fn runtime(
+            state: impl #private::State,
+            #(#parameters: #given),*
+        ) -> #private::Result<#private::Runtime, #private::RuntimeError> {
+            let #runtime = #private::Runtime::new(state);
+            #(#registrations)*
+            #private::Result::Ok(#runtime)
+        }
+    };
     let doc = format!("The system of {} controllers declared with `cosi::system!`.", controllers.len());
     let doc = (!attrs.iter().any(|attr| attr.path().is_ident("doc"))).then(|| quote!(#[doc = #doc]));
     let assertion = (!stub).then(|| {
@@ -242,6 +326,18 @@ mod tests {
         assert!(!elsewhere.contains(":: cosi ::"), "{output}");
         assert!(!output.contains("[system"), "{output}");
         assert!(output.contains("Docs."), "{output}");
+    }
+
+    #[test]
+    fn a_given_controller_is_a_parameter_named_after_its_type() {
+        let parameter = |ty: syn::Type| super::parameter(&ty);
+        assert_eq!(parameter(syn::parse_quote!(PowerExecutor)), "power_executor");
+        assert_eq!(parameter(syn::parse_quote!(Merge<HostnameSpec>)), "merge_hostname_spec");
+        assert_eq!(parameter(syn::parse_quote!(crate::dns::Resolver2)), "crate_dns_resolver2");
+        assert_eq!(parameter(syn::parse_quote!(r#Type)), "type_controller");
+        assert_eq!(parameter(syn::parse_quote!(Self)), "self_controller");
+        let output = expand(quote!(MyOs = [first, Renderer { .. }, Merge<Spec> as "merge"])).to_string();
+        assert!(output.contains(&quote!(renderer: Renderer, merge_spec: Merge<Spec>).to_string()), "{output}");
     }
 
     #[test]

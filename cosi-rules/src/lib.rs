@@ -177,6 +177,14 @@ pub struct InputRef<'a> {
     pub explicit_namespace: bool,
 }
 
+impl InputRef<'_> {
+    /// Whether this input reads `type` destroy-ready: what a writer of the
+    /// type needs when another controller may hold finalizers on it.
+    pub const fn reads_destroy_ready(&self, r#type: &str) -> bool {
+        self.kind.is_destroy_ready() && str_eq(self.r#type, r#type)
+    }
+}
+
 /// A view of one output for the rules.
 #[derive(Clone, Copy, Debug)]
 pub struct OutputRef<'a> {
@@ -280,6 +288,20 @@ pub enum Conflict<S = &'static str> {
         namespace: S,
         /// The type.
         r#type: S,
+    },
+    /// A controller may hold finalizers on a type another writes, and the
+    /// writer has no destroy-ready input on it: what the writer tears down
+    /// would wait for the finalizers to go, and nothing would wake it then.
+    NoDestroyReady {
+        /// The controller that writes the type.
+        writer: S,
+        /// The controller that may hold finalizers on it.
+        reader: S,
+        /// The type.
+        r#type: S,
+        /// Whether the writer is a queue controller (which takes
+        /// `MappedDestroyReady` inputs, not `DestroyReady` ones).
+        queue: bool,
     },
     /// An input whose namespace, type or ID a state would refuse.
     InvalidInput {
@@ -416,6 +438,20 @@ impl<'a> Conflict<&'a str> {
             Conflict::InvalidInput { controller, reason } => {
                 Message::new(&["controller `", controller, "` has an invalid input: ", reason])
             }
+            Conflict::NoDestroyReady { writer, reader, r#type, queue } => Message::new(&[
+                "controller `",
+                reader,
+                "` may hold finalizers on `",
+                r#type,
+                "`, which `",
+                writer,
+                "` writes, and what a writer tears down waits for those finalizers: without a destroy-ready \
+                 input, nothing wakes it to destroy it once they are gone; add a `",
+                if queue { "MappedDestroyReady" } else { "DestroyReady" },
+                "` input of the type to `",
+                writer,
+                "`",
+            ]),
         }
     }
 }
@@ -471,6 +507,12 @@ impl<S: AsRef<str>> Conflict<S> {
             Conflict::InvalidInput { controller, reason } => {
                 Conflict::InvalidInput { controller: name(controller), reason: name(reason) }
             }
+            Conflict::NoDestroyReady { writer, reader, r#type, queue } => Conflict::NoDestroyReady {
+                writer: name(writer),
+                reader: name(reader),
+                r#type: name(r#type),
+                queue: *queue,
+            },
         }
     }
 }
@@ -710,6 +752,31 @@ pub const fn output_conflict<'a>(
     Err(Conflict::OutputConflict { first, second, exclusive, r#type: a.r#type })
 }
 
+/// A type's writer learns when what it tore down may be destroyed: when the
+/// controller `reader` may hold finalizers on `input` (a `Strong` or
+/// `Primary` input) of a type that `writer` writes exclusively (`output`), `writer`
+/// reads that type destroy-ready (`reads_destroy_ready`: whether any of its
+/// inputs does, [`InputRef::reads_destroy_ready`]).
+pub const fn destroy_ready<'a>(
+    writer: &'a str,
+    queue: bool,
+    output: OutputRef<'a>,
+    reads_destroy_ready: bool,
+    reader: &'a str,
+    input: InputRef<'_>,
+) -> Result<(), Conflict<&'a str>> {
+    // A mapped input is mostly read to find items, and is not counted.
+    let finalizes = matches!(input.kind, InputKind::Strong | InputKind::Primary);
+    let finalized = finalizes && str_eq(input.r#type, output.r#type);
+    // An exclusive writer writes every resource of its type, so a reader of
+    // the type may finalize its resources; a shared one may write elsewhere
+    // than the reader reads (a merge's layers), so the rule cannot tell.
+    match finalized && matches!(output.kind, OutputKind::Exclusive) && !reads_destroy_ready {
+        true => Err(Conflict::NoDestroyReady { writer, reader, r#type: output.r#type, queue }),
+        false => Ok(()),
+    }
+}
+
 const fn str_eq(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     if a.len() != b.len() {
@@ -751,6 +818,8 @@ mod tests {
             Conflict::InvalidName { name: "c", reason: NameRule::TooLong },
             Conflict::UndeclaredInput { controller, namespace, r#type },
             Conflict::InvalidInput { controller, reason: "id is empty" },
+            Conflict::NoDestroyReady { writer: "w", reader: "r", r#type, queue: false },
+            Conflict::NoDestroyReady { writer: "w", reader: "r", r#type, queue: true },
         ];
         for kind in InputKind::ALL {
             conflicts.push(Conflict::OutputIsInput { controller, r#type, kind });
@@ -845,6 +914,34 @@ mod tests {
         assert_eq!(queue_settings("c", Some(1), true, false), queue(QueueRule::NoPrimaryInput));
         assert_eq!(queue_settings("c", Some(3), true, true), Ok(()));
         assert_eq!(queue_settings("c", None, true, false), Ok(()));
+    }
+
+    #[test]
+    fn a_writer_whose_output_another_may_finalize_reads_it_destroy_ready() {
+        let input = |r#type, kind| InputRef { namespace: "ns", r#type, id: None, kind, explicit_namespace: false };
+        let output = OutputRef { namespace: "ns", r#type: "T", kind: OutputKind::Exclusive };
+        let missing = |queue| Err(Conflict::NoDestroyReady { writer: "w", reader: "r", r#type: "T", queue });
+        for kind in InputKind::ALL {
+            let expected = match kind {
+                InputKind::Strong | InputKind::Primary => missing(false),
+                _ => Ok(()),
+            };
+            assert_eq!(destroy_ready("w", false, output, false, "r", input("T", kind)), expected, "{kind:?}");
+        }
+        let strong = input("T", InputKind::Strong);
+        assert_eq!(destroy_ready("w", true, output, false, "r", strong), missing(true));
+        assert_eq!(destroy_ready("w", false, output, true, "r", strong), Ok(()));
+        // A finalizing input of another type is none of the writer's business,
+        // nor, of a type written shared, of any one writer's.
+        assert_eq!(destroy_ready("w", false, output, false, "r", input("U", InputKind::Strong)), Ok(()));
+        let shared = OutputRef { kind: OutputKind::Shared, ..output };
+        assert_eq!(destroy_ready("w", false, shared, false, "r", strong), Ok(()));
+
+        // Either destroy-ready kind of the type counts; another type's does not.
+        assert!(!input("U", InputKind::DestroyReady).reads_destroy_ready("T"));
+        assert!(!strong.reads_destroy_ready("T"));
+        assert!(input("T", InputKind::DestroyReady).reads_destroy_ready("T"));
+        assert!(input("T", InputKind::MappedDestroyReady).reads_destroy_ready("T"));
     }
 
     #[test]

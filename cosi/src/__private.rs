@@ -65,6 +65,37 @@ impl<C: Default> InventoryDefault for C {
     }
 }
 
+/// `Default`, under a name whose message says why `system!` needs it.
+#[diagnostic::on_unimplemented(
+    message = "controller `{Self}` is listed in `system!`, whose `runtime()` builds it with `Default`",
+    label = "`{Self}` does not implement `Default`",
+    note = "derive `Default` for `{Self}`, or list it as `{Self} {{ .. }}` and give `runtime()` an instance built with its arguments"
+)]
+pub trait SystemDefault {
+    /// `Default::default()`.
+    fn build() -> Self;
+}
+
+impl<C: Default> SystemDefault for C {
+    fn build() -> Self {
+        C::default()
+    }
+}
+
+/// Registers a controller `system!`'s `runtime()` was given, if it
+/// registers under the name the system lists it with: the name the graph
+/// was checked under at compile time.
+pub fn register_listed(runtime: &Runtime, controller: impl Register, listed: &str) -> Result<(), RuntimeError> {
+    let registration = controller.registration();
+    if registration.name() != listed {
+        return Err(RuntimeError::NotAsListed {
+            listed: listed.to_owned(),
+            registered: registration.name().to_owned(),
+        });
+    }
+    runtime.register(registration)
+}
+
 /// What `Type::reconcile` or `Type::map` resolves to in the code
 /// `#[controller]` generates for a struct without that inherent method: an
 /// awaitable that type-checks, so that the only error is the one of

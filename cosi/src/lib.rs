@@ -70,7 +70,7 @@ pub mod prelude {
     pub use cosi_macros::{Resource, controller};
     pub use serde::{Deserialize, Serialize};
 
-    pub use crate::controller::{Ctx, Input, InputKind, ReducedMetadata, Register, Requeue, RequeueError};
+    pub use crate::controller::{BoxError, Ctx, Input, InputKind, ReducedMetadata, Register, Requeue, RequeueError};
     pub use crate::runtime::Runtime;
 
     pub use crate::resource::{

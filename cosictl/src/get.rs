@@ -44,6 +44,10 @@ pub async fn run(args: GetArgs, connect: &ConnectArgs) -> Result<(), CliError> {
     let namespace = args.namespace.clone().unwrap_or_else(|| definition.default_namespace.clone());
     let kind = Kind::new(&namespace, &definition.r#type);
     let mut printer = Printer::new(args.output, &definition, args.watch);
+    if args.watch && args.id.is_none() {
+        // The kind's current state comes first, up to `Bootstrapped`: one table.
+        printer = printer.hold();
+    }
     let mut out = std::io::stdout().lock();
 
     if !args.watch {
@@ -66,7 +70,12 @@ pub async fn run(args: GetArgs, connect: &ConnectArgs) -> Result<(), CliError> {
             Event::Created { .. } => "+",
             Event::Updated { .. } => "*",
             Event::Destroyed { .. } => "-",
-            Event::Bootstrapped { .. } | Event::Noop { .. } => continue,
+            Event::Bootstrapped { .. } => {
+                printer.release(&mut out)?;
+                out.flush().map_err(|err| CliError::Output(err.to_string()))?;
+                continue;
+            }
+            Event::Noop { .. } => continue,
             Event::Errored { error } => return Err(CliError::State(error.clone())),
         };
         if let Some(resource) = event.resource() {

@@ -9,6 +9,7 @@ use std::io::Write;
 
 use cosi::resource::{DynamicResource, ResourceDefinition};
 use serde_json::Value;
+use unicode_width::UnicodeWidthStr as _;
 
 use crate::CliError;
 use crate::get::Format;
@@ -21,12 +22,19 @@ pub struct Row<'a> {
 
 /// Writes rows in one format; tables are aligned once all rows are known,
 /// or row by row when watching.
+///
+/// A watched table is aligned to the rows held until [`Printer::release`]
+/// (the kind's current state), and its columns only widen after that: a row
+/// wider than the columns so far widens them, and the header is printed again
+/// above it, so that every row lines up with the header nearest above it.
 pub struct Printer {
     format: Format,
     columns: Vec<(String, String)>,
     watch: bool,
+    held: bool,
     rows: Vec<Vec<String>>,
-    header_printed: bool,
+    /// The columns' widths on screen so far; empty before the header.
+    widths: Vec<usize>,
 }
 
 impl Printer {
@@ -36,7 +44,20 @@ impl Printer {
             .iter()
             .map(|column| (column.name.to_uppercase(), column.json_path.clone()))
             .collect();
-        Printer { format, columns, watch, rows: Vec::new(), header_printed: false }
+        Printer { format, columns, watch, held: false, rows: Vec::new(), widths: Vec::new() }
+    }
+
+    /// Holds a watch's rows until [`Printer::release`], so that the current
+    /// state is aligned as one table.
+    pub fn hold(mut self) -> Self {
+        self.held = true;
+        self
+    }
+
+    /// Prints the rows held so far, and every later row as it comes.
+    pub fn release(&mut self, out: &mut impl Write) -> Result<(), CliError> {
+        self.held = false;
+        self.finish(out)
     }
 
     pub fn row(&mut self, out: &mut impl Write, row: Row<'_>) -> Result<(), CliError> {
@@ -57,7 +78,7 @@ impl Printer {
                 ]);
                 cells.extend(self.columns.iter().map(|(_, path)| printable(&cosi_ui::columns::evaluate(&spec, path))));
                 self.rows.push(cells);
-                if self.watch {
+                if self.watch && !self.held {
                     self.flush_table(out).map_err(io)?;
                 }
             }
@@ -88,25 +109,31 @@ impl Printer {
         }
         header.extend(["NAMESPACE", "TYPE", "ID", "VERSION"].map(str::to_owned));
         header.extend(self.columns.iter().map(|(name, _)| name.clone()));
-        let mut widths: Vec<usize> = header.iter().map(String::len).collect();
-        for row in &self.rows {
-            for (width, cell) in widths.iter_mut().zip(row) {
-                *width = (*width).max(cell.len());
+        let mut widths = self.widths.clone();
+        widths.resize(header.len(), 0);
+        for cells in std::iter::once(&header).chain(&self.rows) {
+            for (width, cell) in widths.iter_mut().zip(cells) {
+                *width = (*width).max(cell.width());
             }
         }
-        let line = |cells: &[String]| {
-            let padded: Vec<String> =
-                cells.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
-            padded.join("   ").trim_end().to_owned()
-        };
-        if !self.header_printed {
-            writeln!(out, "{}", line(&header))?;
-            self.header_printed = true;
+        if widths != self.widths {
+            self.widths = widths;
+            writeln!(out, "{}", self.line(&header))?;
         }
-        for row in self.rows.drain(..) {
-            writeln!(out, "{}", line(&row))?;
+        for row in std::mem::take(&mut self.rows) {
+            writeln!(out, "{}", self.line(&row))?;
         }
         Ok(())
+    }
+
+    /// `cells` padded to the columns' widths on screen.
+    fn line(&self, cells: &[String]) -> String {
+        let mut line = String::new();
+        for (cell, width) in cells.iter().zip(&self.widths) {
+            line.push_str(cell);
+            line.extend(std::iter::repeat_n(' ', width - cell.width() + 3));
+        }
+        line.trim_end().to_owned()
     }
 }
 
@@ -134,7 +161,63 @@ fn document(row: Row<'_>) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use super::printable;
+    use cosi::resource::{DefinitionOptions, DynamicResource, EncodedSpec, Metadata, ResourceDefinition};
+    use unicode_width::UnicodeWidthStr as _;
+
+    use super::{Format, Printer, Row, printable};
+
+    fn resource(id: &str) -> DynamicResource {
+        let spec = EncodedSpec { proto: Vec::new(), yaml: Some("{}".to_owned()) };
+        DynamicResource::encoded(Metadata::new("network", "Links.net.example.org", id), spec)
+    }
+
+    /// Where on screen each of `cells` starts in `line`, looked for in order.
+    fn starts(line: &str, cells: &[&str]) -> Vec<usize> {
+        let mut from = 0;
+        cells
+            .iter()
+            .map(|cell| {
+                let at = from + line[from..].find(cell).unwrap_or_else(|| panic!("{cell:?} in {line:?}"));
+                from = at + cell.len();
+                line[..at].width()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_watched_table_lines_up_with_the_header_above_each_row() {
+        let definition = ResourceDefinition::new("Links.net.example.org", "network", DefinitionOptions::default())
+            .expect("a valid definition");
+        let mut printer = Printer::new(Format::Table, &definition, true).hold();
+        let mut out = Vec::new();
+        let ids = [
+            "eth0",
+            "a-link-whose-id-is-longer-than-its-header",
+            "lo",
+            "ünïcödé-ïd-lönger-stïll-than-the-öne-before-it",
+        ];
+        printer.row(&mut out, Row { event: Some("+"), resource: &resource(ids[0]) }).expect("row");
+        printer.row(&mut out, Row { event: Some("+"), resource: &resource(ids[1]) }).expect("row");
+        assert!(out.is_empty(), "the current state is held until it is complete");
+        printer.release(&mut out).expect("release");
+        for id in &ids[2..] {
+            printer.row(&mut out, Row { event: Some("*"), resource: &resource(id) }).expect("row");
+        }
+
+        let text = String::from_utf8(out).expect("UTF-8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2 + 4, "a header, two rows, one more for the wider ID, two rows:\n{text}");
+        let mut header = Vec::new();
+        for line in lines {
+            if line.trim_start().starts_with("NAMESPACE") {
+                header = starts(line, &["NAMESPACE", "TYPE", "ID", "VERSION"]);
+                continue;
+            }
+            let id = ids.iter().find(|id| line.contains(*id)).expect("a row names its ID");
+            let cells = starts(line, &["network", "Links.net.example.org", id, "undefined"]);
+            assert_eq!(cells, header, "{line:?} lines up with the header above it:\n{text}");
+        }
+    }
 
     #[test]
     fn control_characters_are_escaped() {

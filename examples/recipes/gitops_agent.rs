@@ -48,8 +48,10 @@ impl SyncTrigger {
     }
 }
 
-/// Reads every `*.yaml` of the checkout into `App`s.
-#[controller(name = "gitops.SyncController", outputs = [Exclusive<App>])]
+/// Reads every `*.yaml` of the checkout into `App`s. An app removed from
+/// the checkout is torn down, and destroyed once the render controller (a
+/// strong reader of apps) lets go: `DestroyReady<App>` wakes it then.
+#[controller(name = "gitops.SyncController", inputs = [DestroyReady<App>], outputs = [Exclusive<App>])]
 #[derive(Default)]
 pub struct SyncController {
     checkout: PathBuf,

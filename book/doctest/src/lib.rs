@@ -10,6 +10,8 @@
 
 #[doc = include_str!("../../src/introduction.md")]
 pub mod introduction {}
+#[doc = include_str!("../../src/first-crate.md")]
+pub mod first_crate {}
 #[doc = include_str!("../../src/resources.md")]
 pub mod resources {}
 #[doc = include_str!("../../src/state.md")]

@@ -259,13 +259,14 @@ impl From<&InputDecl> for Input {
     }
 }
 
-/// A controller as the graph checks see it.
+/// A controller as the graph checks see it: its name, which an instance
+/// may choose, and its declaration.
 #[derive(Clone, Copy, Debug)]
 pub struct Entry<'a> {
     /// The controller's name.
     pub name: &'a str,
-    /// Its outputs.
-    pub outputs: &'a [OutputDecl],
+    /// What it declares.
+    pub declaration: &'a Declaration,
 }
 
 /// Checks one controller's own declaration: a name a state takes (and not
@@ -383,17 +384,45 @@ pub const fn check_graph<'a>(controllers: &[Entry<'a>]) -> Result<(), Conflict<&
     Ok(())
 }
 
-/// Checks two controllers against each other.
+/// Checks two controllers against each other: different names, at most one
+/// exclusive writer of a type, and a writer that reads destroy-ready what
+/// the other may hold finalizers on.
 pub const fn check_pair<'a>(first: Entry<'a>, second: Entry<'a>) -> Result<(), Conflict<&'a str>> {
     if let Err(conflict) = rules::duplicate_name(first.name, second.name) {
         return Err(conflict);
     }
+    let (a, b) = (first.declaration.outputs, second.declaration.outputs);
     let mut i = 0;
-    while i < first.outputs.len() {
+    while i < a.len() {
         let mut j = 0;
-        while j < second.outputs.len() {
-            let (a, b) = (first.outputs[i].to_ref(), second.outputs[j].to_ref());
-            if let Err(conflict) = rules::output_conflict(first.name, a, second.name, b) {
+        while j < b.len() {
+            if let Err(conflict) = rules::output_conflict(first.name, a[i].to_ref(), second.name, b[j].to_ref()) {
+                return Err(conflict);
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    if let Err(conflict) = finalized_outputs(first, second) {
+        return Err(conflict);
+    }
+    finalized_outputs(second, first)
+}
+
+/// `writer` reads destroy-ready each of its outputs that `reader` may hold
+/// finalizers on.
+const fn finalized_outputs<'a>(writer: Entry<'a>, reader: Entry<'a>) -> Result<(), Conflict<&'a str>> {
+    let (outputs, inputs) = (writer.declaration.outputs, reader.declaration.inputs);
+    let mut i = 0;
+    while i < outputs.len() {
+        let output = outputs[i].to_ref();
+        let reads = reads_destroy_ready(writer.declaration.inputs, output.r#type);
+        let mut j = 0;
+        while j < inputs.len() {
+            let queue = writer.declaration.is_queue();
+            if let Err(conflict) =
+                rules::destroy_ready(writer.name, queue, output, reads, reader.name, inputs[j].to_ref())
+            {
                 return Err(conflict);
             }
             j += 1;
@@ -401,6 +430,18 @@ pub const fn check_pair<'a>(first: Entry<'a>, second: Entry<'a>) -> Result<(), C
         i += 1;
     }
     Ok(())
+}
+
+/// Whether `inputs` read `type` destroy-ready.
+const fn reads_destroy_ready(inputs: &[InputDecl], r#type: &str) -> bool {
+    let mut i = 0;
+    while i < inputs.len() {
+        if inputs[i].to_ref().reads_destroy_ready(r#type) {
+            return true;
+        }
+        i += 1;
+    }
+    false
 }
 
 /// Checks inputs a controller is given at run time, at its registration or

@@ -219,6 +219,18 @@ pub enum RuntimeError {
     /// inputs its registration gives it.
     #[error("invalid controller: {0}")]
     InvalidController(Conflict<String>),
+    /// `system!`'s `runtime()` was given a controller that registers under
+    /// another name than the one the system lists it with (and checked its
+    /// graph under).
+    #[error(
+        "`system!` lists a controller as `{listed}`, but the one given to `runtime()` registers as `{registered}`: give the instance the listed name, or list it under its own"
+    )]
+    NotAsListed {
+        /// The name in the system's list.
+        listed: String,
+        /// The name the given controller registers under.
+        registered: String,
+    },
     /// `start` was called twice.
     #[error("the runtime has already been started")]
     AlreadyStarted,

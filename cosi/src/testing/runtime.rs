@@ -174,7 +174,7 @@ impl Sum {
 
 /// Writes one more integer, then fails or panics, every time (Go's
 /// `FailingController`); its count survives the restarts.
-#[controller(outputs = [Exclusive<IntResource>], inventory = false)]
+#[controller(inputs = [DestroyReady<IntResource>], outputs = [Exclusive<IntResource>], inventory = false)]
 pub struct Failing {
     target: String,
     panic: bool,

@@ -30,9 +30,9 @@ impl Registry {
     /// of its types with a known type: then nothing is added.
     pub(super) fn add(&self, core: Arc<Core>) -> Result<(), RuntimeError> {
         let mut controllers = self.controllers.write();
-        let new = Entry { name: &core.name, outputs: core.declaration.outputs };
+        let new = Entry { name: &core.name, declaration: core.declaration };
         for existing in controllers.iter() {
-            let old = Entry { name: &existing.name, outputs: existing.declaration.outputs };
+            let old = Entry { name: &existing.name, declaration: existing.declaration };
             check_pair(old, new).map_err(|conflict| RuntimeError::Conflict(conflict.to_owned()))?;
         }
         // The last check: once the types are in, the controller is too.
