@@ -78,11 +78,11 @@ impl UpgradeController {
                 .await?;
             }
             // Up to date, no rollout, or gone: no upgrade.
-            None => match ctx.teardown::<Upgrade>(item.id()).await {
-                Ok(_) => ctx.destroy::<Upgrade>(item.id()).await?,
-                Err(error) if error.is_not_found() => (),
-                Err(error) => return Err(error),
-            },
+            None => {
+                if ctx.teardown::<Upgrade>(item.id()).await.ignore_not_found()?.is_some() {
+                    ctx.destroy::<Upgrade>(item.id()).await?;
+                }
+            }
         }
         Ok(())
     }

@@ -108,11 +108,10 @@ impl VirtualMachineController {
 }
 
 async fn remove_status(ctx: &Ctx<VirtualMachineController>, id: &str) -> cosi::Result<()> {
-    match ctx.teardown::<VirtualMachineStatus>(id).await {
-        Ok(_) => ctx.destroy::<VirtualMachineStatus>(id).await,
-        Err(error) if error.is_not_found() => Ok(()),
-        Err(error) => Err(error),
+    if ctx.teardown::<VirtualMachineStatus>(id).await.ignore_not_found()?.is_some() {
+        ctx.destroy::<VirtualMachineStatus>(id).await?;
     }
+    Ok(())
 }
 
 /// Registers the control plane's controllers on `runtime`.

@@ -21,8 +21,8 @@ use parking_lot::Mutex;
 use crate::controller::{Controller, Finalizes, Host, Input, InputKind, Reads, Waker, Writes};
 use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
 use crate::state::{
-    CreateOptions, DestroyOptions, Error, Event, Immediate, ListOptions, Result, State, TeardownOptions, UpdateOptions,
-    WatchOptions,
+    CreateOptions, DestroyOptions, Error, Event, Immediate, ListOptions, Result, ResultExt, State, TeardownOptions,
+    UpdateOptions, WatchOptions,
 };
 
 /// The context of controller `C`: its view of the state.
@@ -485,11 +485,8 @@ impl DynCtx {
     pub async fn remove_finalizer_dynamic(&self, pointer: &Pointer, finalizer: &str) -> Result<()> {
         self.check_finalizers(pointer)?;
         self.host.count_write();
-        match self.state().remove_finalizers_dynamic(pointer, &[finalizer]).await {
-            Ok(_) => Ok(()),
-            Err(error) if error.is_not_found() => Ok(()),
-            Err(error) => Err(error),
-        }
+        self.state().remove_finalizers_dynamic(pointer, &[finalizer]).await.ignore_not_found()?;
+        Ok(())
     }
 
     /// As [`Ctx::cleanup_outputs_in`].
@@ -521,11 +518,7 @@ impl DynCtx {
                 Phase::TearingDown => metadata.finalizers().is_empty(),
             };
             if ready {
-                match self.destroy_dynamic(metadata.pointer()).await {
-                    Ok(()) => (),
-                    Err(error) if error.is_not_found() => (),
-                    Err(error) => return Err(error),
-                }
+                self.destroy_dynamic(metadata.pointer()).await.ignore_not_found()?;
             }
         }
         Ok(())

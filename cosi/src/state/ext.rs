@@ -5,8 +5,8 @@ use std::future::Future;
 
 use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
 use crate::state::{
-    CreateOptions, DestroyOptions, Error, Event, EventType, Immediate, ListOptions, Result, State, TeardownOptions,
-    TypedEvent, TypedWatch, UpdateOptions, WatchKindOptions, WatchOptions, phase_matches,
+    CreateOptions, DestroyOptions, Error, Event, EventType, Immediate, ListOptions, Result, ResultExt, State,
+    TeardownOptions, TypedEvent, TypedWatch, UpdateOptions, WatchKindOptions, WatchOptions, phase_matches,
 };
 
 /// The typed face of every [`State`]: `use cosi::StateExt;` (or the prelude).
@@ -582,8 +582,8 @@ pub(crate) async fn teardown_and_destroy<S: State + ?Sized>(
 ) -> Result<()> {
     let destroy = DestroyOptions { owner: options.owner.clone() };
     if state.teardown_dynamic(pointer, options).await? {
-        match state.destroy_dynamic(pointer, destroy.clone()).await {
-            Ok(()) | Err(Error::NotFound(_)) => return Ok(()),
+        match state.destroy_dynamic(pointer, destroy.clone()).await.ignore_not_found() {
+            Ok(_) => return Ok(()),
             // A finalizer was added after the teardown: wait for it like for the others.
             Err(Error::PendingFinalizers { .. }) => {}
             Err(err) => return Err(err),
@@ -596,8 +596,8 @@ pub(crate) async fn teardown_and_destroy<S: State + ?Sized>(
             Event::Created { resource, .. } | Event::Updated { resource, .. }
                 if resource.metadata().finalizers().is_empty() =>
             {
-                match state.destroy_dynamic(pointer, destroy.clone()).await {
-                    Ok(()) | Err(Error::NotFound(_)) => return Ok(()),
+                match state.destroy_dynamic(pointer, destroy.clone()).await.ignore_not_found() {
+                    Ok(_) => return Ok(()),
                     Err(Error::PendingFinalizers { .. }) => {}
                     Err(err) => return Err(err),
                 }

@@ -24,7 +24,7 @@ use async_trait::async_trait;
 
 use crate::resource::{DynamicResource, Kind, Phase, Pointer};
 
-pub use error::{Error, Result};
+pub use error::{Error, Result, ResultExt};
 pub use event::{Bookmark, Event, EventType, TypedEvent, TypedWatch, Watch, WatchProgress};
 pub(crate) use ext::modify;
 pub use ext::{StateExt, WatchCondition};

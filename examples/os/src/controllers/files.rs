@@ -7,7 +7,6 @@ use std::collections::BTreeSet;
 use cosi::prelude::*;
 
 use crate::controllers::network::NETWORK_FILES;
-use crate::controllers::optional;
 use crate::env::Env;
 use crate::error::Error;
 use crate::resources::{EtcFileSpec, EtcFileStatus, MachineConfig};
@@ -31,7 +30,7 @@ pub struct EtcFileConfigController {
 
 impl EtcFileConfigController {
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> Result<(), Error> {
-        let machine = optional(ctx.get::<MachineConfig>(MachineConfig::ID).await)?;
+        let machine = ctx.get::<MachineConfig>(MachineConfig::ID).await.ignore_not_found()?;
         let mut wanted = BTreeSet::new();
         let mut refused = BTreeSet::new();
         for file in machine.iter().flat_map(|machine| &machine.config.files.0) {
@@ -123,11 +122,7 @@ impl EtcFileController {
                             continue;
                         }
                     }
-                    match ctx.destroy::<EtcFileStatus>(id).await {
-                        Ok(()) => (),
-                        Err(error) if error.is_not_found() => (),
-                        Err(error) => return Err(error.into()),
-                    }
+                    ctx.destroy::<EtcFileStatus>(id).await.ignore_not_found()?;
                     ctx.remove_finalizer(&spec, &finalizer).await?;
                 }
                 Phase::TearingDown => (),

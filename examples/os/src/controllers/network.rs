@@ -17,7 +17,7 @@ use cosi::controller::{Merge, Waker};
 use cosi::prelude::*;
 use parking_lot::Mutex;
 
-use crate::controllers::{MERGES, optional};
+use crate::controllers::MERGES;
 use crate::env::{Env, PLATFORM_JSON};
 use crate::error::Error;
 use crate::kernel::{KernelError, NET_FILE};
@@ -70,7 +70,7 @@ impl NetworkConfigController {
     }
 
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> Result<(), Error> {
-        let machine = optional(ctx.get::<MachineConfig>(MachineConfig::ID).await)?;
+        let machine = ctx.get::<MachineConfig>(MachineConfig::ID).await.ignore_not_found()?;
         let addresses = ctx.list::<AddressStatus>().await?;
         let links = ctx.list::<LinkStatus>().await?;
 
@@ -428,7 +428,7 @@ impl HostnameSpecController {
                     let domainname = if spec.domainname.is_empty() { "(none)" } else { &spec.domainname };
                     self.env.sandbox.write_existing("proc/sys/kernel/hostname", &format!("{}\n", spec.hostname))?;
                     self.env.sandbox.write_existing("proc/sys/kernel/domainname", &format!("{domainname}\n"))?;
-                    let before = optional(ctx.get::<HostnameStatus>(spec.id()).await)?;
+                    let before = ctx.get::<HostnameStatus>(spec.id()).await.ignore_not_found()?;
                     let status = ctx
                         .modify::<HostnameStatus>(spec.id(), |status| {
                             status.hostname.clone_from(&spec.hostname);
@@ -440,11 +440,7 @@ impl HostnameSpecController {
                     }
                 }
                 Phase::TearingDown if spec.metadata().finalizers().has(&finalizer) => {
-                    match ctx.destroy::<HostnameStatus>(spec.id()).await {
-                        Ok(()) => (),
-                        Err(error) if error.is_not_found() => (),
-                        Err(error) => return Err(error.into()),
-                    }
+                    ctx.destroy::<HostnameStatus>(spec.id()).await.ignore_not_found()?;
                     ctx.remove_finalizer(&spec, &finalizer).await?;
                 }
                 Phase::TearingDown => (),
@@ -651,10 +647,10 @@ pub const NETWORK_FILES: &[&str] = &["hostname", "hosts", "resolv.conf"];
 
 impl EtcFileController {
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> Result<(), Error> {
-        let hostname = optional(ctx.get::<HostnameStatus>("hostname").await)?;
-        let resolvers = optional(ctx.get::<ResolverSpec>("resolvers").await)?;
+        let hostname = ctx.get::<HostnameStatus>("hostname").await.ignore_not_found()?;
+        let resolvers = ctx.get::<ResolverSpec>("resolvers").await.ignore_not_found()?;
         let addresses = ctx.list::<AddressStatus>().await?;
-        let machine = optional(ctx.get::<MachineConfig>(MachineConfig::ID).await)?;
+        let machine = ctx.get::<MachineConfig>(MachineConfig::ID).await.ignore_not_found()?;
 
         if let Some(hostname) = &hostname {
             write_file(ctx, "hostname", format!("{}\n", hostname.hostname)).await?;
