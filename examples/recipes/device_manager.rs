@@ -94,7 +94,7 @@ impl DeviceController {
 #[controller(name = "hw.MountController", inputs = [Weak<Device>, Weak<MountPolicy>(id = "default")], outputs = [Exclusive<Mount>])]
 async fn mounts(ctx: &mut Ctx) -> cosi::Result<()> {
     if let Some(policy) = ctx.get::<MountPolicy>("default").await.ignore_not_found()? {
-        for device in ctx.list::<Device>().await? {
+        for device in ctx.list::<Device>(&ListOptions::default()).await? {
             if device.kind == "disk" && device.size_gib >= policy.min_size_gib {
                 let path = format!("{}/{}", policy.root, device.id());
                 ctx.modify::<Mount>(device.id(), |mount| mount.path.clone_from(&path)).await?;

@@ -115,17 +115,17 @@ where
     match input.metadata().phase() {
         Phase::Running => {
             if !input.metadata().finalizers().has(&finalizer) {
-                ctx.add_finalizer(input, &finalizer).await?;
+                ctx.add_finalizers(input, &[&finalizer]).await?;
             }
             ctx.modify::<O>(output, edit).await?;
         }
         Phase::TearingDown => match ctx.teardown::<O>(output).await {
             Ok(true) => {
                 ctx.destroy::<O>(output).await?;
-                ctx.remove_finalizer(input, &finalizer).await?;
+                ctx.remove_finalizers(input, &[&finalizer]).await?;
             }
             Ok(false) => (),
-            Err(error) if error.is_not_found() => ctx.remove_finalizer(input, &finalizer).await?,
+            Err(error) if error.is_not_found() => ctx.remove_finalizers(input, &[&finalizer]).await?,
             Err(error) => return Err(error),
         },
     }

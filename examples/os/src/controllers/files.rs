@@ -50,7 +50,7 @@ impl EtcFileConfigController {
             .await?;
         }
         self.refused = refused;
-        for spec in ctx.list::<EtcFileSpec>().await? {
+        for spec in ctx.list::<EtcFileSpec>(&ListOptions::default()).await? {
             let owned = spec.metadata().owner() == Some(ctx.name());
             if owned && spec.metadata().phase() == Phase::Running && !wanted.contains(spec.id()) {
                 tracing::info!("etc/{} is no longer configured: removing it", spec.id());
@@ -86,7 +86,7 @@ impl EtcFileController {
         let finalizer = ctx.name().to_owned();
         let etc = RelativePath::new("etc")?;
         let mut errors = Vec::new();
-        for spec in ctx.list::<EtcFileSpec>().await? {
+        for spec in ctx.list::<EtcFileSpec>(&ListOptions::default()).await? {
             let id = spec.id();
             // The sandbox refuses what would leave etc/: `..`, absolute
             // paths, links that lead out. Such a spec is reported and skipped.
@@ -100,7 +100,7 @@ impl EtcFileController {
             match spec.metadata().phase() {
                 Phase::Running => {
                     if !spec.metadata().finalizers().has(&finalizer) {
-                        ctx.add_finalizer(&spec, &finalizer).await?;
+                        ctx.add_finalizers(&spec, &[&finalizer]).await?;
                     }
                     match self.env.sandbox.write_atomic(&path, &spec.contents, spec.mode.0) {
                         Ok(true) => tracing::info!("wrote {path}"),
@@ -123,7 +123,7 @@ impl EtcFileController {
                         }
                     }
                     ctx.destroy::<EtcFileStatus>(id).await.ignore_not_found()?;
-                    ctx.remove_finalizer(&spec, &finalizer).await?;
+                    ctx.remove_finalizers(&spec, &[&finalizer]).await?;
                 }
                 Phase::TearingDown => (),
             }

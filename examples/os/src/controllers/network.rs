@@ -71,8 +71,8 @@ impl NetworkConfigController {
 
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> Result<(), Error> {
         let machine = ctx.get::<MachineConfig>(MachineConfig::ID).await.ignore_not_found()?;
-        let addresses = ctx.list::<AddressStatus>().await?;
-        let links = ctx.list::<LinkStatus>().await?;
+        let addresses = ctx.list::<AddressStatus>(&ListOptions::default()).await?;
+        let links = ctx.list::<LinkStatus>(&ListOptions::default()).await?;
 
         // Default layer: a name from the first address, and fallback DNS.
         if let Some(address) = addresses.iter().find(|address| !address.is_loopback()) {
@@ -272,10 +272,14 @@ impl OperatorSpecController {
     }
 
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> Result<(), Error> {
-        let links: BTreeMap<String, Typed<LinkStatus>> =
-            ctx.list::<LinkStatus>().await?.into_iter().map(|link| (link.id().to_owned(), link)).collect();
+        let links: BTreeMap<String, Typed<LinkStatus>> = ctx
+            .list::<LinkStatus>(&ListOptions::default())
+            .await?
+            .into_iter()
+            .map(|link| (link.id().to_owned(), link))
+            .collect();
         let mut wanted = BTreeMap::new();
-        for spec in ctx.list::<OperatorSpec>().await? {
+        for spec in ctx.list::<OperatorSpec>(&ListOptions::default()).await? {
             if spec.metadata().phase() != Phase::Running {
                 continue;
             }
@@ -419,11 +423,11 @@ impl HostnameSpecController {
 
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> Result<(), Error> {
         let finalizer = ctx.name().to_owned();
-        for spec in ctx.list::<HostnameSpec>().await? {
+        for spec in ctx.list::<HostnameSpec>(&ListOptions::default()).await? {
             match spec.metadata().phase() {
                 Phase::Running => {
                     if !spec.metadata().finalizers().has(&finalizer) {
-                        ctx.add_finalizer(&spec, &finalizer).await?;
+                        ctx.add_finalizers(&spec, &[&finalizer]).await?;
                     }
                     let domainname = if spec.domainname.is_empty() { "(none)" } else { &spec.domainname };
                     self.env.sandbox.write_existing("proc/sys/kernel/hostname", &format!("{}\n", spec.hostname))?;
@@ -441,7 +445,7 @@ impl HostnameSpecController {
                 }
                 Phase::TearingDown if spec.metadata().finalizers().has(&finalizer) => {
                     ctx.destroy::<HostnameStatus>(spec.id()).await.ignore_not_found()?;
-                    ctx.remove_finalizer(&spec, &finalizer).await?;
+                    ctx.remove_finalizers(&spec, &[&finalizer]).await?;
                 }
                 Phase::TearingDown => (),
             }
@@ -479,11 +483,11 @@ impl AddressSpecController {
         let mut errors = Vec::new();
         // Why `net.json` cannot be edited now, if it cannot.
         let mut unreadable = None;
-        for spec in ctx.list::<AddressSpec>().await? {
+        for spec in ctx.list::<AddressSpec>(&ListOptions::default()).await? {
             match spec.metadata().phase() {
                 Phase::Running => {
                     if !spec.metadata().finalizers().has(&finalizer) {
-                        ctx.add_finalizer(&spec, &finalizer).await?;
+                        ctx.add_finalizers(&spec, &[&finalizer]).await?;
                     }
                     if unreadable.is_some() {
                         continue;
@@ -507,7 +511,7 @@ impl AddressSpecController {
                             if removed {
                                 tracing::info!("removed {} from {}", spec.address, spec.link);
                             }
-                            ctx.remove_finalizer(&spec, &finalizer).await?;
+                            ctx.remove_finalizers(&spec, &[&finalizer]).await?;
                         }
                         Err(error @ (KernelError::Invalid { .. } | KernelError::Missing)) => {
                             unreadable = Some(error.to_string());
@@ -649,7 +653,7 @@ impl EtcFileController {
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> Result<(), Error> {
         let hostname = ctx.get::<HostnameStatus>("hostname").await.ignore_not_found()?;
         let resolvers = ctx.get::<ResolverSpec>("resolvers").await.ignore_not_found()?;
-        let addresses = ctx.list::<AddressStatus>().await?;
+        let addresses = ctx.list::<AddressStatus>(&ListOptions::default()).await?;
         let machine = ctx.get::<MachineConfig>(MachineConfig::ID).await.ignore_not_found()?;
 
         if let Some(hostname) = &hostname {

@@ -80,7 +80,7 @@ impl KernelParamSpecController {
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> Result<(), Error> {
         let finalizer = ctx.name().to_owned();
         let mut errors = Vec::new();
-        for spec in ctx.list::<KernelParamSpec>().await? {
+        for spec in ctx.list::<KernelParamSpec>(&ListOptions::default()).await? {
             let key = spec.id();
             let path = match SysctlKey::try_from(key.to_owned()) {
                 Ok(key) => key.proc_path(),
@@ -92,7 +92,7 @@ impl KernelParamSpecController {
             match spec.metadata().phase() {
                 Phase::Running => {
                     if !spec.metadata().finalizers().has(&finalizer) {
-                        ctx.add_finalizer(&spec, &finalizer).await?;
+                        ctx.add_finalizers(&spec, &[&finalizer]).await?;
                     }
                     let Some(current) = self.env.sandbox.read(path.as_str())? else {
                         ctx.modify::<KernelParamStatus>(key, |status| {
@@ -128,7 +128,7 @@ impl KernelParamSpecController {
                         tracing::info!("sysctl {key} reset to {default}");
                     }
                     ctx.destroy::<KernelParamStatus>(key).await.ignore_not_found()?;
-                    ctx.remove_finalizer(&spec, &finalizer).await?;
+                    ctx.remove_finalizers(&spec, &[&finalizer]).await?;
                 }
                 Phase::TearingDown => (),
             }
@@ -232,11 +232,11 @@ impl ServiceController {
             self.stop(name, "it was removed from machine.yaml");
             self.crashes.lock().remove(name);
             ctx.destroy::<ServiceStatus>(name).await.ignore_not_found()?;
-            ctx.remove_finalizer(&spec, &finalizer).await?;
+            ctx.remove_finalizers(&spec, &[&finalizer]).await?;
             return Ok(Requeue::Never);
         }
         if !spec.metadata().finalizers().has(&finalizer) {
-            ctx.add_finalizer(&spec, &finalizer).await?;
+            ctx.add_finalizers(&spec, &[&finalizer]).await?;
         }
 
         let unmet = self.unmet(ctx, &spec).await?;
@@ -308,7 +308,7 @@ impl ServiceController {
 
     async fn map(&self, ctx: &Ctx<Self>, input: &ReducedMetadata) -> Result<Vec<Pointer>, Error> {
         let changed = &input.pointer;
-        let services = ctx.list::<ServiceSpec>().await?;
+        let services = ctx.list::<ServiceSpec>(&ListOptions::default()).await?;
         let affected = services.iter().filter(|service| match changed.r#type() {
             t if t == <EtcFileStatus as Resource>::TYPE => service.after.iter().any(|file| file == changed.id()),
             t if t == <TimeStatus as Resource>::TYPE => service.requires_time,
@@ -484,14 +484,15 @@ impl MachineStatusController {
         if ctx.get::<HostnameStatus>("hostname").await.ignore_not_found()?.is_none() {
             condition("hostname", "not set".to_owned());
         }
-        let written: BTreeSet<String> = ctx.list::<EtcFileStatus>().await?.iter().map(|s| s.id().to_owned()).collect();
+        let written: BTreeSet<String> =
+            ctx.list::<EtcFileStatus>(&ListOptions::default()).await?.iter().map(|s| s.id().to_owned()).collect();
         let missing: Vec<String> =
             REQUIRED_FILES.iter().filter(|file| !written.contains(**file)).map(|file| format!("etc/{file}")).collect();
         if !missing.is_empty() {
             condition("etcFiles", format!("not written: {}", missing.join(", ")));
         }
         let services: Vec<String> = ctx
-            .list::<ServiceStatus>()
+            .list::<ServiceStatus>(&ListOptions::default())
             .await?
             .iter()
             .filter(|service| service.state != ServiceState::Running || !service.healthy)
@@ -504,7 +505,7 @@ impl MachineStatusController {
             condition("services", services.join("; "));
         }
         let unsupported: Vec<String> = ctx
-            .list::<KernelParamStatus>()
+            .list::<KernelParamStatus>(&ListOptions::default())
             .await?
             .iter()
             .filter(|param| param.unsupported)

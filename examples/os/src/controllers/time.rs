@@ -51,7 +51,7 @@ impl SyncController {
 
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> Result<(), Error> {
         if !self.network_up {
-            let addresses = ctx.list::<AddressStatus>().await?;
+            let addresses = ctx.list::<AddressStatus>(&ListOptions::default()).await?;
             if !addresses.iter().any(|address| !address.is_loopback()) {
                 return self.publish(ctx).await;
             }
