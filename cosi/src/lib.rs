@@ -77,7 +77,7 @@ pub mod prelude {
         DynamicResource, IdQuery, Kind, LabelQuery, Labels, Metadata, Phase, Pointer, Resource, Typed, Version,
     };
     pub use crate::state::{
-        CreateOptions, DestroyOptions, Event, ListOptions, ResultExt, State, StateExt, TeardownOptions, TypedEvent,
-        UpdateOptions, WatchCondition, WatchKindOptions, WatchOptions,
+        CreateOptions, DestroyOptions, Event, ListOptions, ResultExt, State, StateExt, TeardownOptions, UpdateOptions,
+        WatchCondition, WatchKindOptions, WatchOptions,
     };
 }

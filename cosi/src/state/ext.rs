@@ -6,7 +6,7 @@ use std::future::Future;
 use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
 use crate::state::{
     CreateOptions, DestroyOptions, Error, Event, EventType, Immediate, ListOptions, Result, ResultExt, State,
-    TeardownOptions, TypedEvent, TypedWatch, UpdateOptions, WatchKindOptions, WatchOptions, phase_matches,
+    TeardownOptions, TypedWatch, UpdateOptions, WatchKindOptions, WatchOptions, phase_matches,
 };
 
 /// The typed face of every [`State`]: `use cosi::StateExt;` (or the prelude).
@@ -255,12 +255,12 @@ pub trait StateExt: State {
         &self,
         at: impl At<T>,
         condition: WatchCondition<T>,
-    ) -> impl Future<Output = Result<TypedEvent<T>>> + Send {
+    ) -> impl Future<Output = Result<Event<Typed<T>>>> + Send {
         let pointer = at.pointer();
         async move {
             let mut watch = self.watch::<T>(&pointer, WatchOptions::default()).await?;
             while let Some(event) = watch.recv().await {
-                if let TypedEvent::Errored { error } = event {
+                if let Event::Errored { error } = event {
                     return Err(error);
                 }
                 if condition.matches(&event) {
@@ -355,13 +355,13 @@ impl<T> WatchCondition<T> {
 }
 
 impl<T: Resource> WatchCondition<T> {
-    fn matches(&self, event: &TypedEvent<T>) -> bool {
+    fn matches(&self, event: &Event<Typed<T>>) -> bool {
         if !self.event_types.is_empty() && !self.event_types.contains(&event.event_type()) {
             return false;
         }
         let resource = match event {
             // An absent resource matches only a condition on the event type alone.
-            TypedEvent::Destroyed { resource: None, .. } => {
+            Event::Destroyed { resource: None, .. } => {
                 return !self.event_types.is_empty()
                     && self.predicate.is_none()
                     && self.phases.is_empty()

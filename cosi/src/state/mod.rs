@@ -25,7 +25,7 @@ use async_trait::async_trait;
 use crate::resource::{DynamicResource, Kind, Phase, Pointer};
 
 pub use error::{Error, Result, ResultExt};
-pub use event::{Bookmark, Event, EventType, TypedEvent, TypedWatch, Watch, WatchProgress};
+pub use event::{Bookmark, Event, EventType, TypedWatch, Watch, WatchProgress};
 pub(crate) use ext::modify;
 pub use ext::{StateExt, WatchCondition};
 pub use memory::{BackingStore, MemoryOptions, MemoryState, StoreWrite};

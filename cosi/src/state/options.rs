@@ -240,7 +240,7 @@ impl TeardownOptions {
 /// Options of a single-resource watch.
 ///
 /// By default the first event is the current state: `Created` with the
-/// resource, or `Destroyed` with a tombstone when it is absent.
+/// resource, or `Destroyed` without one when it is absent.
 ///
 /// # Example
 ///
@@ -257,9 +257,9 @@ impl TeardownOptions {
 ///
 /// // One resource: its current state first, then every change.
 /// let mut watch = state.watch::<HostnameSpec>("default", WatchOptions::default()).await?;
-/// assert!(matches!(watch.recv().await, Some(TypedEvent::Created { .. })));
+/// assert!(matches!(watch.recv().await, Some(Event::Created { .. })));
 /// state.modify::<HostnameSpec>("default", UpdateOptions::default(), |spec| spec.hostname = "talos".into()).await?;
-/// assert!(matches!(watch.recv().await, Some(TypedEvent::Updated { .. })));
+/// assert!(matches!(watch.recv().await, Some(Event::Updated { .. })));
 /// # Ok(())
 /// # }
 /// ```
@@ -310,8 +310,8 @@ impl WatchOptions {
 ///
 /// // What is there now, a marker, then every change.
 /// let mut watch = state.watch_kind::<HostnameSpec>(WatchKindOptions::bootstrap()).await?;
-/// assert!(matches!(watch.recv().await, Some(TypedEvent::Created { .. })));
-/// assert!(matches!(watch.recv().await, Some(TypedEvent::Bootstrapped { .. })));
+/// assert!(matches!(watch.recv().await, Some(Event::Created { .. })));
+/// assert!(matches!(watch.recv().await, Some(Event::Bootstrapped { .. })));
 /// # Ok(())
 /// # }
 /// ```
@@ -395,9 +395,10 @@ impl WatchKindOptions {
     /// `Created`, one that makes it stop matching as `Destroyed`, one that
     /// leaves it unmatched not at all.
     ///
-    /// A tombstone (a resource whose last value is unknown: a store's history
-    /// compacted it away) may have matched, whatever its labels: its
-    /// destruction is seen, and an update from it is an update.
+    /// A resource whose last value is unknown (a store's history compacted it
+    /// away: a destruction without a resource, an update from a tombstone)
+    /// may have matched, whatever its labels: its destruction is seen, and an
+    /// update from it is an update.
     pub fn filter(&self, event: &Event) -> Option<Event> {
         if self.labels.is_empty() && self.id.is_none() {
             return Some(event.clone());
@@ -409,10 +410,13 @@ impl WatchKindOptions {
         match event {
             Event::Updated { resource, old, bookmark } => match (may_match(old), self.matches(resource)) {
                 (true, true) => Some(event.clone()),
-                (true, false) => Some(Event::Destroyed { resource: resource.clone(), bookmark: bookmark.clone() }),
+                (true, false) => Some(Event::destroyed(resource.clone(), bookmark.clone())),
                 (false, true) => Some(Event::Created { resource: resource.clone(), bookmark: bookmark.clone() }),
                 (false, false) => None,
             },
+            Event::Destroyed { pointer, resource: None, .. } => {
+                self.id.as_ref().is_none_or(|query| query.matches(pointer.id())).then(|| event.clone())
+            }
             _ => event.resource().is_some_and(may_match).then(|| event.clone()),
         }
     }
@@ -438,14 +442,16 @@ mod tests {
     use super::*;
     use crate::resource::{DynamicResource, Kind, LabelQuery, Metadata};
 
-    /// A tombstone's labels are unknown: a watch selecting by label sees its
-    /// destruction, and an update from it as an update or a destruction.
+    /// The labels of a resource whose last state is unknown (destroyed
+    /// without it, or updated from a tombstone) are unknown: a watch
+    /// selecting by label sees its destruction, and an update from it as an
+    /// update or a destruction.
     #[test]
     fn a_tombstone_may_have_matched_a_label_query() {
         let options = WatchKindOptions::default().label(LabelQuery::new().exists("app"));
         let pointer = Kind::new("ns", "Things.test.cosi.dev").pointer("a");
         let tombstone = DynamicResource::tombstone(&pointer);
-        let destroyed = Event::Destroyed { resource: tombstone.clone(), bookmark: None };
+        let destroyed = Event::Destroyed { pointer, resource: None, bookmark: None };
         assert!(matches!(options.filter(&destroyed), Some(Event::Destroyed { .. })), "the destruction was dropped");
 
         let mut labelled = Metadata::new("ns", "Things.test.cosi.dev", "a");
@@ -460,7 +466,7 @@ mod tests {
         assert!(matches!(options.filter(&update(&labelled)), Some(Event::Updated { .. })));
         assert!(matches!(options.filter(&update(&unlabelled)), Some(Event::Destroyed { .. })));
 
-        // The ID is known: a tombstone of another ID is not seen.
+        // The ID is known: the destruction of another ID is not seen.
         let other = options.clone().id(crate::resource::IdQuery::new("^b$").unwrap());
         assert!(other.filter(&destroyed).is_none());
     }
