@@ -32,7 +32,8 @@ pub use memory::{BackingStore, MemoryOptions, MemoryState, StoreWrite};
 pub use namespaced::NamespacedState;
 pub use observe::{Observation, Observer};
 pub use options::{
-    CreateOptions, DestroyOptions, ListOptions, TeardownOptions, UpdateOptions, WatchKindOptions, WatchOptions,
+    CreateOptions, DestroyOptions, ListOptions, OwnerOptions, TeardownOptions, UpdateOptions, WatchKindOptions,
+    WatchOptions,
 };
 pub use primitives::Primitives;
 pub(crate) use registry::META_DESCRIPTION;

@@ -172,7 +172,8 @@ impl UpdateOptions {
     }
 }
 
-/// Options of a destroy.
+/// Options of a destroy or a teardown ([`DestroyOptions`], [`TeardownOptions`]):
+/// the owner the caller acts as.
 ///
 /// # Example
 ///
@@ -187,37 +188,6 @@ impl UpdateOptions {
 /// let state = cosi::state::memory();
 /// state.create(Typed::new("default", HostnameStatus::default()), CreateOptions::owner("hostname")).await?;
 /// assert!(state.destroy::<HostnameStatus>("default", DestroyOptions::default()).await.is_err());
-/// state.destroy::<HostnameStatus>("default", DestroyOptions::owner("hostname")).await?;
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Clone, Debug, Default)]
-pub struct DestroyOptions {
-    /// The owner the caller acts as; must equal the stored owner.
-    pub owner: Option<String>,
-}
-
-impl DestroyOptions {
-    /// Destroys as `owner`.
-    pub fn owner(owner: impl Into<String>) -> Self {
-        DestroyOptions { owner: Some(owner.into()) }
-    }
-}
-
-/// Options of a teardown.
-///
-/// # Example
-///
-/// ```
-/// use cosi::prelude::*;
-/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-/// # #[resource(type = "HostnameStatuses.net.example.org", namespace = "network")]
-/// # pub struct HostnameStatus { pub hostname: String }
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> cosi::Result<()> {
-/// let state = cosi::state::memory();
-/// state.create(Typed::new("default", HostnameStatus::default()), CreateOptions::owner("hostname")).await?;
 /// // No finalizers: it can be destroyed at once.
 /// assert!(state.teardown::<HostnameStatus>("default", TeardownOptions::owner("hostname")).await?);
 /// state.destroy::<HostnameStatus>("default", DestroyOptions::owner("hostname")).await?;
@@ -225,17 +195,23 @@ impl DestroyOptions {
 /// # }
 /// ```
 #[derive(Clone, Debug, Default)]
-pub struct TeardownOptions {
+pub struct OwnerOptions {
     /// The owner the caller acts as; must equal the stored owner.
     pub owner: Option<String>,
 }
 
-impl TeardownOptions {
-    /// Tears down as `owner`.
+impl OwnerOptions {
+    /// Acts as `owner`.
     pub fn owner(owner: impl Into<String>) -> Self {
-        TeardownOptions { owner: Some(owner.into()) }
+        OwnerOptions { owner: Some(owner.into()) }
     }
 }
+
+/// Options of a destroy: the owner the caller acts as.
+pub type DestroyOptions = OwnerOptions;
+
+/// Options of a teardown: the owner the caller acts as.
+pub type TeardownOptions = OwnerOptions;
 
 /// Options of a single-resource watch.
 ///
