@@ -80,15 +80,12 @@ pub trait StateExt: State {
         resource: Typed<T>,
         options: CreateOptions,
     ) -> impl Future<Output = Result<Typed<T>>> + Send {
-        async move {
-            // In-memory states write at once, without a boxed future (and, as
-            // in `get`, without an answer kept across the `await`).
-            let deferred = match self.create_now_dynamic(resource.into_stored(), &options) {
-                Immediate::Done(result) => return Typed::try_from(result?),
-                Immediate::Deferred(resource) => resource,
-            };
-            Typed::try_from(self.create_dynamic(deferred, options).await?)
-        }
+        write_typed(
+            resource,
+            options,
+            |resource, options| self.create_now_dynamic(resource, options),
+            |resource, options| self.create_dynamic(resource, options),
+        )
     }
 
     /// Replaces a resource (it must carry the stored version); returns it as stored.
@@ -97,13 +94,12 @@ pub trait StateExt: State {
         resource: Typed<T>,
         options: UpdateOptions,
     ) -> impl Future<Output = Result<Typed<T>>> + Send {
-        async move {
-            let deferred = match self.update_now_dynamic(resource.into_stored(), &options) {
-                Immediate::Done(result) => return Typed::try_from(result?),
-                Immediate::Deferred(resource) => resource,
-            };
-            Typed::try_from(self.update_dynamic(deferred, options).await?)
-        }
+        write_typed(
+            resource,
+            options,
+            |resource, options| self.update_now_dynamic(resource, options),
+            |resource, options| self.update_dynamic(resource, options),
+        )
     }
 
     /// Removes the resource of type `T` at `at`, which must have no finalizers left.
@@ -575,12 +571,29 @@ pub(crate) async fn teardown<S: State + ?Sized>(
     Ok(stored.metadata().finalizers().is_empty())
 }
 
+/// A create or an update of `resource`, read back as a `T`: through the
+/// state's immediate path (`now`) when it has one, so that in-memory states
+/// write at once, without a boxed future (and, as in `get`, without an
+/// answer kept across the `await`); through `later` otherwise.
+async fn write_typed<T: Resource, O, F: Future<Output = Result<DynamicResource>>>(
+    resource: Typed<T>,
+    options: O,
+    now: impl FnOnce(DynamicResource, &O) -> Immediate<DynamicResource>,
+    later: impl FnOnce(DynamicResource, O) -> F,
+) -> Result<Typed<T>> {
+    let deferred = match now(resource.into_stored(), &options) {
+        Immediate::Done(result) => return Typed::try_from(result?),
+        Immediate::Deferred(resource) => resource,
+    };
+    Typed::try_from(later(deferred, options).await?)
+}
+
 pub(crate) async fn teardown_and_destroy<S: State + ?Sized>(
     state: &S,
     pointer: &Pointer,
     options: TeardownOptions,
 ) -> Result<()> {
-    let destroy = DestroyOptions { owner: options.owner.clone() };
+    let destroy = options.clone();
     if state.teardown_dynamic(pointer, options).await? {
         match state.destroy_dynamic(pointer, destroy.clone()).await.ignore_not_found() {
             Ok(_) => return Ok(()),
