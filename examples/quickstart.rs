@@ -25,11 +25,11 @@ pub struct Word {
 /// finalizer until their word is gone), and is the one writer of words.
 #[controller(inputs = [Strong<Number>, DestroyReady<Word>], outputs = [Exclusive<Word>])]
 async fn int_to_str(ctx: &mut Ctx) -> cosi::Result<()> {
-    for number in ctx.list::<Number>().await? {
+    for number in ctx.list::<Number>(&ListOptions::default()).await? {
         match number.metadata().phase() {
             Phase::Running => {
                 if !number.metadata().finalizers().has(ctx.name()) {
-                    ctx.add_finalizer(&number, ctx.name()).await?;
+                    ctx.add_finalizers(&number, &[ctx.name()]).await?;
                 }
                 let word = ctx.modify::<Word>(number.id(), |word| word.text = spell(number.value)).await?;
                 println!("  int_to_str: {} -> {:?} (version {})", number.id(), word.text, word.metadata().version());
@@ -38,7 +38,7 @@ async fn int_to_str(ctx: &mut Ctx) -> cosi::Result<()> {
             Phase::TearingDown if number.metadata().finalizers().has(ctx.name()) => {
                 if ctx.teardown::<Word>(number.id()).await.unwrap_or(true) {
                     let _ = ctx.destroy::<Word>(number.id()).await;
-                    ctx.remove_finalizer(&number, ctx.name()).await?;
+                    ctx.remove_finalizers(&number, &[ctx.name()]).await?;
                     println!("  int_to_str: {} released", number.id());
                 }
             }

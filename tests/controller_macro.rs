@@ -38,7 +38,7 @@ pub struct Link {
 /// Writes a status per spec.
 #[controller(inputs = [Strong<HostnameSpec>], outputs = [Exclusive<HostnameStatus>])]
 pub async fn hostname(ctx: &mut Ctx) -> cosi::Result<()> {
-    for spec in ctx.list::<HostnameSpec>().await? {
+    for spec in ctx.list::<HostnameSpec>(&ListOptions::default()).await? {
         ctx.modify::<HostnameStatus>(spec.id(), |status| status.hostname = spec.hostname.clone()).await?;
     }
     ctx.cleanup_outputs::<HostnameStatus>().await
@@ -61,7 +61,7 @@ struct ServiceFiles {
 
 impl ServiceFiles {
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> cosi::Result<()> {
-        for service in ctx.list::<ServiceSpec>().await? {
+        for service in ctx.list::<ServiceSpec>(&ListOptions::default()).await? {
             ctx.modify::<EtcFileSpec>(service.id(), |file| file.contents = service.name.clone()).await?;
             self.rendered += 1;
         }
@@ -76,7 +76,7 @@ struct LinkFiles;
 impl LinkFiles {
     async fn reconcile(&self, ctx: &Ctx<Self>, item: &Pointer) -> Result<Requeue, cosi::Error> {
         let link = ctx.get::<Link>(item).await?;
-        ctx.add_finalizer::<Link>(&link, "link-files").await?;
+        ctx.add_finalizers::<Link>(&link, &["link-files"]).await?;
         Ok(Requeue::Never)
     }
 

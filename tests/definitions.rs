@@ -47,17 +47,17 @@ pub struct LinkStatus {
 
 #[controller(inputs = [Weak<HostnameSpec>], outputs = [Exclusive<HostnameStatus>], inventory = false)]
 async fn hostname(ctx: &mut Ctx) -> cosi::Result<()> {
-    ctx.list::<HostnameSpec>().await.map(drop)
+    ctx.list::<HostnameSpec>(&ListOptions::default()).await.map(drop)
 }
 
 #[controller(inputs = [Weak<Hostname>], outputs = [], inventory = false)]
 async fn clashing(ctx: &mut Ctx) -> cosi::Result<()> {
-    ctx.list::<Hostname>().await.map(drop)
+    ctx.list::<Hostname>(&ListOptions::default()).await.map(drop)
 }
 
 #[controller(inputs = [Weak<LinkStatus>], outputs = [], inventory = false)]
 async fn links(ctx: &mut Ctx) -> cosi::Result<()> {
-    ctx.list::<LinkStatus>().await.map(drop)
+    ctx.list::<LinkStatus>(&ListOptions::default()).await.map(drop)
 }
 
 async fn published(state: &std::sync::Arc<dyn State>) -> Vec<String> {

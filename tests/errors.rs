@@ -20,7 +20,7 @@ pub struct Pong {
 
 #[controller(inputs = [Weak<Ping>], outputs = [Exclusive<Pong>], inventory = false)]
 async fn pong(ctx: &mut Ctx) -> cosi::Result<()> {
-    for ping in ctx.list::<Ping>().await? {
+    for ping in ctx.list::<Ping>(&ListOptions::default()).await? {
         ctx.modify::<Pong>(ping.id(), |pong| pong.count = ping.count).await?;
     }
     Ok(())
@@ -29,7 +29,7 @@ async fn pong(ctx: &mut Ctx) -> cosi::Result<()> {
 /// A second exclusive writer of `Pong`, which the runtime refuses.
 #[controller(inputs = [Weak<Ping>], outputs = [Exclusive<Pong>], inventory = false)]
 async fn rival(ctx: &mut Ctx) -> cosi::Result<()> {
-    ctx.list::<Ping>().await.map(drop)
+    ctx.list::<Ping>(&ListOptions::default()).await.map(drop)
 }
 
 /// What a program's `main` does, with `?` on the runtime's errors and the state's.

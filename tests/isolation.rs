@@ -65,7 +65,7 @@ impl Hog {
 /// Answers each ping with a pong.
 #[controller(inputs = [Weak<Ping>], outputs = [Exclusive<Pong>], inventory = false)]
 async fn echo(ctx: &mut Ctx) -> cosi::Result<()> {
-    for ping in ctx.list::<Ping>().await? {
+    for ping in ctx.list::<Ping>(&ListOptions::default()).await? {
         ctx.modify::<Pong>(ping.id(), |pong| pong.n = ping.n).await?;
     }
     Ok(())
@@ -152,7 +152,7 @@ impl Caller {
 /// Answers each call with a pong.
 #[controller(inputs = [Weak<Call>], outputs = [Exclusive<Pong>], inventory = false)]
 async fn callee(ctx: &mut Ctx) -> cosi::Result<()> {
-    for call in ctx.list::<Call>().await? {
+    for call in ctx.list::<Call>(&ListOptions::default()).await? {
         ctx.modify::<Pong>(call.id(), |pong| pong.n = call.n).await?;
     }
     Ok(())

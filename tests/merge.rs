@@ -24,11 +24,11 @@ pub struct AddressStatus {
 /// finalizer while it runs, and lets it go once its status is gone.
 #[controller(inputs = [Strong<AddressSpec>], outputs = [Exclusive<AddressStatus>], inventory = false)]
 async fn actuator(ctx: &mut Ctx) -> cosi::Result<()> {
-    for spec in ctx.list::<AddressSpec>().await? {
+    for spec in ctx.list::<AddressSpec>(&ListOptions::default()).await? {
         match spec.metadata().phase() {
             Phase::Running => {
                 if !spec.metadata().finalizers().has(ctx.name()) {
-                    ctx.add_finalizer(&spec, ctx.name()).await?;
+                    ctx.add_finalizers(&spec, &[ctx.name()]).await?;
                 }
                 ctx.modify::<AddressStatus>(spec.id(), |status| status.address.clone_from(&spec.address)).await?;
             }
@@ -38,7 +38,7 @@ async fn actuator(ctx: &mut Ctx) -> cosi::Result<()> {
                     Err(error) if error.is_not_found() => (),
                     Err(error) => return Err(error),
                 }
-                ctx.remove_finalizer(&spec, ctx.name()).await?;
+                ctx.remove_finalizers(&spec, &[ctx.name()]).await?;
             }
         }
     }

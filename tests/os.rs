@@ -380,10 +380,10 @@ async fn step_3_remove_motd(machine: &Machine) {
     let gone = async {
         while let Some(event) = watch.recv().await {
             match event {
-                TypedEvent::Updated { resource, .. } if resource.metadata().phase() == Phase::TearingDown => {
+                Event::Updated { resource, .. } if resource.metadata().phase() == Phase::TearingDown => {
                     torn_down_with_finalizer |= resource.metadata().finalizers().has("files.EtcFileController");
                 }
-                TypedEvent::Destroyed { .. } => return,
+                Event::Destroyed { .. } => return,
                 _ => (),
             }
         }

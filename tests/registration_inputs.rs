@@ -46,7 +46,7 @@ async fn reporter(ctx: &mut Ctx) -> cosi::Result<()> {
 /// Reads a type it also writes: destroy-ready in its default namespace.
 #[controller(inputs = [DestroyReady<LinkReport>, Weak<LinkStatus>], outputs = [Exclusive<LinkReport>], inventory = false)]
 async fn exclusive_reporter(ctx: &mut Ctx) -> cosi::Result<()> {
-    ctx.list::<LinkStatus>().await.map(drop)
+    ctx.list::<LinkStatus>(&ListOptions::default()).await.map(drop)
 }
 
 async fn set_link(state: &std::sync::Arc<dyn State>, namespace: &str, id: &str, up: bool) {
@@ -116,7 +116,7 @@ async fn an_instance_cannot_read_beyond_its_inputs() {
     // Narrowed to one ID, the instance may not list the kind: its list fails.
     #[controller(inputs = [Weak<LinkStatus>], outputs = [], inventory = false)]
     async fn lister(ctx: &mut Ctx) -> cosi::Result<()> {
-        ctx.list::<LinkStatus>().await.map(drop)
+        ctx.list::<LinkStatus>(&ListOptions::default()).await.map(drop)
     }
 
     let runtime = Runtime::new(cosi::state::memory());

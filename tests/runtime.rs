@@ -28,8 +28,27 @@ pub struct Status {
 /// Collected by `inventory`: copies configs to statuses.
 #[controller(inputs = [Weak<Config>], outputs = [Exclusive<Status>])]
 async fn copier(ctx: &mut Ctx) -> cosi::Result<()> {
-    for config in ctx.list::<Config>().await? {
+    for config in ctx.list::<Config>(&ListOptions::default()).await? {
         ctx.modify::<Status>(config.id(), |status| status.value.clone_from(&config.value)).await?;
+    }
+    ctx.cleanup_outputs::<Status>().await
+}
+
+/// [`copier`] through the context that checks types at run time only: the
+/// labelled configs to statuses, the others' statuses cleaned up, and a
+/// finalizer on each config copied.
+#[controller(inputs = [Strong<Config>], outputs = [Exclusive<Status>], inventory = false)]
+async fn dynamic_copier(ctx: &mut Ctx) -> cosi::Result<()> {
+    let ctx = ctx.dynamic();
+    let copied = ListOptions::default().label(LabelQuery::default().equal("copy", "yes"));
+    for config in ctx.list::<Config>(&copied).await? {
+        ctx.modify::<Status>(config.id(), |status| status.value.clone_from(&config.value)).await?;
+        ctx.add_finalizers::<Config>(&config, &["copied", "dynamic"]).await?;
+    }
+    for config in ctx.list_dynamic(&Config::kind(), &ListOptions::default()).await? {
+        if config.metadata().labels().get("copy") != Some("yes") {
+            ctx.remove_finalizers_dynamic(config.metadata().pointer(), &["copied", "dynamic"]).await?;
+        }
     }
     ctx.cleanup_outputs::<Status>().await
 }
@@ -37,13 +56,13 @@ async fn copier(ctx: &mut Ctx) -> cosi::Result<()> {
 /// Also collected: reads statuses.
 #[controller(inputs = [Weak<Status>], outputs = [])]
 async fn observer(ctx: &mut Ctx) -> cosi::Result<()> {
-    ctx.list::<Status>().await.map(drop)
+    ctx.list::<Status>(&ListOptions::default()).await.map(drop)
 }
 
 /// Not collected: a second exclusive writer of `Status`.
 #[controller(inputs = [Weak<Config>], outputs = [Exclusive<Status>], inventory = false)]
 async fn rival(ctx: &mut Ctx) -> cosi::Result<()> {
-    ctx.list::<Config>().await.map(drop)
+    ctx.list::<Config>(&ListOptions::default()).await.map(drop)
 }
 
 /// Not collected: counts its reconciles into one status, slowly, to show coalescing.
@@ -68,7 +87,7 @@ struct Guarded {
 
 impl Guarded {
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> cosi::Result<()> {
-        ctx.list::<Config>().await.map(drop)
+        ctx.list::<Config>(&ListOptions::default()).await.map(drop)
     }
 }
 
@@ -526,6 +545,50 @@ fn transform_follows_its_inputs_and_releases_their_finalizers() {
             }
         })
         .await;
+        runtime.shutdown().await;
+    });
+}
+
+#[test]
+fn the_dynamic_context_lists_with_options_modifies_and_cleans_up() {
+    block_on(async {
+        let state = cosi::state::memory();
+        let runtime = Runtime::new(state.clone());
+        runtime.register(dynamic_copier {}).expect("register");
+        runtime.start().expect("start");
+        for (id, copy) in [("a", true), ("b", true), ("c", false)] {
+            let mut config = Typed::new(id, Config { value: format!("value-{id}") });
+            if copy {
+                config.metadata_mut().labels_mut().set("copy", "yes");
+            }
+            state.create(config, CreateOptions::default()).await.expect("create");
+        }
+        runtime.settled().await;
+        let statuses = || async {
+            let all = state.list::<Status>(&ListOptions::default()).await.expect("list");
+            all.iter().map(|status| (status.id().to_owned(), status.value.clone())).collect::<Vec<_>>()
+        };
+        assert_eq!(statuses().await, [("a".to_owned(), "value-a".to_owned()), ("b".to_owned(), "value-b".to_owned())]);
+        let finalizers = |id| {
+            let state = state.clone();
+            async move {
+                let config = state.get::<Config>(id).await.expect("get");
+                config.metadata().finalizers().iter().map(str::to_owned).collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(finalizers("a").await, ["copied", "dynamic"]);
+        assert!(finalizers("c").await.is_empty());
+
+        // No longer labelled: its status is cleaned up, its finalizers removed.
+        state
+            .modify::<Config>("b", UpdateOptions::default(), |config| {
+                config.metadata_mut().labels_mut().remove("copy");
+            })
+            .await
+            .expect("unlabel");
+        runtime.settled().await;
+        assert_eq!(statuses().await, [("a".to_owned(), "value-a".to_owned())]);
+        assert!(finalizers("b").await.is_empty());
         runtime.shutdown().await;
     });
 }

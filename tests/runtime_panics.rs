@@ -24,7 +24,7 @@ pub struct Output {
 
 #[controller(inputs = [Weak<Input>], outputs = [Exclusive<Output>], inventory = false)]
 async fn copy(ctx: &mut Ctx) -> cosi::Result<()> {
-    for input in ctx.list::<Input>().await? {
+    for input in ctx.list::<Input>(&ListOptions::default()).await? {
         ctx.modify::<Output>(input.id(), |output| output.value.clone_from(&input.value)).await?;
     }
     Ok(())

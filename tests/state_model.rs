@@ -249,9 +249,9 @@ proptest! {
                         prop_assert!(previous.is_none_or(|previous| previous < version), "versions go up: {:?}", event);
                         mirror.insert(resource.id().to_owned(), Model::of(resource));
                     }
-                    Event::Destroyed { resource, .. } => {
-                        last_version.remove(resource.id());
-                        mirror.remove(resource.id());
+                    Event::Destroyed { pointer, .. } => {
+                        last_version.remove(pointer.id());
+                        mirror.remove(pointer.id());
                     }
                     Event::Bootstrapped { .. } => {}
                     other => prop_assert!(false, "unexpected event {:?}", other),

@@ -106,7 +106,7 @@
 //! the value before an event at its compaction revision: such an update
 //! still reads as `Updated` (the key's version says it existed), with a
 //! tombstone as its old resource, and a resource replaced there by a foreign
-//! value as `Destroyed` with a tombstone. A watcher more than
+//! value as `Destroyed` without its last state. A watcher more than
 //! [`Options::watch_buffer`] events behind gets one `Errored` (`BufferOverrun`)
 //! and its watch ends; writers never wait for watchers.
 //!

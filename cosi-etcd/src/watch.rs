@@ -37,7 +37,7 @@
 //!   revision, which tail events and a watch reopened there read) is told
 //!   apart by the key's own count of versions: a put of a key that existed
 //!   is an update, whose old resource is a tombstone, and a foreign value
-//!   put there destroys what the key held, as a tombstone.
+//!   put there destroys what the key held, without its last state.
 //!
 //! Tail events come from etcd's history: the pump watches from the kind's
 //! first event (the kind key's `create_revision`, or the oldest revision etcd
@@ -162,9 +162,7 @@ pub(crate) async fn start(state: &EtcdState, spec: WatchSpec) -> Result<Watch> {
                     let response = client.get(key.clone()).await.map_err(backend)?;
                     initial.push(match response.kvs.first() {
                         Some(kv) => Event::Created { resource: decode(state, kv)?, bookmark: None },
-                        None => {
-                            Event::Destroyed { resource: DynamicResource::tombstone(&kind.pointer(id)), bookmark: None }
-                        }
+                        None => Event::Destroyed { pointer: kind.pointer(id), resource: None, bookmark: None },
                     });
                     header_revision(response.header.as_ref())?
                 }
@@ -536,7 +534,8 @@ impl Pump {
                 };
                 match &mut self.history {
                     Some(history) => {
-                        if matches!(&self.filter, Filter::Id(id) if event.resource().is_none_or(|r| r.id() != id)) {
+                        if matches!(&self.filter, Filter::Id(id) if event.pointer().is_none_or(|pointer| pointer.id() != id))
+                        {
                             continue;
                         }
                         history.events.push_back(event);
@@ -567,8 +566,8 @@ impl Pump {
     /// before a put is then the key's own count of versions, and what it held
     /// is unknown. An update carries a tombstone as its old resource; a key
     /// that now holds a foreign value may have held a resource, whose removal
-    /// the reader must not miss, so it is destroyed as a tombstone, as a
-    /// deletion without its previous value is.
+    /// the reader must not miss, so it is destroyed without a last state, as
+    /// a deletion without its previous value is.
     fn convert(&self, event: &mvccpb::Event) -> Result<Option<Event>> {
         let decode = |kv: &KeyValue| codec::decode_or_skip(&self.state.keys, kv);
         let kv = event.kv.as_ref().ok_or_else(|| Error::backend(MissingKey))?;
@@ -577,25 +576,27 @@ impl Pump {
             (EventType::Put, Some(prev)) => match (decode(kv), decode(prev)) {
                 (Some(resource), None) => Some(Event::Created { resource, bookmark }),
                 (Some(resource), Some(old)) => Some(Event::Updated { resource, old, bookmark }),
-                (None, Some(old)) => Some(Event::Destroyed { resource: old, bookmark }),
+                (None, Some(old)) => Some(Event::destroyed(old, bookmark)),
                 (None, None) => None,
             },
             (EventType::Put, None) => match (decode(kv), kv.version > 1) {
                 (Some(resource), false) => Some(Event::Created { resource, bookmark }),
-                (Some(resource), true) => Some(Event::Updated { resource, old: self.tombstone(kv), bookmark }),
-                (None, true) => Some(Event::Destroyed { resource: self.tombstone(kv), bookmark }),
+                (Some(resource), true) => {
+                    Some(Event::Updated { resource, old: DynamicResource::tombstone(&self.pointer(kv)), bookmark })
+                }
+                (None, true) => Some(Event::Destroyed { pointer: self.pointer(kv), resource: None, bookmark }),
                 (None, false) => None,
             },
-            (EventType::Delete, Some(prev)) => decode(prev).map(|resource| Event::Destroyed { resource, bookmark }),
-            (EventType::Delete, None) => Some(Event::Destroyed { resource: self.tombstone(kv), bookmark }),
+            (EventType::Delete, Some(prev)) => decode(prev).map(|resource| Event::destroyed(resource, bookmark)),
+            (EventType::Delete, None) => Some(Event::Destroyed { pointer: self.pointer(kv), resource: None, bookmark }),
         })
     }
 
-    /// The tombstone of the resource at `kv`'s key: all that is known of it
-    /// when etcd no longer has its value.
-    fn tombstone(&self, kv: &KeyValue) -> DynamicResource {
+    /// The resource at `kv`'s key: all that is known of it when etcd no
+    /// longer has its value.
+    fn pointer(&self, kv: &KeyValue) -> Pointer {
         let id = kv.key.strip_prefix(self.kind_key.as_slice()).unwrap_or_default();
-        DynamicResource::tombstone(&self.kind.pointer(String::from_utf8_lossy(id)))
+        self.kind.pointer(String::from_utf8_lossy(id))
     }
 }
 
@@ -612,7 +613,7 @@ impl Filter {
     /// The event as this watcher sees it, if at all (see `WatchKindOptions::filter`).
     fn apply(&self, event: &Event) -> Option<Event> {
         match self {
-            Filter::Id(id) => event.resource().is_some_and(|resource| resource.id() == id).then(|| event.clone()),
+            Filter::Id(id) => event.pointer().is_some_and(|pointer| pointer.id() == id).then(|| event.clone()),
             Filter::Kind(options) => options.filter(event),
         }
     }

@@ -335,8 +335,11 @@ pub fn event_to_proto(event: &Event, api_version: i32) -> Result<Option<proto::E
             bookmark: wire_bookmark(bookmark.as_ref()),
             ..proto::Event::default()
         },
-        Event::Destroyed { resource, bookmark } => proto::Event {
-            resource: Some(resource_to_proto(resource)?),
+        Event::Destroyed { pointer, resource, bookmark } => proto::Event {
+            resource: Some(match resource {
+                Some(resource) => resource_to_proto(resource)?,
+                None => resource_to_proto(&DynamicResource::tombstone(pointer))?,
+            }),
             event_type: Wire::Destroyed.into(),
             bookmark: wire_bookmark(bookmark.as_ref()),
             ..proto::Event::default()
@@ -386,7 +389,13 @@ pub fn event_from_proto(event: proto::Event, kind: &Kind) -> Result<Event> {
             old: resource_from_proto(event.old, "old resource")?,
             bookmark,
         },
-        Wire::Destroyed => Event::Destroyed { resource: resource_from_proto(event.resource, "resource")?, bookmark },
+        Wire::Destroyed => {
+            let resource = resource_from_proto(event.resource, "resource")?;
+            match resource.is_tombstone() {
+                true => Event::Destroyed { pointer: resource.metadata().pointer().clone(), resource: None, bookmark },
+                false => Event::destroyed(resource, bookmark),
+            }
+        }
         Wire::Bootstrapped => Event::Bootstrapped { kind: kind.clone(), bookmark },
         Wire::Noop => Event::Noop { kind: kind.clone(), bookmark },
         Wire::Errored => {

@@ -22,7 +22,7 @@ pub struct HostnameStatus {
 
 #[controller(inputs = [Weak<HostnameSpec>], outputs = [Exclusive<HostnameStatus>], inventory = false)]
 async fn hostname(ctx: &mut Ctx) -> cosi::Result<()> {
-    for spec in ctx.list::<HostnameSpec>().await? {
+    for spec in ctx.list::<HostnameSpec>(&ListOptions::default()).await? {
         ctx.modify::<HostnameStatus>(spec.id(), |status| status.hostname.clone_from(&spec.hostname)).await?;
     }
     Ok(())

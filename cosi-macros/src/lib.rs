@@ -165,7 +165,7 @@ pub fn derive_resource(input: TokenStream) -> TokenStream {
 /// /// Writes a status for each spec: a controller without state.
 /// #[controller(inputs = [Strong<HostnameSpec>], outputs = [Exclusive<HostnameStatus>])]
 /// pub async fn hostname(ctx: &mut Ctx) -> cosi::Result<()> {
-///     for spec in ctx.list::<HostnameSpec>().await? {
+///     for spec in ctx.list::<HostnameSpec>(&ListOptions::default()).await? {
 ///         ctx.modify::<HostnameStatus>(spec.id(), |status| status.hostname = spec.hostname.clone()).await?;
 ///     }
 ///     ctx.cleanup_outputs::<HostnameStatus>().await
@@ -180,7 +180,7 @@ pub fn derive_resource(input: TokenStream) -> TokenStream {
 ///
 /// impl Counter {
 ///     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> cosi::Result<()> {
-///         self.reconciles += ctx.list::<HostnameStatus>().await?.len();
+///         self.reconciles += ctx.list::<HostnameStatus>(&ListOptions::default()).await?.len();
 ///         Ok(())
 ///     }
 /// }
@@ -193,7 +193,7 @@ pub fn derive_resource(input: TokenStream) -> TokenStream {
 /// impl PerSpec {
 ///     async fn reconcile(&self, ctx: &Ctx<Self>, item: &Pointer) -> cosi::Result<()> {
 ///         let spec = ctx.get::<HostnameSpec>(item).await?;
-///         ctx.add_finalizer::<HostnameSpec>(&spec, "per-spec").await
+///         ctx.add_finalizers::<HostnameSpec>(&spec, &["per-spec"]).await
 ///     }
 /// }
 ///
@@ -256,9 +256,9 @@ pub fn derive_resource(input: TokenStream) -> TokenStream {
 ///
 /// # What the compiler checks
 ///
-/// The context is typed by the declaration: `ctx.list::<T>()` needs `T` among
+/// The context is typed by the declaration: `ctx.list::<T>(&ListOptions::default())` needs `T` among
 /// the inputs or outputs, `ctx.modify::<T>(..)` among the outputs, and
-/// `ctx.add_finalizer::<T>(..)` among the `Strong`, `Primary` or `Mapped`
+/// `ctx.add_finalizers::<T>(..)` among the `Strong`, `Primary` or `Mapped`
 /// inputs, or the build fails with a message that says what to declare.
 ///
 /// The declaration itself is checked as it is written, each mistake under its
@@ -343,7 +343,7 @@ pub fn controller(args: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// #[controller(inputs = [Weak<HostnameStatus>])]
 /// async fn motd(ctx: &mut Ctx) -> cosi::Result<()> {
-///     ctx.list::<HostnameStatus>().await?;
+///     ctx.list::<HostnameStatus>(&ListOptions::default()).await?;
 ///     Ok(())
 /// }
 ///

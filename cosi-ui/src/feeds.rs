@@ -289,7 +289,9 @@ fn item(event: Event) -> Option<Item> {
     Some(match event {
         Event::Created { resource, .. } => Item::Resource("created", resource),
         Event::Updated { resource, .. } => Item::Resource("updated", resource),
-        Event::Destroyed { resource, .. } => Item::Resource("destroyed", resource),
+        Event::Destroyed { pointer, resource, .. } => {
+            Item::Resource("destroyed", resource.unwrap_or_else(|| DynamicResource::tombstone(&pointer)))
+        }
         Event::Bootstrapped { .. } => Item::Bootstrapped,
         Event::Noop { .. } => return None,
         Event::Errored { error } => Item::Failed(error.to_string()),

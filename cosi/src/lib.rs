@@ -63,7 +63,7 @@ pub use resource::{
     Resource, ResourceDefinition, Spec, Typed, Version,
 };
 pub use runtime::{Runtime, RuntimeError, RuntimeHandle};
-pub use state::{Error, Result, State, StateExt};
+pub use state::{Error, Result, ResultExt, State, StateExt};
 
 /// The names most programs need: `use cosi::prelude::*;`.
 pub mod prelude {
@@ -77,7 +77,7 @@ pub mod prelude {
         DynamicResource, IdQuery, Kind, LabelQuery, Labels, Metadata, Phase, Pointer, Resource, Typed, Version,
     };
     pub use crate::state::{
-        CreateOptions, DestroyOptions, Event, ListOptions, State, StateExt, TeardownOptions, TypedEvent, UpdateOptions,
+        CreateOptions, DestroyOptions, Event, ListOptions, ResultExt, State, StateExt, TeardownOptions, UpdateOptions,
         WatchCondition, WatchKindOptions, WatchOptions,
     };
 }

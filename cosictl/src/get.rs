@@ -78,11 +78,8 @@ pub async fn run(args: GetArgs, connect: &ConnectArgs) -> Result<(), CliError> {
             Event::Noop { .. } => continue,
             Event::Errored { error } => return Err(CliError::State(error.clone())),
         };
+        // The initial event of an absent resource has none: nothing to show.
         if let Some(resource) = event.resource() {
-            // The initial event of an absent resource is a tombstone: nothing to show.
-            if resource.is_tombstone() {
-                continue;
-            }
             printer.row(&mut out, Row { event: Some(label), resource })?;
             out.flush().map_err(|err| CliError::Output(err.to_string()))?;
         }

@@ -33,7 +33,7 @@ pub struct Echo {
 
 #[controller(inputs = [Weak<Greeting>], outputs = [Exclusive<Shout>], inventory = false)]
 async fn shout(ctx: &mut Ctx) -> cosi::Result<()> {
-    for greeting in ctx.list::<Greeting>().await? {
+    for greeting in ctx.list::<Greeting>(&ListOptions::default()).await? {
         ctx.modify::<Shout>(greeting.id(), |shout| shout.text = greeting.text.to_uppercase()).await?;
     }
     ctx.cleanup_outputs::<Shout>().await
@@ -42,7 +42,7 @@ async fn shout(ctx: &mut Ctx) -> cosi::Result<()> {
 /// Always fails: its status is unhealthy.
 #[controller(inputs = [Strong<Shout>], outputs = [Shared<Echo>], inventory = false)]
 async fn echo(ctx: &mut Ctx) -> cosi::Result<()> {
-    ctx.list::<Shout>().await?;
+    ctx.list::<Shout>(&ListOptions::default()).await?;
     Err(cosi::Error::InvalidArgument("the canyon is closed".into()))
 }
 

@@ -93,13 +93,8 @@ impl DeviceController {
 /// Keeps one mount per disk that the policy accepts.
 #[controller(name = "hw.MountController", inputs = [Weak<Device>, Weak<MountPolicy>(id = "default")], outputs = [Exclusive<Mount>])]
 async fn mounts(ctx: &mut Ctx) -> cosi::Result<()> {
-    let policy = match ctx.get::<MountPolicy>("default").await {
-        Ok(policy) => Some(policy),
-        Err(error) if error.is_not_found() => None,
-        Err(error) => return Err(error),
-    };
-    if let Some(policy) = policy {
-        for device in ctx.list::<Device>().await? {
+    if let Some(policy) = ctx.get::<MountPolicy>("default").await.ignore_not_found()? {
+        for device in ctx.list::<Device>(&ListOptions::default()).await? {
             if device.kind == "disk" && device.size_gib >= policy.min_size_gib {
                 let path = format!("{}/{}", policy.root, device.id());
                 ctx.modify::<Mount>(device.id(), |mount| mount.path.clone_from(&path)).await?;

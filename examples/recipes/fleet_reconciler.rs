@@ -58,7 +58,7 @@ impl UpgradeController {
         let target = match ctx.get::<Machine>(item).await {
             Ok(machine) => {
                 let machine_group = group(machine.metadata().labels());
-                let rollouts = ctx.list::<Rollout>().await?;
+                let rollouts = ctx.list::<Rollout>(&ListOptions::default()).await?;
                 let rollout = rollouts
                     .iter()
                     .find(|rollout| machine_group.is_some() && group(rollout.metadata().labels()) == machine_group);
@@ -78,11 +78,11 @@ impl UpgradeController {
                 .await?;
             }
             // Up to date, no rollout, or gone: no upgrade.
-            None => match ctx.teardown::<Upgrade>(item.id()).await {
-                Ok(_) => ctx.destroy::<Upgrade>(item.id()).await?,
-                Err(error) if error.is_not_found() => (),
-                Err(error) => return Err(error),
-            },
+            None => {
+                if ctx.teardown::<Upgrade>(item.id()).await.ignore_not_found()?.is_some() {
+                    ctx.destroy::<Upgrade>(item.id()).await?;
+                }
+            }
         }
         Ok(())
     }
@@ -90,7 +90,7 @@ impl UpgradeController {
     /// A rollout concerns the machines of its group.
     async fn map(&self, ctx: &Ctx<Self>, rollout: &ReducedMetadata) -> cosi::Result<Vec<Pointer>> {
         let Some(wanted) = group(&rollout.labels) else { return Ok(Vec::new()) };
-        let machines = ctx.list::<Machine>().await?;
+        let machines = ctx.list::<Machine>(&ListOptions::default()).await?;
         Ok(machines
             .iter()
             .filter(|machine| group(machine.metadata().labels()) == Some(wanted))

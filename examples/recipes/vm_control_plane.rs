@@ -85,7 +85,7 @@ impl VirtualMachineController {
             Phase::Running => {
                 // Hold the spec first, so it cannot go while its machine runs.
                 if !holding {
-                    ctx.add_finalizer(&vm, ctx.name()).await?;
+                    ctx.add_finalizers(&vm, &[ctx.name()]).await?;
                 }
                 self.hypervisor.ensure(vm.id(), vm.cpus, vm.memory_mib);
                 ctx.modify::<VirtualMachineStatus>(vm.id(), |status| {
@@ -99,7 +99,7 @@ impl VirtualMachineController {
                 self.hypervisor.stop(vm.id());
                 remove_status(ctx, vm.id()).await?;
                 if holding {
-                    ctx.remove_finalizer(&vm, ctx.name()).await?;
+                    ctx.remove_finalizers(&vm, &[ctx.name()]).await?;
                 }
             }
         }
@@ -108,11 +108,10 @@ impl VirtualMachineController {
 }
 
 async fn remove_status(ctx: &Ctx<VirtualMachineController>, id: &str) -> cosi::Result<()> {
-    match ctx.teardown::<VirtualMachineStatus>(id).await {
-        Ok(_) => ctx.destroy::<VirtualMachineStatus>(id).await,
-        Err(error) if error.is_not_found() => Ok(()),
-        Err(error) => Err(error),
+    if ctx.teardown::<VirtualMachineStatus>(id).await.ignore_not_found()?.is_some() {
+        ctx.destroy::<VirtualMachineStatus>(id).await?;
     }
+    Ok(())
 }
 
 /// Registers the control plane's controllers on `runtime`.

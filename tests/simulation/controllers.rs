@@ -264,7 +264,7 @@ impl<Out: SimSpec> Fold<Out> {
                 match metadata.phase() {
                     Phase::Running => {
                         if holds && !metadata.finalizers().has(finalizer) {
-                            ctx.add_finalizer_dynamic(metadata.pointer(), finalizer).await?;
+                            ctx.add_finalizers_dynamic(metadata.pointer(), &[finalizer]).await?;
                         }
                         let (value, _) = value_of(&resource).ok_or("a spec that does not decode")?;
                         let sum = sums.entry(metadata.id().to_owned()).or_default();
@@ -297,7 +297,7 @@ impl<Out: SimSpec> Fold<Out> {
         }
         ctx.cleanup_outputs_dynamic(&node.output).await?;
         for pointer in release {
-            ctx.remove_finalizer_dynamic(&pointer, finalizer).await?;
+            ctx.remove_finalizers_dynamic(&pointer, &[finalizer]).await?;
         }
         Ok(self.context.requeue())
     }
@@ -382,13 +382,13 @@ impl<Out: SimSpec> Queued<Out> {
                     Err(error) => return Err(error.into()),
                 }
                 if primary.is_some() {
-                    ctx.remove_finalizer_dynamic(item, finalizer).await?;
+                    ctx.remove_finalizers_dynamic(item, &[finalizer]).await?;
                 }
             }
             return Ok(Requeue::Never);
         };
         if !primary.metadata().finalizers().has(finalizer) {
-            ctx.add_finalizer_dynamic(item, finalizer).await?;
+            ctx.add_finalizers_dynamic(item, &[finalizer]).await?;
         }
         let (value, _) = value_of(primary).ok_or("a spec that does not decode")?;
         let mut sum = value.wrapping_add(self.context.outside(ctx));

@@ -41,7 +41,7 @@ pub struct Word {
 /// Spells numbers out; fails on a negative one.
 #[controller(inputs = [Strong<Number>], outputs = [Exclusive<Word>], inventory = false)]
 async fn speller(ctx: &mut Ctx) -> cosi::Result<()> {
-    for number in ctx.list::<Number>().await? {
+    for number in ctx.list::<Number>(&ListOptions::default()).await? {
         if number.value < 0 {
             return Err(cosi::Error::InvalidArgument(format!("cannot spell {}", number.value)));
         }

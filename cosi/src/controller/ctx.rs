@@ -21,8 +21,8 @@ use parking_lot::Mutex;
 use crate::controller::{Controller, Finalizes, Host, Input, InputKind, Reads, Waker, Writes};
 use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
 use crate::state::{
-    CreateOptions, DestroyOptions, Error, Event, Immediate, ListOptions, Result, State, TeardownOptions, UpdateOptions,
-    WatchOptions,
+    CreateOptions, DestroyOptions, Error, Event, Immediate, ListOptions, Result, ResultExt, State, TeardownOptions,
+    UpdateOptions, WatchOptions,
 };
 
 /// The context of controller `C`: its view of the state.
@@ -45,7 +45,7 @@ use crate::state::{
 /// /// Reads specs, writes statuses: `ctx` compiles only for what the declaration names.
 /// #[controller(inputs = [Weak<HostnameSpec>], outputs = [Exclusive<HostnameStatus>])]
 /// async fn hostname(ctx: &mut Ctx) -> cosi::Result<()> {
-///     for spec in ctx.list::<HostnameSpec>().await? {
+///     for spec in ctx.list::<HostnameSpec>(&ListOptions::default()).await? {
 ///         ctx.modify::<HostnameStatus>(spec.id(), |status| status.hostname = spec.hostname.clone()).await?;
 ///     }
 ///     ctx.cleanup_outputs::<HostnameStatus>().await
@@ -99,9 +99,9 @@ impl<C: ?Sized> Ctx<C> {
         Box::pin(async move { self.dynamic.get::<T>(pointer).await })
     }
 
-    /// The resources of type `T` in its default namespace, sorted by ID.
-    pub fn list<T: Resource + Reads<C>>(&self) -> CtxFuture<'_, Vec<Typed<T>>> {
-        Box::pin(async move { self.dynamic.list_in::<T>(T::NAMESPACE, &ListOptions::default()).await })
+    /// The resources of type `T` in its default namespace that match `options`, sorted by ID.
+    pub fn list<'a, T: Resource + Reads<C>>(&'a self, options: &'a ListOptions) -> CtxFuture<'a, Vec<Typed<T>>> {
+        Box::pin(async move { self.dynamic.list::<T>(options).await })
     }
 
     /// The resources of type `T` in `namespace` that match `options`, sorted by ID.
@@ -169,25 +169,25 @@ impl<C: ?Sized> Ctx<C> {
         Box::pin(async move { self.dynamic.destroy::<T>(pointer).await })
     }
 
-    /// Puts `finalizer` on an input: it stays until this controller removes it,
-    /// and the resource cannot be destroyed meanwhile.
-    pub fn add_finalizer<'a, T: Resource + Finalizes<C>>(
+    /// Puts `finalizers` on an input: each stays until this controller removes
+    /// it, and the resource cannot be destroyed meanwhile.
+    pub fn add_finalizers<'a, T: Resource + Finalizes<C>>(
         &'a self,
         at: impl At<T>,
-        finalizer: &'a str,
+        finalizers: &'a [&'a str],
     ) -> CtxFuture<'a, ()> {
         let pointer = at.pointer();
-        Box::pin(async move { self.dynamic.add_finalizer::<T>(pointer, finalizer).await })
+        Box::pin(async move { self.dynamic.add_finalizers::<T>(pointer, finalizers).await })
     }
 
-    /// Removes `finalizer` from an input; succeeds when the resource is gone.
-    pub fn remove_finalizer<'a, T: Resource + Finalizes<C>>(
+    /// Removes `finalizers` from an input; succeeds when the resource is gone.
+    pub fn remove_finalizers<'a, T: Resource + Finalizes<C>>(
         &'a self,
         at: impl At<T>,
-        finalizer: &'a str,
+        finalizers: &'a [&'a str],
     ) -> CtxFuture<'a, ()> {
         let pointer = at.pointer();
-        Box::pin(async move { self.dynamic.remove_finalizer::<T>(pointer, finalizer).await })
+        Box::pin(async move { self.dynamic.remove_finalizers::<T>(pointer, finalizers).await })
     }
 
     /// Removes the outputs of type `T` (in its default namespace) that this
@@ -198,7 +198,7 @@ impl<C: ?Sized> Ctx<C> {
     /// no finalizers, even if this reconcile tried to write its ID (the write
     /// failed on the phase): a later reconcile creates it anew.
     pub fn cleanup_outputs<T: Resource + Writes<C>>(&self) -> CtxFuture<'_, ()> {
-        Box::pin(async move { self.dynamic.cleanup_outputs_in::<T>(T::NAMESPACE).await })
+        Box::pin(async move { self.dynamic.cleanup_outputs::<T>().await })
     }
 
     /// [`cleanup_outputs`](Ctx::cleanup_outputs) in `namespace`.
@@ -241,8 +241,8 @@ impl<C: ?Sized> Ctx<C> {
     /// gone (at once if it is already): a way to stop long work on an item
     /// that is going away (COSI's `ContextWithTeardown`).
     pub fn until_teardown<T: Resource + Reads<C>>(&self, at: impl At<T>) -> CtxFuture<'_, TeardownSignal> {
-        let pointer = expect_type::<T>(at.pointer());
-        Box::pin(async move { self.dynamic.until_teardown(&pointer?).await })
+        let pointer = at.pointer();
+        Box::pin(async move { self.dynamic.until_teardown::<T>(pointer).await })
     }
 }
 
@@ -361,13 +361,18 @@ impl DynCtx {
         }
     }
 
-    /// The resources of type `T` in `namespace` that match `options`, sorted by ID.
+    /// As [`Ctx::list`].
+    pub async fn list<T: Resource>(&self, options: &ListOptions) -> Result<Vec<Typed<T>>> {
+        self.list_in::<T>(T::NAMESPACE, options).await
+    }
+
+    /// As [`Ctx::list_in`].
     pub async fn list_in<T: Resource>(&self, namespace: &str, options: &ListOptions) -> Result<Vec<Typed<T>>> {
         let kind = Kind::of::<T>(namespace);
         self.list_dynamic(&kind, options).await?.into_iter().map(Typed::try_from).collect()
     }
 
-    /// The resources of `kind`, whatever their type.
+    /// The resources of `kind` that match `options`, whatever their type.
     pub async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<DynamicResource>> {
         self.check_list(kind)?;
         self.host.count_read();
@@ -375,6 +380,19 @@ impl DynCtx {
             Some(listed) => listed,
             None => self.state().list_dynamic(kind, options).await,
         }
+    }
+
+    /// As [`Ctx::modify`].
+    pub async fn modify<T: Resource + Default>(
+        &self,
+        at: impl At<T>,
+        mut edit: impl FnMut(&mut Typed<T>) + Send,
+    ) -> Result<Typed<T>> {
+        self.try_modify::<T, Error>(at, move |resource| {
+            edit(resource);
+            Ok(())
+        })
+        .await
     }
 
     /// As [`Ctx::try_modify`].
@@ -464,32 +482,34 @@ impl DynCtx {
         self.state().destroy_dynamic(pointer, DestroyOptions::owner(self.name())).await
     }
 
-    /// As [`Ctx::add_finalizer`].
-    pub async fn add_finalizer<T: Resource>(&self, at: impl At<T>, finalizer: &str) -> Result<()> {
-        self.add_finalizer_dynamic(&expect_type::<T>(at)?, finalizer).await
+    /// As [`Ctx::add_finalizers`].
+    pub async fn add_finalizers<T: Resource>(&self, at: impl At<T>, finalizers: &[&str]) -> Result<()> {
+        self.add_finalizers_dynamic(&expect_type::<T>(at)?, finalizers).await
     }
 
-    /// Adds a finalizer to an input of any type.
-    pub async fn add_finalizer_dynamic(&self, pointer: &Pointer, finalizer: &str) -> Result<()> {
+    /// Adds finalizers to an input of any type.
+    pub async fn add_finalizers_dynamic(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<()> {
         self.check_finalizers(pointer)?;
         self.host.count_write();
-        self.state().add_finalizers_dynamic(pointer, &[finalizer]).await.map(drop)
+        self.state().add_finalizers_dynamic(pointer, finalizers).await.map(drop)
     }
 
-    /// As [`Ctx::remove_finalizer`].
-    pub async fn remove_finalizer<T: Resource>(&self, at: impl At<T>, finalizer: &str) -> Result<()> {
-        self.remove_finalizer_dynamic(&expect_type::<T>(at)?, finalizer).await
+    /// As [`Ctx::remove_finalizers`].
+    pub async fn remove_finalizers<T: Resource>(&self, at: impl At<T>, finalizers: &[&str]) -> Result<()> {
+        self.remove_finalizers_dynamic(&expect_type::<T>(at)?, finalizers).await
     }
 
-    /// Removes a finalizer from an input of any type; succeeds when the resource is gone.
-    pub async fn remove_finalizer_dynamic(&self, pointer: &Pointer, finalizer: &str) -> Result<()> {
+    /// Removes finalizers from an input of any type; succeeds when the resource is gone.
+    pub async fn remove_finalizers_dynamic(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<()> {
         self.check_finalizers(pointer)?;
         self.host.count_write();
-        match self.state().remove_finalizers_dynamic(pointer, &[finalizer]).await {
-            Ok(_) => Ok(()),
-            Err(error) if error.is_not_found() => Ok(()),
-            Err(error) => Err(error),
-        }
+        self.state().remove_finalizers_dynamic(pointer, finalizers).await.ignore_not_found()?;
+        Ok(())
+    }
+
+    /// As [`Ctx::cleanup_outputs`].
+    pub async fn cleanup_outputs<T: Resource>(&self) -> Result<()> {
+        self.cleanup_outputs_in::<T>(T::NAMESPACE).await
     }
 
     /// As [`Ctx::cleanup_outputs_in`].
@@ -521,18 +541,19 @@ impl DynCtx {
                 Phase::TearingDown => metadata.finalizers().is_empty(),
             };
             if ready {
-                match self.destroy_dynamic(metadata.pointer()).await {
-                    Ok(()) => (),
-                    Err(error) if error.is_not_found() => (),
-                    Err(error) => return Err(error),
-                }
+                self.destroy_dynamic(metadata.pointer()).await.ignore_not_found()?;
             }
         }
         Ok(())
     }
 
     /// As [`Ctx::until_teardown`].
-    pub async fn until_teardown(&self, pointer: &Pointer) -> Result<TeardownSignal> {
+    pub async fn until_teardown<T: Resource>(&self, at: impl At<T>) -> Result<TeardownSignal> {
+        self.until_teardown_dynamic(&expect_type::<T>(at)?).await
+    }
+
+    /// Resolves once a resource of any type is tearing down or gone.
+    pub async fn until_teardown_dynamic(&self, pointer: &Pointer) -> Result<TeardownSignal> {
         self.check_read(pointer)?;
         let mut watch = self.state().watch_dynamic(pointer, WatchOptions::default()).await?;
         Ok(Box::pin(async move {

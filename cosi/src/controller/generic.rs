@@ -110,7 +110,7 @@ impl<In: Resource, Out: Resource + Default> Transform<In, Out> {
             match input.metadata().phase() {
                 Phase::Running => {
                     if self.input_finalizers && !input.metadata().finalizers().has(&finalizer) {
-                        ctx.add_finalizer::<In>(input.metadata().pointer().clone(), &finalizer).await?;
+                        ctx.add_finalizers::<In>(input.metadata().pointer().clone(), &[&finalizer]).await?;
                     }
                     let written = ctx
                         .try_modify::<Out, TransformError>(output, |out| {
@@ -133,7 +133,7 @@ impl<In: Resource, Out: Resource + Default> Transform<In, Out> {
         ctx.cleanup_outputs_in::<Out>(Out::NAMESPACE).await?;
         for (input, output) in releasing {
             match ctx.get_dynamic(&output).await {
-                Err(error) if error.is_not_found() => ctx.remove_finalizer::<In>(input, &finalizer).await?,
+                Err(error) if error.is_not_found() => ctx.remove_finalizers::<In>(input, &[&finalizer]).await?,
                 Err(error) => return Err(error.into()),
                 Ok(_) => (),
             }
@@ -221,7 +221,7 @@ impl<In: Resource, Out: Resource + Default, const CONCURRENCY: usize> QueueTrans
         match input.metadata().phase() {
             Phase::Running => {
                 if !input.metadata().finalizers().has(&finalizer) {
-                    ctx.add_finalizer::<In>(item.clone(), &finalizer).await?;
+                    ctx.add_finalizers::<In>(item.clone(), &[&finalizer]).await?;
                 }
                 ctx.try_modify::<Out, TransformError>(output, |out| {
                     (self.transform)(&input, out).map_err(TransformError::Transform)
@@ -231,10 +231,10 @@ impl<In: Resource, Out: Resource + Default, const CONCURRENCY: usize> QueueTrans
             Phase::TearingDown => match ctx.teardown::<Out>(output.clone()).await {
                 Ok(true) => {
                     ctx.destroy::<Out>(output).await?;
-                    ctx.remove_finalizer::<In>(item.clone(), &finalizer).await?;
+                    ctx.remove_finalizers::<In>(item.clone(), &[&finalizer]).await?;
                 }
                 Ok(false) => (),
-                Err(error) if error.is_not_found() => ctx.remove_finalizer::<In>(item.clone(), &finalizer).await?,
+                Err(error) if error.is_not_found() => ctx.remove_finalizers::<In>(item.clone(), &[&finalizer]).await?,
                 Err(error) => return Err(error.into()),
             },
         }

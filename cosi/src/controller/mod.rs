@@ -22,7 +22,7 @@
 //! /// Its declaration is its contract: it reads specs and is the one writer of statuses.
 //! #[controller(inputs = [Weak<HostnameSpec>], outputs = [Exclusive<HostnameStatus>])]
 //! async fn hostname(ctx: &mut Ctx) -> cosi::Result<()> {
-//!     for spec in ctx.list::<HostnameSpec>().await? {
+//!     for spec in ctx.list::<HostnameSpec>(&ListOptions::default()).await? {
 //!         ctx.modify::<HostnameStatus>(spec.id(), |status| status.hostname = spec.hostname.clone()).await?;
 //!     }
 //!     ctx.cleanup_outputs::<HostnameStatus>().await

@@ -66,8 +66,8 @@ impl DynamicResource {
 
     /// The marker of a resource that does not exist (any more): undefined version, no spec.
     ///
-    /// A single-resource watch starts with a `Destroyed` event carrying one when
-    /// the resource is absent.
+    /// The wire form (and Go COSI's) of a `Destroyed` event whose resource is
+    /// unknown: [`Event::Destroyed`](crate::state::Event::Destroyed) with no resource.
     pub fn tombstone(pointer: &Pointer) -> Self {
         DynamicResource::without_spec(Metadata::new(pointer.namespace(), pointer.r#type(), pointer.id()))
     }
@@ -135,6 +135,12 @@ impl DynamicResource {
 
 /// Why `DynamicResource::unique` can expect `get_mut` to succeed.
 const UNIQUE: &str = "a resource with one strong count and no weak ones is unique";
+
+impl AsRef<Metadata> for DynamicResource {
+    fn as_ref(&self) -> &Metadata {
+        self.metadata()
+    }
+}
 
 impl fmt::Debug for DynamicResource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -104,6 +104,12 @@ impl<S: Resource> Typed<S> {
     }
 }
 
+impl<S> AsRef<Metadata> for Typed<S> {
+    fn as_ref(&self) -> &Metadata {
+        self.resource.metadata()
+    }
+}
+
 impl<S> Clone for Typed<S> {
     /// Shares the resource: a reference count, no copy.
     fn clone(&self) -> Self {

@@ -18,7 +18,7 @@
 //!
 //! #[controller(inputs = [Weak<Greeting>], outputs = [Exclusive<Shout>], inventory = false)]
 //! async fn shout(ctx: &mut Ctx) -> cosi::Result<()> {
-//!     for greeting in ctx.list::<Greeting>().await? {
+//!     for greeting in ctx.list::<Greeting>(&ListOptions::default()).await? {
 //!         ctx.modify::<Shout>(greeting.id(), |shout| shout.text = greeting.text.to_uppercase()).await?;
 //!     }
 //!     ctx.cleanup_outputs::<Shout>().await
@@ -127,7 +127,7 @@ use engine::Engine;
 ///
 /// #[controller(inputs = [Weak<HostnameSpec>], outputs = [Exclusive<HostnameStatus>])]
 /// async fn hostname(ctx: &mut Ctx) -> cosi::Result<()> {
-///     for spec in ctx.list::<HostnameSpec>().await? {
+///     for spec in ctx.list::<HostnameSpec>(&ListOptions::default()).await? {
 ///         ctx.modify::<HostnameStatus>(spec.id(), |status| status.hostname = spec.hostname.clone()).await?;
 ///     }
 ///     ctx.cleanup_outputs::<HostnameStatus>().await
@@ -604,7 +604,7 @@ impl RuntimeHandle {
     ///
     /// #[controller(inputs = [Weak<Greeting>], outputs = [Exclusive<Shout>], inventory = false)]
     /// async fn shout(ctx: &mut Ctx) -> cosi::Result<()> {
-    ///     for greeting in ctx.list::<Greeting>().await? {
+    ///     for greeting in ctx.list::<Greeting>(&ListOptions::default()).await? {
     ///         ctx.modify::<Shout>(greeting.id(), |shout| shout.text = greeting.text.to_uppercase()).await?;
     ///     }
     ///     Ok(())

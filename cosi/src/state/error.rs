@@ -208,6 +208,51 @@ impl Error {
     }
 }
 
+/// Not found as a value: `use cosi::ResultExt;` (or the prelude).
+///
+/// "Destroy it, but a resource that is already gone is fine" and "read it,
+/// if it exists" are one call each.
+///
+/// # Example
+///
+/// ```
+/// use cosi::prelude::*;
+/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
+/// # pub struct HostnameSpec { pub hostname: String }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> cosi::Result<()> {
+/// let state = cosi::state::memory();
+/// state.create(Typed::new("default", HostnameSpec::default()), CreateOptions::default()).await?;
+/// assert!(state.get::<HostnameSpec>("default").await.ignore_not_found()?.is_some());
+/// // Any other error stays one.
+/// let again = state.create(Typed::new("default", HostnameSpec::default()), CreateOptions::default()).await;
+/// assert!(again.ignore_not_found().is_err_and(|error| error.is_conflict()));
+///
+/// state.destroy::<HostnameSpec>("default", DestroyOptions::default()).await.ignore_not_found()?;
+/// // Gone already: no error.
+/// assert_eq!(state.destroy::<HostnameSpec>("default", DestroyOptions::default()).await.ignore_not_found()?, None);
+/// assert!(state.get::<HostnameSpec>("default").await.ignore_not_found()?.is_none());
+/// # Ok(())
+/// # }
+/// ```
+pub trait ResultExt<T> {
+    /// `Ok(None)` in place of an [`Error::NotFound`]; the value otherwise,
+    /// and any other error as it is.
+    fn ignore_not_found(self) -> Result<Option<T>>;
+}
+
+impl<T> ResultExt<T> for Result<T> {
+    fn ignore_not_found(self) -> Result<Option<T>> {
+        match self {
+            Ok(value) => Ok(Some(value)),
+            Err(Error::NotFound(_)) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+}
+
 fn owner_text(owner: Option<&str>) -> String {
     match owner {
         Some(owner) => format!("{owner:?}"),

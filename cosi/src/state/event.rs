@@ -1,6 +1,7 @@
 //! Watch events and the stream that delivers them.
 
 use std::collections::VecDeque;
+use std::convert::Infallible;
 use std::fmt;
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -10,10 +11,13 @@ use std::task::{Context, Poll};
 use futures_core::Stream;
 use futures_util::StreamExt;
 
-use crate::resource::{DynamicResource, Kind, Pointer, Resource, Typed};
+use crate::resource::{DynamicResource, Kind, Metadata, Pointer, Resource, Typed};
 use crate::state::Error;
 
-/// One change, as a watch delivers it.
+/// One change, as a watch delivers it: generic over how the resources are
+/// read, [`DynamicResource`] (the default: what [`Watch`] delivers) or
+/// [`Typed<T>`](crate::Typed) (what [`TypedWatch<T>`] delivers). Both have
+/// the same variants and accessors.
 ///
 /// # Example
 ///
@@ -26,42 +30,51 @@ use crate::state::Error;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> cosi::Result<()> {
 /// let state = cosi::state::memory();
-/// let mut watch = state.watch_kind_dynamic(&HostnameSpec::kind(), WatchKindOptions::default()).await?;
-/// state.create(Typed::new("default", HostnameSpec::default()), CreateOptions::default()).await?;
-/// match watch.recv().await {
+/// let mut dynamic = state.watch_kind_dynamic(&HostnameSpec::kind(), WatchKindOptions::default()).await?;
+/// let mut typed = state.watch_kind::<HostnameSpec>(WatchKindOptions::default()).await?;
+/// state.create(Typed::new("default", HostnameSpec { hostname: "talos".into() }), CreateOptions::default()).await?;
+/// match dynamic.recv().await {
 ///     Some(Event::Created { resource, bookmark }) => {
 ///         assert_eq!(resource.id(), "default");
 ///         assert!(bookmark.is_some());
 ///     }
 ///     other => panic!("expected a creation, got {other:?}"),
 /// }
+/// match typed.recv().await {
+///     Some(Event::Created { resource, .. }) => assert_eq!(resource.hostname, "talos"),
+///     other => panic!("expected a creation, got {other:?}"),
+/// }
 /// # Ok(())
 /// # }
 /// ```
 #[derive(Clone, Debug)]
-pub enum Event {
+pub enum Event<R = DynamicResource> {
     /// The resource appeared: it was created, or it started matching the watch's queries,
     /// or it is part of the bootstrap contents.
     Created {
         /// The resource as stored.
-        resource: DynamicResource,
+        resource: R,
         /// Where to resume after this event; `None` for bootstrap and initial events.
         bookmark: Option<Bookmark>,
     },
     /// The resource changed.
     Updated {
         /// The resource as stored now.
-        resource: DynamicResource,
+        resource: R,
         /// The resource as it was.
-        old: DynamicResource,
+        old: R,
         /// Where to resume after this event.
         bookmark: Option<Bookmark>,
     },
     /// The resource is gone: it was destroyed, or it stopped matching the watch's queries.
-    /// For a resource that was absent when a single-resource watch started, `resource` is a tombstone.
     Destroyed {
-        /// The last stored state of the resource, or a tombstone.
-        resource: DynamicResource,
+        /// Which resource.
+        pointer: Pointer,
+        /// Its last stored state; `None` when the watch only knows it is
+        /// absent (a single-resource watch of a resource that did not exist,
+        /// or a store that no longer has the last state). On the wire, and in
+        /// Go COSI, that is a tombstone ([`DynamicResource::tombstone`]).
+        resource: Option<R>,
         /// Where to resume after this event.
         bookmark: Option<Bookmark>,
     },
@@ -79,7 +92,8 @@ pub enum Event {
         /// Where to resume to see every change after the watch started.
         bookmark: Option<Bookmark>,
     },
-    /// The watch failed and ends: no event follows.
+    /// The watch failed and ends: no event follows. A resource that cannot be
+    /// read as the watch's type ends a typed watch this way.
     Errored {
         /// Why.
         error: Error,
@@ -103,7 +117,7 @@ pub enum EventType {
     Errored,
 }
 
-impl Event {
+impl<R> Event<R> {
     /// The type of the event.
     pub fn event_type(&self) -> EventType {
         match self {
@@ -116,18 +130,18 @@ impl Event {
         }
     }
 
-    /// The resource of a `Created`, `Updated` or `Destroyed` event.
-    pub fn resource(&self) -> Option<&DynamicResource> {
+    /// The resource of a `Created` or `Updated` event, and of a `Destroyed`
+    /// event that knows the resource's last state.
+    pub fn resource(&self) -> Option<&R> {
         match self {
-            Event::Created { resource, .. } | Event::Updated { resource, .. } | Event::Destroyed { resource, .. } => {
-                Some(resource)
-            }
+            Event::Created { resource, .. } | Event::Updated { resource, .. } => Some(resource),
+            Event::Destroyed { resource, .. } => resource.as_ref(),
             Event::Bootstrapped { .. } | Event::Noop { .. } | Event::Errored { .. } => None,
         }
     }
 
     /// The previous state, on `Updated` events.
-    pub fn old(&self) -> Option<&DynamicResource> {
+    pub fn old(&self) -> Option<&R> {
         match self {
             Event::Updated { old, .. } => Some(old),
             _ => None,
@@ -152,6 +166,55 @@ impl Event {
             Event::Errored { error } => Some(error),
             _ => None,
         }
+    }
+
+    /// The same event with every resource passed through `read`; the first
+    /// error `read` returns instead.
+    pub fn try_map<S, E>(self, mut read: impl FnMut(R) -> Result<S, E>) -> Result<Event<S>, E> {
+        Ok(match self {
+            Event::Created { resource, bookmark } => Event::Created { resource: read(resource)?, bookmark },
+            Event::Updated { resource, old, bookmark } => {
+                Event::Updated { resource: read(resource)?, old: read(old)?, bookmark }
+            }
+            Event::Destroyed { pointer, resource, bookmark } => {
+                Event::Destroyed { pointer, resource: resource.map(read).transpose()?, bookmark }
+            }
+            Event::Bootstrapped { kind, bookmark } => Event::Bootstrapped { kind, bookmark },
+            Event::Noop { kind, bookmark } => Event::Noop { kind, bookmark },
+            Event::Errored { error } => Event::Errored { error },
+        })
+    }
+}
+
+impl<R: AsRef<Metadata>> Event<R> {
+    /// The resource a `Created`, `Updated` or `Destroyed` event is about.
+    pub fn pointer(&self) -> Option<&Pointer> {
+        match self {
+            Event::Created { resource, .. } | Event::Updated { resource, .. } => Some(resource.as_ref().pointer()),
+            Event::Destroyed { pointer, .. } => Some(pointer),
+            Event::Bootstrapped { .. } | Event::Noop { .. } | Event::Errored { .. } => None,
+        }
+    }
+}
+
+impl Event {
+    /// A `Destroyed` event of `resource`, its last stored state.
+    pub fn destroyed(resource: DynamicResource, bookmark: Option<Bookmark>) -> Self {
+        Event::Destroyed { pointer: resource.metadata().pointer().clone(), resource: Some(resource), bookmark }
+    }
+
+    /// The event with its resources read as `T`; an `Errored` event when one
+    /// is not a `T`.
+    pub fn typed<T: Resource>(self) -> Event<Typed<T>> {
+        self.try_map(Typed::try_from).unwrap_or_else(|error| Event::Errored { error })
+    }
+}
+
+impl<T: Resource> From<Event<Typed<T>>> for Event {
+    /// The erased event: shares every resource.
+    fn from(event: Event<Typed<T>>) -> Self {
+        let Ok(event) = event.try_map(|resource| Ok::<_, Infallible>(DynamicResource::from(resource)));
+        event
     }
 }
 
@@ -345,186 +408,12 @@ impl fmt::Debug for Watch {
     }
 }
 
-/// One change to a resource of type `T`, as a [`TypedWatch`] delivers it: an
-/// [`Event`] whose resources are read as `T`.
-///
-/// # Example
-///
-/// ```
-/// use cosi::prelude::*;
-/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-/// # #[resource(type = "HostnameSpecs.net.example.org", namespace = "network")]
-/// # pub struct HostnameSpec { pub hostname: String }
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> cosi::Result<()> {
-/// let state = cosi::state::memory();
-/// let mut watch = state.watch_kind::<HostnameSpec>(WatchKindOptions::default()).await?;
-/// state.create(Typed::new("default", HostnameSpec { hostname: "talos".into() }), CreateOptions::default()).await?;
-/// match watch.recv().await {
-///     Some(TypedEvent::Created { resource, .. }) => assert_eq!(resource.hostname, "talos"),
-///     other => panic!("expected a creation, got {other:?}"),
-/// }
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Clone, Debug)]
-pub enum TypedEvent<T: Resource> {
-    /// The resource appeared (see [`Event::Created`]).
-    Created {
-        /// The resource as stored.
-        resource: Typed<T>,
-        /// Where to resume after this event; `None` for bootstrap and initial events.
-        bookmark: Option<Bookmark>,
-    },
-    /// The resource changed.
-    Updated {
-        /// The resource as stored now.
-        resource: Typed<T>,
-        /// The resource as it was.
-        old: Typed<T>,
-        /// Where to resume after this event.
-        bookmark: Option<Bookmark>,
-    },
-    /// The resource is gone (see [`Event::Destroyed`]).
-    Destroyed {
-        /// Which resource.
-        pointer: Pointer,
-        /// Its last stored state; `None` when the watch only knows it is absent
-        /// (a single-resource watch of a resource that did not exist).
-        resource: Option<Typed<T>>,
-        /// Where to resume after this event.
-        bookmark: Option<Bookmark>,
-    },
-    /// The bootstrap contents of a kind watch are complete; live events follow.
-    Bootstrapped {
-        /// The watched kind.
-        kind: Kind,
-        /// Where to resume to see every change after the bootstrap contents.
-        bookmark: Option<Bookmark>,
-    },
-    /// Nothing happened; the event only carries a bookmark of the watch's start.
-    Noop {
-        /// The watched kind.
-        kind: Kind,
-        /// Where to resume to see every change after the watch started.
-        bookmark: Option<Bookmark>,
-    },
-    /// The watch failed and ends: no event follows. A resource that cannot be
-    /// read as `T` ends a typed watch this way.
-    Errored {
-        /// Why.
-        error: Error,
-    },
-}
-
-impl<T: Resource> TypedEvent<T> {
-    /// The event read as `T`; an `Errored` event when a resource is not a `T`.
-    pub fn from_event(event: Event) -> Self {
-        TypedEvent::try_from_event(event).unwrap_or_else(|error| TypedEvent::Errored { error })
-    }
-
-    fn try_from_event(event: Event) -> Result<Self, Error> {
-        Ok(match event {
-            Event::Created { resource, bookmark } => {
-                TypedEvent::Created { resource: Typed::try_from(resource)?, bookmark }
-            }
-            Event::Updated { resource, old, bookmark } => {
-                TypedEvent::Updated { resource: Typed::try_from(resource)?, old: Typed::try_from(old)?, bookmark }
-            }
-            Event::Destroyed { resource, bookmark } => TypedEvent::Destroyed {
-                pointer: resource.metadata().pointer().clone(),
-                resource: match resource.is_tombstone() {
-                    true => None,
-                    false => Some(Typed::try_from(resource)?),
-                },
-                bookmark,
-            },
-            Event::Bootstrapped { kind, bookmark } => TypedEvent::Bootstrapped { kind, bookmark },
-            Event::Noop { kind, bookmark } => TypedEvent::Noop { kind, bookmark },
-            Event::Errored { error } => TypedEvent::Errored { error },
-        })
-    }
-}
-
-impl<T: Resource> TypedEvent<T> {
-    /// The type of the event.
-    pub fn event_type(&self) -> EventType {
-        match self {
-            TypedEvent::Created { .. } => EventType::Created,
-            TypedEvent::Updated { .. } => EventType::Updated,
-            TypedEvent::Destroyed { .. } => EventType::Destroyed,
-            TypedEvent::Bootstrapped { .. } => EventType::Bootstrapped,
-            TypedEvent::Noop { .. } => EventType::Noop,
-            TypedEvent::Errored { .. } => EventType::Errored,
-        }
-    }
-
-    /// The resource of a `Created` or `Updated` event, and of a `Destroyed`
-    /// event that knows the resource's last state.
-    pub fn resource(&self) -> Option<&Typed<T>> {
-        match self {
-            TypedEvent::Created { resource, .. } | TypedEvent::Updated { resource, .. } => Some(resource),
-            TypedEvent::Destroyed { resource, .. } => resource.as_ref(),
-            TypedEvent::Bootstrapped { .. } | TypedEvent::Noop { .. } | TypedEvent::Errored { .. } => None,
-        }
-    }
-
-    /// The previous state, on `Updated` events.
-    pub fn old(&self) -> Option<&Typed<T>> {
-        match self {
-            TypedEvent::Updated { old, .. } => Some(old),
-            _ => None,
-        }
-    }
-
-    /// The bookmark to resume after this event, if it has one.
-    pub fn bookmark(&self) -> Option<&Bookmark> {
-        match self {
-            TypedEvent::Created { bookmark, .. }
-            | TypedEvent::Updated { bookmark, .. }
-            | TypedEvent::Destroyed { bookmark, .. }
-            | TypedEvent::Bootstrapped { bookmark, .. }
-            | TypedEvent::Noop { bookmark, .. } => bookmark.as_ref(),
-            TypedEvent::Errored { .. } => None,
-        }
-    }
-
-    /// The error of an `Errored` event.
-    pub fn error(&self) -> Option<&Error> {
-        match self {
-            TypedEvent::Errored { error } => Some(error),
-            _ => None,
-        }
-    }
-}
-
-impl<T: Resource> From<TypedEvent<T>> for Event {
-    /// The erased event; a `Destroyed` event without a resource carries a tombstone.
-    fn from(event: TypedEvent<T>) -> Self {
-        let erased = DynamicResource::from;
-        match event {
-            TypedEvent::Created { resource, bookmark } => Event::Created { resource: erased(resource), bookmark },
-            TypedEvent::Updated { resource, old, bookmark } => {
-                Event::Updated { resource: erased(resource), old: erased(old), bookmark }
-            }
-            TypedEvent::Destroyed { pointer, resource, bookmark } => Event::Destroyed {
-                resource: resource.map_or_else(|| DynamicResource::tombstone(&pointer), erased),
-                bookmark,
-            },
-            TypedEvent::Bootstrapped { kind, bookmark } => Event::Bootstrapped { kind, bookmark },
-            TypedEvent::Noop { kind, bookmark } => Event::Noop { kind, bookmark },
-            TypedEvent::Errored { error } => Event::Errored { error },
-        }
-    }
-}
-
 /// A [`Watch`] whose events are read as resources of type `T`: what
 /// [`StateExt::watch`](crate::StateExt::watch) and
 /// [`StateExt::watch_kind`](crate::StateExt::watch_kind) return.
 ///
 /// A resource that is not a `T` (another type under the same name, or a spec
-/// that does not decode) ends the watch with one [`TypedEvent::Errored`], as
+/// that does not decode) ends the watch with one [`Event::Errored`], as
 /// a failed typed read does.
 pub struct TypedWatch<T> {
     watch: Watch,
@@ -539,24 +428,24 @@ impl<T: Resource> TypedWatch<T> {
     }
 
     /// The next event, or `None` when the watch has ended.
-    pub async fn recv(&mut self) -> Option<TypedEvent<T>> {
+    pub async fn recv(&mut self) -> Option<Event<Typed<T>>> {
         if self.ended {
             return None;
         }
-        let event = TypedEvent::from_event(self.watch.recv().await?);
-        self.ended = matches!(event, TypedEvent::Errored { .. });
+        let event = self.watch.recv().await?.typed::<T>();
+        self.ended = matches!(event, Event::Errored { .. });
         Some(event)
     }
 
     /// Every event available now (waiting for at least one), or `None` when the watch has ended.
-    pub async fn recv_batch(&mut self) -> Option<Vec<TypedEvent<T>>> {
+    pub async fn recv_batch(&mut self) -> Option<Vec<Event<Typed<T>>>> {
         if self.ended {
             return None;
         }
         let mut batch = Vec::new();
         for event in self.watch.recv_batch().await? {
-            let event = TypedEvent::from_event(event);
-            let errored = matches!(event, TypedEvent::Errored { .. });
+            let event = event.typed::<T>();
+            let errored = matches!(event, Event::Errored { .. });
             batch.push(event);
             if errored {
                 self.ended = true;
@@ -579,16 +468,16 @@ impl<T: Resource> TypedWatch<T> {
 }
 
 impl<T: Resource> Stream for TypedWatch<T> {
-    type Item = TypedEvent<T>;
+    type Item = Event<Typed<T>>;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<TypedEvent<T>>> {
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event<Typed<T>>>> {
         if self.ended {
             return Poll::Ready(None);
         }
         match Pin::new(&mut self.watch).poll_next(cx) {
             Poll::Ready(Some(event)) => {
-                let event = TypedEvent::from_event(event);
-                self.ended = matches!(event, TypedEvent::Errored { .. });
+                let event = event.typed::<T>();
+                self.ended = matches!(event, Event::Errored { .. });
                 Poll::Ready(Some(event))
             }
             Poll::Ready(None) => Poll::Ready(None),

@@ -5,8 +5,8 @@ use std::future::Future;
 
 use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
 use crate::state::{
-    CreateOptions, DestroyOptions, Error, Event, EventType, Immediate, ListOptions, Result, State, TeardownOptions,
-    TypedEvent, TypedWatch, UpdateOptions, WatchKindOptions, WatchOptions, phase_matches,
+    CreateOptions, DestroyOptions, Error, Event, EventType, Immediate, ListOptions, Result, ResultExt, State,
+    TeardownOptions, TypedWatch, UpdateOptions, WatchKindOptions, WatchOptions, phase_matches,
 };
 
 /// The typed face of every [`State`]: `use cosi::StateExt;` (or the prelude).
@@ -80,15 +80,12 @@ pub trait StateExt: State {
         resource: Typed<T>,
         options: CreateOptions,
     ) -> impl Future<Output = Result<Typed<T>>> + Send {
-        async move {
-            // In-memory states write at once, without a boxed future (and, as
-            // in `get`, without an answer kept across the `await`).
-            let deferred = match self.create_now_dynamic(resource.into_stored(), &options) {
-                Immediate::Done(result) => return Typed::try_from(result?),
-                Immediate::Deferred(resource) => resource,
-            };
-            Typed::try_from(self.create_dynamic(deferred, options).await?)
-        }
+        write_typed(
+            resource,
+            options,
+            |resource, options| self.create_now_dynamic(resource, options),
+            |resource, options| self.create_dynamic(resource, options),
+        )
     }
 
     /// Replaces a resource (it must carry the stored version); returns it as stored.
@@ -97,13 +94,12 @@ pub trait StateExt: State {
         resource: Typed<T>,
         options: UpdateOptions,
     ) -> impl Future<Output = Result<Typed<T>>> + Send {
-        async move {
-            let deferred = match self.update_now_dynamic(resource.into_stored(), &options) {
-                Immediate::Done(result) => return Typed::try_from(result?),
-                Immediate::Deferred(resource) => resource,
-            };
-            Typed::try_from(self.update_dynamic(deferred, options).await?)
-        }
+        write_typed(
+            resource,
+            options,
+            |resource, options| self.update_now_dynamic(resource, options),
+            |resource, options| self.update_dynamic(resource, options),
+        )
     }
 
     /// Removes the resource of type `T` at `at`, which must have no finalizers left.
@@ -255,12 +251,12 @@ pub trait StateExt: State {
         &self,
         at: impl At<T>,
         condition: WatchCondition<T>,
-    ) -> impl Future<Output = Result<TypedEvent<T>>> + Send {
+    ) -> impl Future<Output = Result<Event<Typed<T>>>> + Send {
         let pointer = at.pointer();
         async move {
             let mut watch = self.watch::<T>(&pointer, WatchOptions::default()).await?;
             while let Some(event) = watch.recv().await {
-                if let TypedEvent::Errored { error } = event {
+                if let Event::Errored { error } = event {
                     return Err(error);
                 }
                 if condition.matches(&event) {
@@ -355,13 +351,13 @@ impl<T> WatchCondition<T> {
 }
 
 impl<T: Resource> WatchCondition<T> {
-    fn matches(&self, event: &TypedEvent<T>) -> bool {
+    fn matches(&self, event: &Event<Typed<T>>) -> bool {
         if !self.event_types.is_empty() && !self.event_types.contains(&event.event_type()) {
             return false;
         }
         let resource = match event {
             // An absent resource matches only a condition on the event type alone.
-            TypedEvent::Destroyed { resource: None, .. } => {
+            Event::Destroyed { resource: None, .. } => {
                 return !self.event_types.is_empty()
                     && self.predicate.is_none()
                     && self.phases.is_empty()
@@ -575,15 +571,32 @@ pub(crate) async fn teardown<S: State + ?Sized>(
     Ok(stored.metadata().finalizers().is_empty())
 }
 
+/// A create or an update of `resource`, read back as a `T`: through the
+/// state's immediate path (`now`) when it has one, so that in-memory states
+/// write at once, without a boxed future (and, as in `get`, without an
+/// answer kept across the `await`); through `later` otherwise.
+async fn write_typed<T: Resource, O, F: Future<Output = Result<DynamicResource>>>(
+    resource: Typed<T>,
+    options: O,
+    now: impl FnOnce(DynamicResource, &O) -> Immediate<DynamicResource>,
+    later: impl FnOnce(DynamicResource, O) -> F,
+) -> Result<Typed<T>> {
+    let deferred = match now(resource.into_stored(), &options) {
+        Immediate::Done(result) => return Typed::try_from(result?),
+        Immediate::Deferred(resource) => resource,
+    };
+    Typed::try_from(later(deferred, options).await?)
+}
+
 pub(crate) async fn teardown_and_destroy<S: State + ?Sized>(
     state: &S,
     pointer: &Pointer,
     options: TeardownOptions,
 ) -> Result<()> {
-    let destroy = DestroyOptions { owner: options.owner.clone() };
+    let destroy = options.clone();
     if state.teardown_dynamic(pointer, options).await? {
-        match state.destroy_dynamic(pointer, destroy.clone()).await {
-            Ok(()) | Err(Error::NotFound(_)) => return Ok(()),
+        match state.destroy_dynamic(pointer, destroy.clone()).await.ignore_not_found() {
+            Ok(_) => return Ok(()),
             // A finalizer was added after the teardown: wait for it like for the others.
             Err(Error::PendingFinalizers { .. }) => {}
             Err(err) => return Err(err),
@@ -596,8 +609,8 @@ pub(crate) async fn teardown_and_destroy<S: State + ?Sized>(
             Event::Created { resource, .. } | Event::Updated { resource, .. }
                 if resource.metadata().finalizers().is_empty() =>
             {
-                match state.destroy_dynamic(pointer, destroy.clone()).await {
-                    Ok(()) | Err(Error::NotFound(_)) => return Ok(()),
+                match state.destroy_dynamic(pointer, destroy.clone()).await.ignore_not_found() {
+                    Ok(_) => return Ok(()),
                     Err(Error::PendingFinalizers { .. }) => {}
                     Err(err) => return Err(err),
                 }

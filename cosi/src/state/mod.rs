@@ -24,15 +24,16 @@ use async_trait::async_trait;
 
 use crate::resource::{DynamicResource, Kind, Phase, Pointer};
 
-pub use error::{Error, Result};
-pub use event::{Bookmark, Event, EventType, TypedEvent, TypedWatch, Watch, WatchProgress};
+pub use error::{Error, Result, ResultExt};
+pub use event::{Bookmark, Event, EventType, TypedWatch, Watch, WatchProgress};
 pub(crate) use ext::modify;
 pub use ext::{StateExt, WatchCondition};
 pub use memory::{BackingStore, MemoryOptions, MemoryState, StoreWrite};
 pub use namespaced::NamespacedState;
 pub use observe::{Observation, Observer};
 pub use options::{
-    CreateOptions, DestroyOptions, ListOptions, TeardownOptions, UpdateOptions, WatchKindOptions, WatchOptions,
+    CreateOptions, DestroyOptions, ListOptions, OwnerOptions, TeardownOptions, UpdateOptions, WatchKindOptions,
+    WatchOptions,
 };
 pub use primitives::Primitives;
 pub(crate) use registry::META_DESCRIPTION;

@@ -172,7 +172,8 @@ impl UpdateOptions {
     }
 }
 
-/// Options of a destroy.
+/// Options of a destroy or a teardown ([`DestroyOptions`], [`TeardownOptions`]):
+/// the owner the caller acts as.
 ///
 /// # Example
 ///
@@ -187,37 +188,6 @@ impl UpdateOptions {
 /// let state = cosi::state::memory();
 /// state.create(Typed::new("default", HostnameStatus::default()), CreateOptions::owner("hostname")).await?;
 /// assert!(state.destroy::<HostnameStatus>("default", DestroyOptions::default()).await.is_err());
-/// state.destroy::<HostnameStatus>("default", DestroyOptions::owner("hostname")).await?;
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Clone, Debug, Default)]
-pub struct DestroyOptions {
-    /// The owner the caller acts as; must equal the stored owner.
-    pub owner: Option<String>,
-}
-
-impl DestroyOptions {
-    /// Destroys as `owner`.
-    pub fn owner(owner: impl Into<String>) -> Self {
-        DestroyOptions { owner: Some(owner.into()) }
-    }
-}
-
-/// Options of a teardown.
-///
-/// # Example
-///
-/// ```
-/// use cosi::prelude::*;
-/// # #[derive(Resource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-/// # #[resource(type = "HostnameStatuses.net.example.org", namespace = "network")]
-/// # pub struct HostnameStatus { pub hostname: String }
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> cosi::Result<()> {
-/// let state = cosi::state::memory();
-/// state.create(Typed::new("default", HostnameStatus::default()), CreateOptions::owner("hostname")).await?;
 /// // No finalizers: it can be destroyed at once.
 /// assert!(state.teardown::<HostnameStatus>("default", TeardownOptions::owner("hostname")).await?);
 /// state.destroy::<HostnameStatus>("default", DestroyOptions::owner("hostname")).await?;
@@ -225,22 +195,28 @@ impl DestroyOptions {
 /// # }
 /// ```
 #[derive(Clone, Debug, Default)]
-pub struct TeardownOptions {
+pub struct OwnerOptions {
     /// The owner the caller acts as; must equal the stored owner.
     pub owner: Option<String>,
 }
 
-impl TeardownOptions {
-    /// Tears down as `owner`.
+impl OwnerOptions {
+    /// Acts as `owner`.
     pub fn owner(owner: impl Into<String>) -> Self {
-        TeardownOptions { owner: Some(owner.into()) }
+        OwnerOptions { owner: Some(owner.into()) }
     }
 }
+
+/// Options of a destroy: the owner the caller acts as.
+pub type DestroyOptions = OwnerOptions;
+
+/// Options of a teardown: the owner the caller acts as.
+pub type TeardownOptions = OwnerOptions;
 
 /// Options of a single-resource watch.
 ///
 /// By default the first event is the current state: `Created` with the
-/// resource, or `Destroyed` with a tombstone when it is absent.
+/// resource, or `Destroyed` without one when it is absent.
 ///
 /// # Example
 ///
@@ -257,9 +233,9 @@ impl TeardownOptions {
 ///
 /// // One resource: its current state first, then every change.
 /// let mut watch = state.watch::<HostnameSpec>("default", WatchOptions::default()).await?;
-/// assert!(matches!(watch.recv().await, Some(TypedEvent::Created { .. })));
+/// assert!(matches!(watch.recv().await, Some(Event::Created { .. })));
 /// state.modify::<HostnameSpec>("default", UpdateOptions::default(), |spec| spec.hostname = "talos".into()).await?;
-/// assert!(matches!(watch.recv().await, Some(TypedEvent::Updated { .. })));
+/// assert!(matches!(watch.recv().await, Some(Event::Updated { .. })));
 /// # Ok(())
 /// # }
 /// ```
@@ -310,8 +286,8 @@ impl WatchOptions {
 ///
 /// // What is there now, a marker, then every change.
 /// let mut watch = state.watch_kind::<HostnameSpec>(WatchKindOptions::bootstrap()).await?;
-/// assert!(matches!(watch.recv().await, Some(TypedEvent::Created { .. })));
-/// assert!(matches!(watch.recv().await, Some(TypedEvent::Bootstrapped { .. })));
+/// assert!(matches!(watch.recv().await, Some(Event::Created { .. })));
+/// assert!(matches!(watch.recv().await, Some(Event::Bootstrapped { .. })));
 /// # Ok(())
 /// # }
 /// ```
@@ -395,9 +371,10 @@ impl WatchKindOptions {
     /// `Created`, one that makes it stop matching as `Destroyed`, one that
     /// leaves it unmatched not at all.
     ///
-    /// A tombstone (a resource whose last value is unknown: a store's history
-    /// compacted it away) may have matched, whatever its labels: its
-    /// destruction is seen, and an update from it is an update.
+    /// A resource whose last value is unknown (a store's history compacted it
+    /// away: a destruction without a resource, an update from a tombstone)
+    /// may have matched, whatever its labels: its destruction is seen, and an
+    /// update from it is an update.
     pub fn filter(&self, event: &Event) -> Option<Event> {
         if self.labels.is_empty() && self.id.is_none() {
             return Some(event.clone());
@@ -409,10 +386,13 @@ impl WatchKindOptions {
         match event {
             Event::Updated { resource, old, bookmark } => match (may_match(old), self.matches(resource)) {
                 (true, true) => Some(event.clone()),
-                (true, false) => Some(Event::Destroyed { resource: resource.clone(), bookmark: bookmark.clone() }),
+                (true, false) => Some(Event::destroyed(resource.clone(), bookmark.clone())),
                 (false, true) => Some(Event::Created { resource: resource.clone(), bookmark: bookmark.clone() }),
                 (false, false) => None,
             },
+            Event::Destroyed { pointer, resource: None, .. } => {
+                self.id.as_ref().is_none_or(|query| query.matches(pointer.id())).then(|| event.clone())
+            }
             _ => event.resource().is_some_and(may_match).then(|| event.clone()),
         }
     }
@@ -438,14 +418,16 @@ mod tests {
     use super::*;
     use crate::resource::{DynamicResource, Kind, LabelQuery, Metadata};
 
-    /// A tombstone's labels are unknown: a watch selecting by label sees its
-    /// destruction, and an update from it as an update or a destruction.
+    /// The labels of a resource whose last state is unknown (destroyed
+    /// without it, or updated from a tombstone) are unknown: a watch
+    /// selecting by label sees its destruction, and an update from it as an
+    /// update or a destruction.
     #[test]
     fn a_tombstone_may_have_matched_a_label_query() {
         let options = WatchKindOptions::default().label(LabelQuery::new().exists("app"));
         let pointer = Kind::new("ns", "Things.test.cosi.dev").pointer("a");
         let tombstone = DynamicResource::tombstone(&pointer);
-        let destroyed = Event::Destroyed { resource: tombstone.clone(), bookmark: None };
+        let destroyed = Event::Destroyed { pointer, resource: None, bookmark: None };
         assert!(matches!(options.filter(&destroyed), Some(Event::Destroyed { .. })), "the destruction was dropped");
 
         let mut labelled = Metadata::new("ns", "Things.test.cosi.dev", "a");
@@ -460,7 +442,7 @@ mod tests {
         assert!(matches!(options.filter(&update(&labelled)), Some(Event::Updated { .. })));
         assert!(matches!(options.filter(&update(&unlabelled)), Some(Event::Destroyed { .. })));
 
-        // The ID is known: a tombstone of another ID is not seen.
+        // The ID is known: the destruction of another ID is not seen.
         let other = options.clone().id(crate::resource::IdQuery::new("^b$").unwrap());
         assert!(other.filter(&destroyed).is_none());
     }

@@ -15,7 +15,9 @@ use crate::controller;
 use crate::controller::{BoxError, Ctx, Input, InputKind, ReducedMetadata, Register, Requeue, RequeueError};
 use crate::resource::{LabelQuery, Phase, Pointer, Resource, Typed};
 use crate::runtime::{ControllerStatus, RUNTIME_NAMESPACE, Runtime};
-use crate::state::{CreateOptions, DestroyOptions, Error, ListOptions, Result, State, StateExt, UpdateOptions};
+use crate::state::{
+    CreateOptions, DestroyOptions, Error, ListOptions, Result, ResultExt, State, StateExt, UpdateOptions,
+};
 use crate::testing::resources::{IntResource, SentenceResource, StrResource};
 
 /// How long a case waits for the controllers to converge.
@@ -113,17 +115,17 @@ where
     match input.metadata().phase() {
         Phase::Running => {
             if !input.metadata().finalizers().has(&finalizer) {
-                ctx.add_finalizer(input, &finalizer).await?;
+                ctx.add_finalizers(input, &[&finalizer]).await?;
             }
             ctx.modify::<O>(output, edit).await?;
         }
         Phase::TearingDown => match ctx.teardown::<O>(output).await {
             Ok(true) => {
                 ctx.destroy::<O>(output).await?;
-                ctx.remove_finalizer(input, &finalizer).await?;
+                ctx.remove_finalizers(input, &[&finalizer]).await?;
             }
             Ok(false) => (),
-            Err(error) if error.is_not_found() => ctx.remove_finalizer(input, &finalizer).await?,
+            Err(error) if error.is_not_found() => ctx.remove_finalizers(input, &[&finalizer]).await?,
             Err(error) => return Err(error),
         },
     }
@@ -251,10 +253,7 @@ pub async fn metrics_controller(ctx: &mut Ctx) -> std::result::Result<(), BoxErr
         str.value = value.to_string()
     })
     .await?;
-    match ctx.destroy::<StrResource>(&Pointer::new("metrics-out", StrResource::TYPE, "nothing")).await {
-        Err(error) if error.is_not_found() => (),
-        other => other?,
-    }
+    ctx.destroy::<StrResource>(&Pointer::new("metrics-out", StrResource::TYPE, "nothing")).await.ignore_not_found()?;
     if value == 42 {
         return Err("the answer is not allowed".into());
     }

@@ -11,7 +11,7 @@ pub struct Status {}
 #[controller(inputs = [Weak<Spec>])]
 async fn reconcile_status(ctx: &mut Ctx) -> cosi::Result<()> {
     let _ = ctx;
-    ctx.add_finalizer::<Spec>("one", "mine").await?;
+    ctx.add_finalizers::<Spec>("one", &["mine"]).await?;
     Ok(())
 }
 

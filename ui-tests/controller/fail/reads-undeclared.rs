@@ -11,7 +11,7 @@ pub struct Status {}
 #[controller(inputs = [Weak<Spec>])]
 async fn reconcile_status(ctx: &mut Ctx) -> cosi::Result<()> {
     let _ = ctx;
-    ctx.list::<Status>().await?;
+    ctx.list::<Status>(&ListOptions::default()).await?;
     Ok(())
 }
 

@@ -6,7 +6,7 @@ pub struct Spec {}
 
 #[controller(inputs = [Weak<Spec>], inventory = false)]
 async fn watcher(ctx: &mut Ctx) -> cosi::Result<()> {
-    ctx.list::<Spec>().await.map(drop)
+    ctx.list::<Spec>(&ListOptions::default()).await.map(drop)
 }
 
 fn main() {

@@ -15,8 +15,8 @@ pub struct Status {
 /// Copies each spec into a status.
 #[controller(inputs = [Strong<Spec>], outputs = [Exclusive<Status>])]
 pub async fn copy_status(ctx: &mut Ctx) -> cosi::Result<()> {
-    for spec in ctx.list::<Spec>().await? {
-        ctx.add_finalizer::<Spec>(&spec, "copy").await?;
+    for spec in ctx.list::<Spec>(&ListOptions::default()).await? {
+        ctx.add_finalizers::<Spec>(&spec, &["copy"]).await?;
         ctx.modify::<Status>(spec.id(), |status| status.value = spec.value.clone()).await?;
     }
     ctx.cleanup_outputs::<Status>().await

@@ -26,7 +26,7 @@ pub struct PerSpec;
 impl PerSpec {
     async fn reconcile(&self, ctx: &Ctx<Self>, item: &Pointer) -> Result<Requeue, cosi::Error> {
         let spec = ctx.get::<Spec>(item).await?;
-        ctx.add_finalizer::<Status>(spec.id(), "per-spec").await?;
+        ctx.add_finalizers::<Status>(spec.id(), &["per-spec"]).await?;
         Ok(Requeue::After(Duration::from_secs(60)))
     }
 

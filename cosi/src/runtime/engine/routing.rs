@@ -16,7 +16,7 @@ use crate::resource::{DynamicResource, Kind, Phase};
 use crate::runtime::core::{Core, Trigger};
 use crate::runtime::engine::{Wiring, watch};
 use crate::runtime::queue::{Job, Key};
-use crate::state::ListOptions;
+use crate::state::{Event, ListOptions};
 
 /// The controllers reading each kind. Shared with the state's observers,
 /// which route each change inside the write: nothing under its lock may
@@ -126,6 +126,19 @@ impl Router {
         for route in routes {
             if let Some(action) = action(&route.input, resource) {
                 deliver(&route.core, action, resource, || Trigger::Input(resource.metadata().pointer().clone()));
+            }
+        }
+    }
+
+    /// Routes the resource of `event`; a destruction whose last state is
+    /// unknown, as its tombstone.
+    pub(super) fn route_event(&self, kind: &Kind, event: &Event) {
+        match event {
+            Event::Destroyed { pointer, resource: None, .. } => self.route(kind, &DynamicResource::tombstone(pointer)),
+            _ => {
+                if let Some(resource) = event.resource() {
+                    self.route(kind, resource);
+                }
             }
         }
     }

@@ -272,9 +272,7 @@ struct Routing {
 
 impl Observer for Routing {
     fn observe(&self, event: &Event) {
-        if let Some(resource) = event.resource() {
-            self.router.route(&self.kind, resource);
-        }
+        self.router.route_event(&self.kind, event);
     }
 }
 
@@ -428,9 +426,7 @@ impl Wiring {
                 if let Some(mark) = event.bookmark() {
                     bookmark = Some(mark.clone());
                 }
-                if let Some(resource) = event.resource() {
-                    self.router.route(kind, resource);
-                }
+                self.router.route_event(kind, event);
             }
             watch.routed_to(progress.as_ref().map_or(0, |progress| progress.read()));
         }

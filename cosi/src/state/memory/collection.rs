@@ -222,7 +222,7 @@ impl Collection {
     /// Removes a checked destroy and publishes its event.
     fn apply_destroy(&self, inner: &mut Inner, pointer: &Pointer) {
         if let Some(old) = inner.resources.remove(pointer.id()) {
-            self.publish(inner, |bookmark| Event::Destroyed { resource: old, bookmark });
+            self.publish(inner, |bookmark| Event::destroyed(old, bookmark));
         }
     }
 
@@ -267,7 +267,7 @@ impl Collection {
             let mut found = 0;
             while start > oldest && found < options.tail_events {
                 start -= 1;
-                if inner.event_at(start).resource().is_some_and(|resource| resource.id() == id) {
+                if inner.event_at(start).pointer().is_some_and(|pointer| pointer.id() == id) {
                     found += 1;
                 }
             }
@@ -275,9 +275,7 @@ impl Collection {
         } else {
             initial.push(match inner.resources.get(id) {
                 Some(resource) => Event::Created { resource: resource.clone(), bookmark: None },
-                None => {
-                    Event::Destroyed { resource: DynamicResource::tombstone(&self.kind.pointer(id)), bookmark: None }
-                }
+                None => Event::Destroyed { pointer: self.kind.pointer(id), resource: None, bookmark: None },
             });
             inner.write_pos
         };
@@ -534,7 +532,7 @@ impl Filter {
     /// The event as this watcher sees it, if at all (see `WatchKindOptions::filter`).
     fn apply(&self, event: &Event) -> Option<Event> {
         match self {
-            Filter::Id(id) => event.resource().is_some_and(|resource| resource.id() == id).then(|| event.clone()),
+            Filter::Id(id) => event.pointer().is_some_and(|pointer| pointer.id() == id).then(|| event.clone()),
             Filter::Kind(options) => options.filter(event),
         }
     }

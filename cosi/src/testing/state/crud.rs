@@ -479,7 +479,7 @@ pub async fn typed_reads_share_specs(state: Arc<dyn State>) {
     let pointer = path_pointer(&ns, "shared");
     let mut events =
         Reader::new("the watch", ok("watch", state.watch_dynamic(&pointer, WatchOptions::default())).await, false);
-    check_event(&events.next().await, EventType::Destroyed, &pointer);
+    check_absent(&events.next().await, &pointer);
 
     let written = path_typed(&ns, "shared");
     let spec: *const PathResource = written.spec();

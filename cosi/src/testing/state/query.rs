@@ -115,7 +115,7 @@ pub async fn id_query(state: Arc<dyn State>) {
         ok(format!("destroy {pointer}"), state.destroy_dynamic(&pointer, DestroyOptions::default())).await;
     }
     for index in 2..=4 {
-        check_event(&events.next().await, EventType::Destroyed, &path_pointer(&ns, &format!("idquery/path{index}")));
+        check_destroyed(&events.next().await, &path_pointer(&ns, &format!("idquery/path{index}")));
     }
     // Had any non-matching event leaked, it would come before this one.
     ok("create again", state.create_dynamic(path(&ns, "idquery/path3"), CreateOptions::default())).await;

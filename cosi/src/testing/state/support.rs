@@ -173,6 +173,22 @@ pub(super) fn check_event<'a>(event: &'a Event, expected: EventType, pointer: &P
     resource
 }
 
+/// The `Destroyed` event of `pointer`, with its last state or without.
+#[track_caller]
+pub(super) fn check_destroyed(event: &Event, pointer: &Pointer) {
+    assert!(
+        matches!(event, Event::Destroyed { pointer: destroyed, .. } if destroyed == pointer),
+        "expected the destruction of {pointer}, got {event:?}"
+    );
+}
+
+/// The `Destroyed` event of a resource the watch knows only as absent.
+#[track_caller]
+pub(super) fn check_absent(event: &Event, pointer: &Pointer) {
+    check_destroyed(event, pointer);
+    assert!(event.resource().is_none(), "expected {pointer} absent, got {event:?}");
+}
+
 #[track_caller]
 pub(super) fn check_bootstrapped(event: &Event, kind: &Kind) {
     assert!(

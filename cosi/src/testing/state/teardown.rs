@@ -47,7 +47,7 @@ pub async fn teardown_notifies_watchers(state: Arc<dyn State>) {
 
     // An absent resource counts as destroyed at once.
     let event = ok("watch_for an absent resource", watch_for_path(&state, &r1, destroyed())).await;
-    assert!(check_event(&event, EventType::Destroyed, &r1).metadata().version().is_undefined(), "expected a tombstone");
+    check_absent(&event, &r1);
 
     ok("create r1", state.create_dynamic(path(&ns, "ctx/r1"), CreateOptions::default())).await;
     ok("create r2", state.create_dynamic(path(&ns, "ctx/r2"), CreateOptions::default())).await;
@@ -63,7 +63,7 @@ pub async fn teardown_notifies_watchers(state: Arc<dyn State>) {
     // Destroying r1 without a teardown ends r1's destroy watcher, and nothing of r2.
     ok("destroy r1", state.destroy_dynamic(&r1, DestroyOptions::default())).await;
     let event = ok("watch_for r1 destroyed", join("watch_for r1 destroyed", r1_destroyed)).await;
-    check_event(&event, EventType::Destroyed, &r1);
+    check_destroyed(&event, &r1);
     ok(
         "update r2",
         state.update_with_conflicts::<PathResource, Error>(&r2, UpdateOptions::default(), |resource| {
@@ -96,7 +96,7 @@ pub async fn teardown_notifies_watchers(state: Arc<dyn State>) {
 
     ok("destroy r2", state.destroy_dynamic(&r2, DestroyOptions::default())).await;
     let event = ok("watch_for r2 destroyed", join("watch_for r2 destroyed", r2_destroyed)).await;
-    check_event(&event, EventType::Destroyed, &r2);
+    check_destroyed(&event, &r2);
 }
 
 /// `teardown_and_destroy` waits for another party to remove its finalizer, then destroys.
@@ -121,7 +121,7 @@ pub async fn teardown_and_destroy(state: Arc<dyn State>) {
                     {
                         state.remove_finalizers_dynamic(resource.metadata().pointer(), &[FINALIZER]).await?;
                     }
-                    Event::Destroyed { resource, .. } if *resource.metadata().pointer() == pointer => return Ok(()),
+                    Event::Destroyed { pointer: destroyed, .. } if *destroyed == pointer => return Ok(()),
                     Event::Errored { error } => return Err(error.clone()),
                     _ => {}
                 }

@@ -60,8 +60,7 @@ pub async fn watch_for(state: Arc<dyn State>) {
     ok("remove the finalizer", state.remove_finalizers_dynamic(&pointer, &["A"])).await;
     ok("destroy", state.destroy_dynamic(&pointer, DestroyOptions::default())).await;
     let event = ok("watch_for destroyed", join("watch_for destroyed", destroyed)).await;
-    assert_eq!(event.event_type(), EventType::Destroyed);
-    assert_eq!(resource_of(&event).id(), pointer.id());
+    check_destroyed(&event, &pointer);
 }
 
 /// A single-resource watch: the initial state, then every change of that resource.
@@ -72,11 +71,7 @@ pub async fn watch(state: Arc<dyn State>) {
         Reader::new("the watch", ok("watch", state.watch_dynamic(&pointer, WatchOptions::default())).await, false);
 
     let initial = events.next().await;
-    let tombstone = check_event(&initial, EventType::Destroyed, &pointer);
-    assert!(
-        tombstone.metadata().version().is_undefined(),
-        "the initial event of an absent resource should carry a tombstone, got {tombstone:?}"
-    );
+    check_absent(&initial, &pointer);
 
     let created = ok("create", state.create_dynamic(path(&ns, "tmp/two"), CreateOptions::default())).await;
     let event = events.next().await;
@@ -112,7 +107,7 @@ pub async fn watch_with_tail_events(state: Arc<dyn State>) {
     let pointer = path_pointer(&ns, "res/watch-with-tail-events");
     let mut live =
         Reader::new("the live watch", ok("watch", state.watch_dynamic(&pointer, WatchOptions::default())).await, false);
-    check_event(&live.next().await, EventType::Destroyed, &pointer);
+    check_destroyed(&live.next().await, &pointer);
 
     write_lifecycle(&state, &ns, "res/watch-with-tail-events").await;
     let mut seen = Vec::new();
@@ -137,7 +132,7 @@ pub async fn watch_with_tail_events_of_interleaved_ids(state: Arc<dyn State>) {
     let a = path_pointer(&ns, "a");
     let mut live =
         Reader::new("the live watch of a", ok("watch", state.watch_dynamic(&a, WatchOptions::default())).await, false);
-    check_event(&live.next().await, EventType::Destroyed, &a);
+    check_destroyed(&live.next().await, &a);
 
     let update = |resource: DynamicResource| state.update_dynamic(resource, UpdateOptions::default());
     let mut stored_a = ok("create a", state.create_dynamic(path(&ns, "a"), CreateOptions::default())).await;
@@ -246,7 +241,7 @@ async fn check_watch_kind(state: Arc<dyn State>, aggregated: bool) {
     let old = event.old().expect("an updated event carries the old resource");
     assert_eq!(*old.metadata().pointer(), path1);
     assert_eq!(old.metadata().phase(), Phase::Running);
-    check_event(&events.next().await, EventType::Destroyed, &path1);
+    check_destroyed(&events.next().await, &path1);
 
     let updated2 =
         ok("update path2", state.update_dynamic(DynamicResource::clone(&created2), UpdateOptions::default())).await;

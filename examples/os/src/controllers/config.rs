@@ -64,11 +64,11 @@ impl MachineConfigController {
                 return Ok(());
             }
         };
-        let before = match ctx.get::<MachineConfig>(MachineConfig::ID).await {
-            Ok(current) => Some(current.metadata().version()),
-            Err(error) if error.is_not_found() => None,
-            Err(error) => return Err(error.into()),
-        };
+        let before = ctx
+            .get::<MachineConfig>(MachineConfig::ID)
+            .await
+            .ignore_not_found()?
+            .map(|current| current.metadata().version());
         let stored = ctx
             .modify::<MachineConfig>(MachineConfig::ID, |machine| {
                 machine.raw.clone_from(&text);

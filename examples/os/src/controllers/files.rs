@@ -7,7 +7,6 @@ use std::collections::BTreeSet;
 use cosi::prelude::*;
 
 use crate::controllers::network::NETWORK_FILES;
-use crate::controllers::optional;
 use crate::env::Env;
 use crate::error::Error;
 use crate::resources::{EtcFileSpec, EtcFileStatus, MachineConfig};
@@ -31,7 +30,7 @@ pub struct EtcFileConfigController {
 
 impl EtcFileConfigController {
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> Result<(), Error> {
-        let machine = optional(ctx.get::<MachineConfig>(MachineConfig::ID).await)?;
+        let machine = ctx.get::<MachineConfig>(MachineConfig::ID).await.ignore_not_found()?;
         let mut wanted = BTreeSet::new();
         let mut refused = BTreeSet::new();
         for file in machine.iter().flat_map(|machine| &machine.config.files.0) {
@@ -51,7 +50,7 @@ impl EtcFileConfigController {
             .await?;
         }
         self.refused = refused;
-        for spec in ctx.list::<EtcFileSpec>().await? {
+        for spec in ctx.list::<EtcFileSpec>(&ListOptions::default()).await? {
             let owned = spec.metadata().owner() == Some(ctx.name());
             if owned && spec.metadata().phase() == Phase::Running && !wanted.contains(spec.id()) {
                 tracing::info!("etc/{} is no longer configured: removing it", spec.id());
@@ -87,7 +86,7 @@ impl EtcFileController {
         let finalizer = ctx.name().to_owned();
         let etc = RelativePath::new("etc")?;
         let mut errors = Vec::new();
-        for spec in ctx.list::<EtcFileSpec>().await? {
+        for spec in ctx.list::<EtcFileSpec>(&ListOptions::default()).await? {
             let id = spec.id();
             // The sandbox refuses what would leave etc/: `..`, absolute
             // paths, links that lead out. Such a spec is reported and skipped.
@@ -101,7 +100,7 @@ impl EtcFileController {
             match spec.metadata().phase() {
                 Phase::Running => {
                     if !spec.metadata().finalizers().has(&finalizer) {
-                        ctx.add_finalizer(&spec, &finalizer).await?;
+                        ctx.add_finalizers(&spec, &[&finalizer]).await?;
                     }
                     match self.env.sandbox.write_atomic(&path, &spec.contents, spec.mode.0) {
                         Ok(true) => tracing::info!("wrote {path}"),
@@ -123,12 +122,8 @@ impl EtcFileController {
                             continue;
                         }
                     }
-                    match ctx.destroy::<EtcFileStatus>(id).await {
-                        Ok(()) => (),
-                        Err(error) if error.is_not_found() => (),
-                        Err(error) => return Err(error.into()),
-                    }
-                    ctx.remove_finalizer(&spec, &finalizer).await?;
+                    ctx.destroy::<EtcFileStatus>(id).await.ignore_not_found()?;
+                    ctx.remove_finalizers(&spec, &[&finalizer]).await?;
                 }
                 Phase::TearingDown => (),
             }

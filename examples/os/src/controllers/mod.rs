@@ -95,15 +95,6 @@ pub fn graph() -> Result<Graph, RuntimeError> {
     Ok(runtime.graph())
 }
 
-/// `Ok(None)` for a resource that does not exist.
-pub(crate) fn optional<T>(result: cosi::Result<T>) -> cosi::Result<Option<T>> {
-    match result {
-        Ok(value) => Ok(Some(value)),
-        Err(error) if error.is_not_found() => Ok(None),
-        Err(error) => Err(error),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,7 @@ use cosi::controller::{Merge, Waker};
 use cosi::prelude::*;
 use parking_lot::Mutex;
 
-use crate::controllers::{MERGES, optional};
+use crate::controllers::MERGES;
 use crate::env::{Env, PLATFORM_JSON};
 use crate::error::Error;
 use crate::kernel::{KernelError, NET_FILE};
@@ -70,9 +70,9 @@ impl NetworkConfigController {
     }
 
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> Result<(), Error> {
-        let machine = optional(ctx.get::<MachineConfig>(MachineConfig::ID).await)?;
-        let addresses = ctx.list::<AddressStatus>().await?;
-        let links = ctx.list::<LinkStatus>().await?;
+        let machine = ctx.get::<MachineConfig>(MachineConfig::ID).await.ignore_not_found()?;
+        let addresses = ctx.list::<AddressStatus>(&ListOptions::default()).await?;
+        let links = ctx.list::<LinkStatus>(&ListOptions::default()).await?;
 
         // Default layer: a name from the first address, and fallback DNS.
         if let Some(address) = addresses.iter().find(|address| !address.is_loopback()) {
@@ -272,10 +272,14 @@ impl OperatorSpecController {
     }
 
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> Result<(), Error> {
-        let links: BTreeMap<String, Typed<LinkStatus>> =
-            ctx.list::<LinkStatus>().await?.into_iter().map(|link| (link.id().to_owned(), link)).collect();
+        let links: BTreeMap<String, Typed<LinkStatus>> = ctx
+            .list::<LinkStatus>(&ListOptions::default())
+            .await?
+            .into_iter()
+            .map(|link| (link.id().to_owned(), link))
+            .collect();
         let mut wanted = BTreeMap::new();
-        for spec in ctx.list::<OperatorSpec>().await? {
+        for spec in ctx.list::<OperatorSpec>(&ListOptions::default()).await? {
             if spec.metadata().phase() != Phase::Running {
                 continue;
             }
@@ -419,16 +423,16 @@ impl HostnameSpecController {
 
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> Result<(), Error> {
         let finalizer = ctx.name().to_owned();
-        for spec in ctx.list::<HostnameSpec>().await? {
+        for spec in ctx.list::<HostnameSpec>(&ListOptions::default()).await? {
             match spec.metadata().phase() {
                 Phase::Running => {
                     if !spec.metadata().finalizers().has(&finalizer) {
-                        ctx.add_finalizer(&spec, &finalizer).await?;
+                        ctx.add_finalizers(&spec, &[&finalizer]).await?;
                     }
                     let domainname = if spec.domainname.is_empty() { "(none)" } else { &spec.domainname };
                     self.env.sandbox.write_existing("proc/sys/kernel/hostname", &format!("{}\n", spec.hostname))?;
                     self.env.sandbox.write_existing("proc/sys/kernel/domainname", &format!("{domainname}\n"))?;
-                    let before = optional(ctx.get::<HostnameStatus>(spec.id()).await)?;
+                    let before = ctx.get::<HostnameStatus>(spec.id()).await.ignore_not_found()?;
                     let status = ctx
                         .modify::<HostnameStatus>(spec.id(), |status| {
                             status.hostname.clone_from(&spec.hostname);
@@ -440,12 +444,8 @@ impl HostnameSpecController {
                     }
                 }
                 Phase::TearingDown if spec.metadata().finalizers().has(&finalizer) => {
-                    match ctx.destroy::<HostnameStatus>(spec.id()).await {
-                        Ok(()) => (),
-                        Err(error) if error.is_not_found() => (),
-                        Err(error) => return Err(error.into()),
-                    }
-                    ctx.remove_finalizer(&spec, &finalizer).await?;
+                    ctx.destroy::<HostnameStatus>(spec.id()).await.ignore_not_found()?;
+                    ctx.remove_finalizers(&spec, &[&finalizer]).await?;
                 }
                 Phase::TearingDown => (),
             }
@@ -483,11 +483,11 @@ impl AddressSpecController {
         let mut errors = Vec::new();
         // Why `net.json` cannot be edited now, if it cannot.
         let mut unreadable = None;
-        for spec in ctx.list::<AddressSpec>().await? {
+        for spec in ctx.list::<AddressSpec>(&ListOptions::default()).await? {
             match spec.metadata().phase() {
                 Phase::Running => {
                     if !spec.metadata().finalizers().has(&finalizer) {
-                        ctx.add_finalizer(&spec, &finalizer).await?;
+                        ctx.add_finalizers(&spec, &[&finalizer]).await?;
                     }
                     if unreadable.is_some() {
                         continue;
@@ -511,7 +511,7 @@ impl AddressSpecController {
                             if removed {
                                 tracing::info!("removed {} from {}", spec.address, spec.link);
                             }
-                            ctx.remove_finalizer(&spec, &finalizer).await?;
+                            ctx.remove_finalizers(&spec, &[&finalizer]).await?;
                         }
                         Err(error @ (KernelError::Invalid { .. } | KernelError::Missing)) => {
                             unreadable = Some(error.to_string());
@@ -651,10 +651,10 @@ pub const NETWORK_FILES: &[&str] = &["hostname", "hosts", "resolv.conf"];
 
 impl EtcFileController {
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> Result<(), Error> {
-        let hostname = optional(ctx.get::<HostnameStatus>("hostname").await)?;
-        let resolvers = optional(ctx.get::<ResolverSpec>("resolvers").await)?;
-        let addresses = ctx.list::<AddressStatus>().await?;
-        let machine = optional(ctx.get::<MachineConfig>(MachineConfig::ID).await)?;
+        let hostname = ctx.get::<HostnameStatus>("hostname").await.ignore_not_found()?;
+        let resolvers = ctx.get::<ResolverSpec>("resolvers").await.ignore_not_found()?;
+        let addresses = ctx.list::<AddressStatus>(&ListOptions::default()).await?;
+        let machine = ctx.get::<MachineConfig>(MachineConfig::ID).await.ignore_not_found()?;
 
         if let Some(hostname) = &hostname {
             write_file(ctx, "hostname", format!("{}\n", hostname.hostname)).await?;

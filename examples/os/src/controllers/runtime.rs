@@ -12,7 +12,6 @@ use cosi::controller::{BoxError, ReducedMetadata, Requeue, RequeueError, Waker};
 use cosi::prelude::*;
 use parking_lot::Mutex;
 
-use crate::controllers::optional;
 use crate::env::{Env, MACHINE_STATUS_JSON, SOCKET};
 use crate::error::Error;
 use crate::machine_config::SysctlKey;
@@ -40,7 +39,7 @@ pub const STABLE_AFTER: Duration = Duration::from_secs(10);
     inventory = false,
 )]
 pub async fn kernel_param_config(ctx: &mut Ctx) -> cosi::Result<()> {
-    let machine = optional(ctx.get::<MachineConfig>(MachineConfig::ID).await)?;
+    let machine = ctx.get::<MachineConfig>(MachineConfig::ID).await.ignore_not_found()?;
     for (key, value) in machine.iter().flat_map(|machine| &machine.config.sysctls) {
         ctx.modify::<KernelParamSpec>(key.as_str(), |spec| {
             spec.value.clone_from(&value.0);
@@ -81,7 +80,7 @@ impl KernelParamSpecController {
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> Result<(), Error> {
         let finalizer = ctx.name().to_owned();
         let mut errors = Vec::new();
-        for spec in ctx.list::<KernelParamSpec>().await? {
+        for spec in ctx.list::<KernelParamSpec>(&ListOptions::default()).await? {
             let key = spec.id();
             let path = match SysctlKey::try_from(key.to_owned()) {
                 Ok(key) => key.proc_path(),
@@ -93,7 +92,7 @@ impl KernelParamSpecController {
             match spec.metadata().phase() {
                 Phase::Running => {
                     if !spec.metadata().finalizers().has(&finalizer) {
-                        ctx.add_finalizer(&spec, &finalizer).await?;
+                        ctx.add_finalizers(&spec, &[&finalizer]).await?;
                     }
                     let Some(current) = self.env.sandbox.read(path.as_str())? else {
                         ctx.modify::<KernelParamStatus>(key, |status| {
@@ -128,12 +127,8 @@ impl KernelParamSpecController {
                     {
                         tracing::info!("sysctl {key} reset to {default}");
                     }
-                    match ctx.destroy::<KernelParamStatus>(key).await {
-                        Ok(()) => (),
-                        Err(error) if error.is_not_found() => (),
-                        Err(error) => return Err(error.into()),
-                    }
-                    ctx.remove_finalizer(&spec, &finalizer).await?;
+                    ctx.destroy::<KernelParamStatus>(key).await.ignore_not_found()?;
+                    ctx.remove_finalizers(&spec, &[&finalizer]).await?;
                 }
                 Phase::TearingDown => (),
             }
@@ -153,7 +148,7 @@ impl KernelParamSpecController {
     inventory = false,
 )]
 pub async fn service_config(ctx: &mut Ctx) -> cosi::Result<()> {
-    let machine = optional(ctx.get::<MachineConfig>(MachineConfig::ID).await)?;
+    let machine = ctx.get::<MachineConfig>(MachineConfig::ID).await.ignore_not_found()?;
     for service in machine.iter().flat_map(|machine| &machine.config.services.0) {
         let millis = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
         ctx.modify::<ServiceSpec>(service.name.as_str(), |spec| {
@@ -227,7 +222,7 @@ impl ServiceController {
 
     async fn reconcile(&self, ctx: &Ctx<Self>, item: &Pointer) -> Result<Requeue, BoxError> {
         let name = item.id();
-        let Some(spec) = optional(ctx.get::<ServiceSpec>(item).await)? else {
+        let Some(spec) = ctx.get::<ServiceSpec>(item).await.ignore_not_found()? else {
             self.stop(name, "its spec is gone");
             self.crashes.lock().remove(name);
             return Ok(Requeue::Never);
@@ -236,23 +231,19 @@ impl ServiceController {
         if spec.metadata().phase() == Phase::TearingDown {
             self.stop(name, "it was removed from machine.yaml");
             self.crashes.lock().remove(name);
-            match ctx.destroy::<ServiceStatus>(name).await {
-                Ok(()) => (),
-                Err(error) if error.is_not_found() => (),
-                Err(error) => return Err(error.into()),
-            }
-            ctx.remove_finalizer(&spec, &finalizer).await?;
+            ctx.destroy::<ServiceStatus>(name).await.ignore_not_found()?;
+            ctx.remove_finalizers(&spec, &[&finalizer]).await?;
             return Ok(Requeue::Never);
         }
         if !spec.metadata().finalizers().has(&finalizer) {
-            ctx.add_finalizer(&spec, &finalizer).await?;
+            ctx.add_finalizers(&spec, &[&finalizer]).await?;
         }
 
         let unmet = self.unmet(ctx, &spec).await?;
         if !unmet.is_empty() {
             let message = format!("waiting for {}", unmet.join(", "));
             self.stop(name, &message);
-            let before = optional(ctx.get::<ServiceStatus>(name).await)?;
+            let before = ctx.get::<ServiceStatus>(name).await.ignore_not_found()?;
             if before.as_ref().is_none_or(|before| before.message != message) {
                 tracing::info!("service {name} is {message}");
             }
@@ -317,7 +308,7 @@ impl ServiceController {
 
     async fn map(&self, ctx: &Ctx<Self>, input: &ReducedMetadata) -> Result<Vec<Pointer>, Error> {
         let changed = &input.pointer;
-        let services = ctx.list::<ServiceSpec>().await?;
+        let services = ctx.list::<ServiceSpec>(&ListOptions::default()).await?;
         let affected = services.iter().filter(|service| match changed.r#type() {
             t if t == <EtcFileStatus as Resource>::TYPE => service.after.iter().any(|file| file == changed.id()),
             t if t == <TimeStatus as Resource>::TYPE => service.requires_time,
@@ -353,13 +344,13 @@ impl ServiceController {
     async fn unmet(&self, ctx: &Ctx<Self>, spec: &Typed<ServiceSpec>) -> Result<Vec<String>, Error> {
         let mut unmet = Vec::new();
         for file in &spec.after {
-            let written = optional(ctx.get::<EtcFileStatus>(file).await)?;
+            let written = ctx.get::<EtcFileStatus>(file).await.ignore_not_found()?;
             if written.is_none_or(|status| status.metadata().phase() != Phase::Running) {
                 unmet.push(format!("etc/{file}"));
             }
         }
         if spec.requires_time {
-            let time = optional(ctx.get::<TimeStatus>("node").await)?;
+            let time = ctx.get::<TimeStatus>("node").await.ignore_not_found()?;
             if !time.is_some_and(|time| time.synced) {
                 unmet.push("time sync".to_owned());
             }
@@ -483,24 +474,25 @@ impl MachineStatusController {
         let mut condition = |name: &str, reason: String| {
             unmet.push(UnmetCondition { name: name.to_owned(), reason });
         };
-        match optional(ctx.get::<TimeStatus>("node").await)? {
+        match ctx.get::<TimeStatus>("node").await.ignore_not_found()? {
             Some(time) if time.synced => (),
             Some(time) if !time.servers.is_empty() => {
                 condition("time", format!("not synchronized with {}", time.servers.join(", ")));
             }
             _ => condition("time", "not synchronized".to_owned()),
         }
-        if optional(ctx.get::<HostnameStatus>("hostname").await)?.is_none() {
+        if ctx.get::<HostnameStatus>("hostname").await.ignore_not_found()?.is_none() {
             condition("hostname", "not set".to_owned());
         }
-        let written: BTreeSet<String> = ctx.list::<EtcFileStatus>().await?.iter().map(|s| s.id().to_owned()).collect();
+        let written: BTreeSet<String> =
+            ctx.list::<EtcFileStatus>(&ListOptions::default()).await?.iter().map(|s| s.id().to_owned()).collect();
         let missing: Vec<String> =
             REQUIRED_FILES.iter().filter(|file| !written.contains(**file)).map(|file| format!("etc/{file}")).collect();
         if !missing.is_empty() {
             condition("etcFiles", format!("not written: {}", missing.join(", ")));
         }
         let services: Vec<String> = ctx
-            .list::<ServiceStatus>()
+            .list::<ServiceStatus>(&ListOptions::default())
             .await?
             .iter()
             .filter(|service| service.state != ServiceState::Running || !service.healthy)
@@ -513,7 +505,7 @@ impl MachineStatusController {
             condition("services", services.join("; "));
         }
         let unsupported: Vec<String> = ctx
-            .list::<KernelParamStatus>()
+            .list::<KernelParamStatus>(&ListOptions::default())
             .await?
             .iter()
             .filter(|param| param.unsupported)
@@ -524,7 +516,7 @@ impl MachineStatusController {
         }
 
         let ready = unmet.is_empty();
-        let before = optional(ctx.get::<MachineStatus>("machine").await)?.map(|status| status.stage);
+        let before = ctx.get::<MachineStatus>("machine").await.ignore_not_found()?.map(|status| status.stage);
         let stage = match (before, ready) {
             (Some(MachineStage::Running), _) | (_, true) => MachineStage::Running,
             _ => MachineStage::Booting,

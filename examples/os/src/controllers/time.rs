@@ -5,7 +5,6 @@ use tokio::time::Instant;
 use cosi::controller::{Input, InputKind};
 use cosi::prelude::*;
 
-use crate::controllers::optional;
 use crate::env::Env;
 use crate::error::Error;
 use crate::resources::{AddressStatus, MachineConfig, TimeStatus};
@@ -52,14 +51,14 @@ impl SyncController {
 
     async fn reconcile(&mut self, ctx: &mut Ctx<Self>) -> Result<(), Error> {
         if !self.network_up {
-            let addresses = ctx.list::<AddressStatus>().await?;
+            let addresses = ctx.list::<AddressStatus>(&ListOptions::default()).await?;
             if !addresses.iter().any(|address| !address.is_loopback()) {
                 return self.publish(ctx).await;
             }
             self.network_up = true;
             ctx.update_inputs([Input::of::<MachineConfig>(InputKind::Weak).with_id(MachineConfig::ID)])?;
         }
-        let machine = optional(ctx.get::<MachineConfig>(MachineConfig::ID).await)?;
+        let machine = ctx.get::<MachineConfig>(MachineConfig::ID).await.ignore_not_found()?;
         let servers = machine.map(|machine| machine.config.time_servers()).unwrap_or_default();
         if servers != self.servers {
             if !servers.is_empty() {
