@@ -2,7 +2,7 @@
 //! offers one, else a watch task.
 //!
 //! An in-process state calls the kind's observer inside each write
-//! ([`State::observe_kind_dynamic`](crate::state::State::observe_kind_dynamic)), which routes the change there and then:
+//! ([`InProcess::observe_kind`](crate::state::InProcess::observe_kind)), which routes the change there and then:
 //! no task, no buffer, no gap, and always caught up. A remote state gets a
 //! watch task instead, which goes through two phases, [`Phase::Opening`] and
 //! [`Phase::Routing`], and each time it opens starts from one of three points
@@ -303,7 +303,7 @@ impl Wiring {
     /// routes every change as it commits), else a watch task.
     fn open_feed(self: &Arc<Self>, kind: &Kind, alive: Alive) -> Arc<KindWatch> {
         let routing = Routing { router: Arc::clone(&self.router), kind: kind.clone() };
-        let observation = match self.state.observe_kind_dynamic(kind, Arc::new(routing)) {
+        let observation = match crate::state::observe_kind(&*self.state, kind, Arc::new(routing)) {
             Some(Ok(observation)) => Some(observation),
             Some(Err(error)) => {
                 tracing::warn!(%kind, %error, "the state cannot observe the kind; watching it instead");
