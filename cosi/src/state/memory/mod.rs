@@ -115,18 +115,18 @@ type Collections = RwLock<HashMap<Kind, Arc<Collection>>>;
 
 /// A collection found for one call: in the table of resource types (written,
 /// so never freed), or in the map, which stays read-locked while this lives.
-enum Found<'a> {
-    Typed(&'a Arc<Collection>),
-    Mapped(MappedRwLockReadGuard<'a, Arc<Collection>>),
+enum CollectionRef<'a> {
+    Permanent(&'a Arc<Collection>),
+    Locked(MappedRwLockReadGuard<'a, Arc<Collection>>),
 }
 
-impl Deref for Found<'_> {
+impl Deref for CollectionRef<'_> {
     type Target = Arc<Collection>;
 
     fn deref(&self) -> &Arc<Collection> {
         match self {
-            Found::Typed(collection) => collection,
-            Found::Mapped(guard) => guard,
+            CollectionRef::Permanent(collection) => collection,
+            CollectionRef::Locked(guard) => guard,
         }
     }
 }
@@ -208,10 +208,10 @@ impl MemoryState {
 
     /// The collection of `kind`, if it exists: a resource type's written one
     /// from the table, any other from the map, read-locked.
-    fn existing(&self, kind: &Kind) -> Option<Found<'_>> {
+    fn existing(&self, kind: &Kind) -> Option<CollectionRef<'_>> {
         let index = kind.type_index();
         if let Some(collection) = index.and_then(|index| self.by_type.get(index)) {
-            return Some(Found::Typed(collection));
+            return Some(CollectionRef::Permanent(collection));
         }
         let (namespace, r#type) = (kind.namespace(), kind.r#type());
         let found = RwLockReadGuard::try_map(self.collections.read(), |collections| {
@@ -223,14 +223,14 @@ impl MemoryState {
         {
             self.by_type.insert(index, &found);
         }
-        Some(Found::Mapped(found))
+        Some(CollectionRef::Locked(found))
     }
 
     /// The collection of `kind`, created if needed (see [`existing`](MemoryState::existing)).
     ///
     /// Checks the namespace and type before it creates anything, so bad input
     /// never leaves a collection behind.
-    fn collection(&self, kind: &Kind) -> Result<Found<'_>> {
+    fn collection(&self, kind: &Kind) -> Result<CollectionRef<'_>> {
         loop {
             if let Some(collection) = self.existing(kind) {
                 return Ok(collection);
