@@ -12,31 +12,20 @@ use tracing::Instrument;
 
 use crate::backoff::Backoff;
 use crate::controller::{ErasedReconcile, Outcome, Requeue, RequeueError};
+use crate::runtime::engine::wiring::Launch;
 use crate::runtime::engine::{Wiring, panic_message, pool, watch as kind_watch};
-use crate::runtime::registered::{RegisteredController, Trigger, deadline};
-use crate::runtime::settle::InFlight;
+use crate::runtime::registered::{Trigger, deadline};
 
 impl Wiring {
-    pub(super) async fn run_reconciler(
-        self: Arc<Self>,
-        registered: Arc<RegisteredController>,
-        controller: Box<dyn ErasedReconcile>,
-        established: Vec<Arc<kind_watch::Established>>,
-        starting: InFlight,
-    ) {
+    pub(super) async fn run_reconciler(self: Arc<Self>, launch: Launch, controller: Box<dyn ErasedReconcile>) {
         // One wait for the stop around the whole loop: wrapping each wait of
         // each reconcile would register with the token twice a reconcile.
         let cancel = self.tasks.token().clone();
-        cancel.run_until_cancelled(self.reconcile_loop(registered, controller, established, starting)).await;
+        cancel.run_until_cancelled(self.reconcile_loop(launch, controller)).await;
     }
 
-    async fn reconcile_loop(
-        &self,
-        registered: Arc<RegisteredController>,
-        mut controller: Box<dyn ErasedReconcile>,
-        established: Vec<Arc<kind_watch::Established>>,
-        starting: InFlight,
-    ) {
+    async fn reconcile_loop(&self, launch: Launch, mut controller: Box<dyn ErasedReconcile>) {
+        let Launch { registered, established, starting } = launch;
         kind_watch::all_established(established).await;
         registered.wake(|| Trigger::Start);
         drop(starting);

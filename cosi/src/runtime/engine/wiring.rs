@@ -14,9 +14,9 @@ use crate::runtime::engine::host::ControllerHost;
 use crate::runtime::engine::panic_message;
 use crate::runtime::engine::routing::Router;
 use crate::runtime::engine::tasks::Tasks;
-use crate::runtime::engine::watch::Feeds;
+use crate::runtime::engine::watch::{Established, Feeds};
 use crate::runtime::registered::RegisteredController;
-use crate::runtime::settle::WorkEpoch;
+use crate::runtime::settle::{InFlight, WorkEpoch};
 use crate::state::State;
 
 pub(super) struct Wiring {
@@ -27,6 +27,15 @@ pub(super) struct Wiring {
     pub(super) router: Arc<Router>,
     pub(super) feeds: Arc<Feeds>,
     pub(super) tasks: Tasks,
+}
+
+/// What a controller's loop starts from: the controller, the watches of the
+/// kinds it reads (its first reconcile waits until they are established),
+/// and the work in flight that keeps `settled` waiting until it has started.
+pub(super) struct Launch {
+    pub(super) registered: Arc<RegisteredController>,
+    pub(super) established: Vec<Arc<Established>>,
+    pub(super) starting: InFlight,
 }
 
 impl Wiring {
@@ -45,19 +54,20 @@ impl Wiring {
     /// Starts a registered controller's loop once the kinds it reads are watched.
     pub(super) fn start_controller(self: &Arc<Self>, registered: Arc<RegisteredController>, body: Body) {
         let starting = self.epoch.begin();
-        let established: Vec<_> = registered.inputs().iter().map(|input| self.ensure_watch(&input.kind)).collect();
+        let established = registered.inputs().iter().map(|input| self.ensure_watch(&input.kind)).collect();
         let wiring = Arc::clone(self);
         let reported = Arc::clone(&registered);
         let host = Arc::new(ControllerHost::new(Arc::clone(&registered), Arc::clone(self))) as Arc<dyn Host>;
         let owner = Arc::clone(&registered);
+        let launch = Launch { registered, established, starting };
         let run: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = match body {
             Body::Reconcile(build) => {
                 let controller = build(host);
-                Box::pin(async move { wiring.run_reconciler(registered, controller, established, starting).await })
+                Box::pin(async move { wiring.run_reconciler(launch, controller).await })
             }
             Body::Queue(build) => {
                 let controller = build(host);
-                Box::pin(async move { wiring.run_queue(registered, controller, established, starting).await })
+                Box::pin(async move { wiring.run_queue(launch, controller).await })
             }
         };
         // Reconciles catch their own panics and restart; a panic in the loop

@@ -12,23 +12,18 @@ use tracing::Instrument;
 use crate::controller::{ErasedQueue, Outcome, Requeue};
 use crate::resource::Kind;
 use crate::runtime::engine::reconciler::read_outcome;
+use crate::runtime::engine::wiring::Launch;
 use crate::runtime::engine::{Wiring, pool, reads, watch as kind_watch};
 use crate::runtime::queue::{Item, Job, Key};
 use crate::runtime::registered::{RegisteredController, deadline};
-use crate::runtime::settle::InFlight;
 
 /// Items a worker takes one after the other before it lets the other
 /// controllers go first.
 const ITEMS_PER_TURN: u32 = 32;
 
 impl Wiring {
-    pub(super) async fn run_queue(
-        self: Arc<Self>,
-        registered: Arc<RegisteredController>,
-        controller: Arc<dyn ErasedQueue>,
-        established: Vec<Arc<kind_watch::Established>>,
-        starting: InFlight,
-    ) {
+    pub(super) async fn run_queue(self: Arc<Self>, launch: Launch, controller: Arc<dyn ErasedQueue>) {
+        let Launch { registered, established, starting } = launch;
         if self.tasks.token().run_until_cancelled(kind_watch::all_established(established)).await.is_none() {
             return;
         }
