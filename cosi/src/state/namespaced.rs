@@ -157,3 +157,45 @@ impl InProcess for NamespacedState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::Metadata;
+    use crate::state::{MemoryState, Primitives};
+
+    fn resource(namespace: &str, id: &str) -> DynamicResource {
+        DynamicResource::without_spec(Metadata::new(namespace, "Things.test.cosi.dev", id))
+    }
+
+    /// Each call of the router's in-process face goes to its route's: a route
+    /// in memory answers at once, a route without one (a remote state)
+    /// declines, so the caller takes the route's own method; a namespace no
+    /// route may have is refused at once.
+    #[tokio::test]
+    async fn the_in_process_face_follows_each_route() {
+        let state = NamespacedState::new(|_| Arc::new(MemoryState::default()) as Arc<dyn State>)
+            .with_namespace("remote", Arc::new(Primitives(MemoryState::default())));
+        let in_process = state.in_process().expect("the router has an in-process face");
+
+        let created = match in_process.create_now(resource("local", "a"), &CreateOptions::default()) {
+            Immediate::Done(created) => created.expect("create"),
+            Immediate::Deferred(_) => panic!("a route in memory deferred a create"),
+        };
+        let got = in_process.get_now(&created.metadata().pointer().clone()).expect("an answer").expect("get");
+        assert_eq!(got.metadata().version(), created.metadata().version());
+        let kind = Kind::new("local", "Things.test.cosi.dev");
+        assert_eq!(in_process.list_now(&kind, &ListOptions::default()).expect("an answer").expect("list").len(), 1);
+
+        let deferred = in_process.create_now(resource("remote", "b"), &CreateOptions::default());
+        let Immediate::Deferred(handed_back) = deferred else { panic!("a remote route wrote at once") };
+        state.create_dynamic(handed_back, CreateOptions::default()).await.expect("create through the route");
+        let remote = Kind::new("remote", "Things.test.cosi.dev");
+        assert!(in_process.get_now(&remote.pointer("b")).is_none(), "a remote route answered a get at once");
+        assert!(in_process.list_now(&remote, &ListOptions::default()).is_none());
+        assert_eq!(state.get_dynamic(&remote.pointer("b")).await.expect("get through the route").id(), "b");
+
+        let bad = Kind::new("not a namespace!", "Things.test.cosi.dev");
+        assert!(matches!(in_process.get_now(&bad.pointer("c")), Some(Err(Error::InvalidArgument(_)))));
+    }
+}
