@@ -235,6 +235,26 @@ impl FaultyState {
         Ok(())
     }
 
+    /// A write (`what`: a create or an update) through the inner state's
+    /// in-process face, with the faults of the same write through `State`.
+    fn write_now(
+        &self,
+        what: &str,
+        resource: DynamicResource,
+        owner: Option<&str>,
+        write: impl FnOnce(&dyn InProcess, DynamicResource) -> Immediate<DynamicResource>,
+    ) -> Immediate<DynamicResource> {
+        if let Err(error) = self.write_fault(what, &resource) {
+            return Immediate::Done(Err(error));
+        }
+        let Some(inner) = self.inner.in_process() else { return Immediate::Deferred(resource) };
+        let pointer = resource.metadata().pointer().clone();
+        match write(inner, resource) {
+            Immediate::Done(result) => Immediate::Done(self.finish(what, owner, &pointer, result)),
+            deferred @ Immediate::Deferred(_) => deferred,
+        }
+    }
+
     /// Whether a write that succeeded is reported as failed.
     fn ambiguous(&self, what: &str, pointer: &Pointer) -> bool {
         self.faults.roll(self.faults.profile.write_ambiguous, || format!("{what} {pointer} is written but fails"))
@@ -396,31 +416,15 @@ impl InProcess for FaultyState {
     }
 
     fn create_now(&self, resource: DynamicResource, options: &CreateOptions) -> Immediate<DynamicResource> {
-        if let Err(error) = self.write_fault("create", &resource) {
-            return Immediate::Done(Err(error));
-        }
-        let Some(inner) = self.inner.in_process() else { return Immediate::Deferred(resource) };
-        let pointer = resource.metadata().pointer().clone();
-        match inner.create_now(resource, options) {
-            Immediate::Done(result) => {
-                Immediate::Done(self.finish("create", options.owner.as_deref(), &pointer, result))
-            }
-            Immediate::Deferred(resource) => Immediate::Deferred(resource),
-        }
+        self.write_now("create", resource, options.owner.as_deref(), |inner, resource| {
+            inner.create_now(resource, options)
+        })
     }
 
     fn update_now(&self, resource: DynamicResource, options: &UpdateOptions) -> Immediate<DynamicResource> {
-        if let Err(error) = self.write_fault("update", &resource) {
-            return Immediate::Done(Err(error));
-        }
-        let Some(inner) = self.inner.in_process() else { return Immediate::Deferred(resource) };
-        let pointer = resource.metadata().pointer().clone();
-        match inner.update_now(resource, options) {
-            Immediate::Done(result) => {
-                Immediate::Done(self.finish("update", options.owner.as_deref(), &pointer, result))
-            }
-            Immediate::Deferred(resource) => Immediate::Deferred(resource),
-        }
+        self.write_now("update", resource, options.owner.as_deref(), |inner, resource| {
+            inner.update_now(resource, options)
+        })
     }
 
     fn observe_kind(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<Result<Observation, Error>> {
