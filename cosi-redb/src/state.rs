@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use cosi::state::{
-    CreateOptions, DestroyOptions, ListOptions, MemoryOptions, MemoryState, Observation, Observer, UpdateOptions,
-    Watch, WatchKindOptions, WatchOptions,
+    CreateOptions, DestroyOptions, InProcess, ListOptions, MemoryOptions, MemoryState, UpdateOptions, Watch,
+    WatchKindOptions, WatchOptions,
 };
 use cosi::{DynamicResource, Kind, Pointer, State};
 use redb::{Database, ReadableDatabase, ReadableTable};
@@ -219,15 +219,6 @@ impl State for RedbState {
         self.memory.get_dynamic(pointer).await
     }
 
-    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<cosi::Result<DynamicResource>> {
-        // Reads are the memory state's own: they never touch the file.
-        self.memory.get_now_dynamic(pointer)
-    }
-
-    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<cosi::Result<Vec<DynamicResource>>> {
-        self.memory.list_now_dynamic(kind, options)
-    }
-
     async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> cosi::Result<Vec<DynamicResource>> {
         self.memory.list_dynamic(kind, options).await
     }
@@ -253,9 +244,11 @@ impl State for RedbState {
         self.memory.watch_kind_dynamic(kind, options).await
     }
 
-    fn observe_kind_dynamic(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<cosi::Result<Observation>> {
-        // Writes reach memory once durable, and are observed then.
-        self.memory.observe_kind_dynamic(kind, observer)
+    fn in_process(&self) -> Option<&dyn InProcess> {
+        // Reads are the memory state's own: they never touch the file. Its
+        // writes wait for the file, so it hands them back to the methods
+        // above; they reach memory once durable, and are observed then.
+        self.memory.in_process()
     }
 }
 

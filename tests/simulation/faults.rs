@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use cosi::controller::BoxError;
 use cosi::prelude::*;
 use cosi::state::{
-    BackingStore, DestroyOptions, Error, Immediate, ListOptions, Observation, Observer, StoreWrite, Watch,
+    BackingStore, DestroyOptions, Error, Immediate, InProcess, ListOptions, Observation, Observer, StoreWrite, Watch,
     WatchKindOptions, WatchOptions,
 };
 use futures_util::stream;
@@ -235,6 +235,26 @@ impl FaultyState {
         Ok(())
     }
 
+    /// A write (`what`: a create or an update) through the inner state's
+    /// in-process face, with the faults of the same write through `State`.
+    fn write_now(
+        &self,
+        what: &str,
+        resource: DynamicResource,
+        owner: Option<&str>,
+        write: impl FnOnce(&dyn InProcess, DynamicResource) -> Immediate<DynamicResource>,
+    ) -> Immediate<DynamicResource> {
+        if let Err(error) = self.write_fault(what, &resource) {
+            return Immediate::Done(Err(error));
+        }
+        let Some(inner) = self.inner.in_process() else { return Immediate::Deferred(resource) };
+        let pointer = resource.metadata().pointer().clone();
+        match write(inner, resource) {
+            Immediate::Done(result) => Immediate::Done(self.finish(what, owner, &pointer, result)),
+            deferred @ Immediate::Deferred(_) => deferred,
+        }
+    }
+
     /// Whether a write that succeeded is reported as failed.
     fn ambiguous(&self, what: &str, pointer: &Pointer) -> bool {
         self.faults.roll(self.faults.profile.write_ambiguous, || format!("{what} {pointer} is written but fails"))
@@ -285,30 +305,9 @@ impl State for FaultyState {
         self.inner.get_dynamic(pointer).await
     }
 
-    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<DynamicResource, Error>> {
-        if let Err(error) = self.read_fault("get", pointer) {
-            return Some(Err(error));
-        }
-        self.inner.get_now_dynamic(pointer)
-    }
-
     async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<DynamicResource>, Error> {
         self.read_fault("list", kind)?;
         self.inner.list_dynamic(kind, options).await
-    }
-
-    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<DynamicResource>, Error>> {
-        if let Err(error) = self.read_fault("list", kind) {
-            return Some(Err(error));
-        }
-        self.inner.list_now_dynamic(kind, options)
-    }
-
-    fn observe_kind_dynamic(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<Result<Observation, Error>> {
-        match self.observed {
-            true => self.inner.observe_kind_dynamic(kind, observer),
-            false => None,
-        }
     }
 
     async fn create_dynamic(
@@ -323,19 +322,6 @@ impl State for FaultyState {
         self.finish("create", owner.as_deref(), &pointer, result)
     }
 
-    fn create_now_dynamic(&self, resource: DynamicResource, options: &CreateOptions) -> Immediate<DynamicResource> {
-        if let Err(error) = self.write_fault("create", &resource) {
-            return Immediate::Done(Err(error));
-        }
-        let pointer = resource.metadata().pointer().clone();
-        match self.inner.create_now_dynamic(resource, options) {
-            Immediate::Done(result) => {
-                Immediate::Done(self.finish("create", options.owner.as_deref(), &pointer, result))
-            }
-            Immediate::Deferred(resource) => Immediate::Deferred(resource),
-        }
-    }
-
     async fn update_dynamic(
         &self,
         resource: DynamicResource,
@@ -346,19 +332,6 @@ impl State for FaultyState {
         let owner = options.owner.clone();
         let result = self.inner.update_dynamic(resource, options).await;
         self.finish("update", owner.as_deref(), &pointer, result)
-    }
-
-    fn update_now_dynamic(&self, resource: DynamicResource, options: &UpdateOptions) -> Immediate<DynamicResource> {
-        if let Err(error) = self.write_fault("update", &resource) {
-            return Immediate::Done(Err(error));
-        }
-        let pointer = resource.metadata().pointer().clone();
-        match self.inner.update_now_dynamic(resource, options) {
-            Immediate::Done(result) => {
-                Immediate::Done(self.finish("update", options.owner.as_deref(), &pointer, result))
-            }
-            Immediate::Deferred(resource) => Immediate::Deferred(resource),
-        }
     }
 
     async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> Result<(), Error> {
@@ -417,6 +390,48 @@ impl State for FaultyState {
             Some(progress) => watch.with_progress(progress),
             None => watch,
         })
+    }
+
+    /// The inner state's in-process face, behind the same faults.
+    fn in_process(&self) -> Option<&dyn InProcess> {
+        self.inner.in_process().map(|_| self as &dyn InProcess)
+    }
+}
+
+/// The faults of the [`State`] methods, on the inner state's in-process face
+/// (which [`FaultyState::in_process`] offers only where there is one).
+impl InProcess for FaultyState {
+    fn get_now(&self, pointer: &Pointer) -> Option<Result<DynamicResource, Error>> {
+        if let Err(error) = self.read_fault("get", pointer) {
+            return Some(Err(error));
+        }
+        self.inner.in_process()?.get_now(pointer)
+    }
+
+    fn list_now(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<DynamicResource>, Error>> {
+        if let Err(error) = self.read_fault("list", kind) {
+            return Some(Err(error));
+        }
+        self.inner.in_process()?.list_now(kind, options)
+    }
+
+    fn create_now(&self, resource: DynamicResource, options: &CreateOptions) -> Immediate<DynamicResource> {
+        self.write_now("create", resource, options.owner.as_deref(), |inner, resource| {
+            inner.create_now(resource, options)
+        })
+    }
+
+    fn update_now(&self, resource: DynamicResource, options: &UpdateOptions) -> Immediate<DynamicResource> {
+        self.write_now("update", resource, options.owner.as_deref(), |inner, resource| {
+            inner.update_now(resource, options)
+        })
+    }
+
+    fn observe_kind(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<Result<Observation, Error>> {
+        match self.observed {
+            true => self.inner.in_process()?.observe_kind(kind, observer),
+            false => None,
+        }
     }
 }
 

@@ -3,12 +3,10 @@
 #![allow(dead_code)] // Each test file uses part of this.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use async_trait::async_trait;
 use cosi::state::{
-    CreateOptions, DestroyOptions, ListOptions, Observation, Observer, UpdateOptions, Watch, WatchKindOptions,
-    WatchOptions,
+    CreateOptions, DestroyOptions, InProcess, ListOptions, UpdateOptions, Watch, WatchKindOptions, WatchOptions,
 };
 use cosi::{DynamicResource, Kind, Pointer, State};
 use cosi_redb::{EncryptionKey, Options, RedbState};
@@ -76,7 +74,7 @@ impl State for TempState {
         self.state.watch_kind_dynamic(kind, options).await
     }
 
-    fn observe_kind_dynamic(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<cosi::Result<Observation>> {
-        self.state.observe_kind_dynamic(kind, observer)
+    fn in_process(&self) -> Option<&dyn InProcess> {
+        self.state.in_process()
     }
 }

@@ -355,7 +355,7 @@ impl DynCtx {
     pub async fn get_dynamic(&self, pointer: &Pointer) -> Result<DynamicResource> {
         self.check_read(pointer)?;
         self.host.count_read();
-        match self.state().get_now_dynamic(pointer) {
+        match crate::state::get_now(self.state(), pointer) {
             Some(found) => found,
             None => self.state().get_dynamic(pointer).await,
         }
@@ -376,7 +376,7 @@ impl DynCtx {
     pub async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<DynamicResource>> {
         self.check_list(kind)?;
         self.host.count_read();
-        match self.state().list_now_dynamic(kind, options) {
+        match crate::state::list_now(self.state(), kind, options) {
             Some(listed) => listed,
             None => self.state().list_dynamic(kind, options).await,
         }
@@ -445,8 +445,8 @@ impl DynCtx {
         self.host.count_write();
         let state = self.state();
         let immediate = match write {
-            Write::Create => state.create_now_dynamic(resource, &self.creates),
-            Write::Update => state.update_now_dynamic(resource, &self.writes),
+            Write::Create => crate::state::create_now(state, resource, &self.creates),
+            Write::Update => crate::state::update_now(state, resource, &self.writes),
         };
         let resource = match immediate {
             Immediate::Done(result) => return result,

@@ -97,75 +97,35 @@ impl Graph {
     /// ellipses; input edges are labelled with their kind (strong inputs
     /// bold, destroy-ready ones dashed), output edges with theirs.
     pub fn to_dot(&self) -> String {
-        let types = self.types();
-        let mut dot = String::from("digraph cosi {\n  rankdir=LR;\n");
-        for (index, controller) in self.controllers.iter().enumerate() {
-            let _ = writeln!(dot, "  c{index} [shape=box, style=rounded, label={}];", dot_string(&controller.name));
-        }
-        for (r#type, index) in &types {
-            let _ = writeln!(dot, "  t{index} [shape=ellipse, label={}];", dot_string(r#type));
-        }
-        for (index, controller) in self.controllers.iter().enumerate() {
-            for input in &controller.inputs {
-                let style = match input.kind {
-                    InputKind::Strong | InputKind::Primary => ", style=bold",
-                    InputKind::DestroyReady | InputKind::MappedDestroyReady => ", style=dashed",
-                    InputKind::Weak | InputKind::Mapped => "",
-                };
-                let _ = writeln!(
-                    dot,
-                    "  t{} -> c{index} [label={}{style}];",
-                    types[input.r#type.as_str()],
-                    dot_string(&input_label(input))
-                );
-            }
-            for output in &controller.outputs {
-                let _ = writeln!(
-                    dot,
-                    "  c{index} -> t{} [label={}];",
-                    types[output.r#type.as_str()],
-                    dot_string(output.kind.as_str())
-                );
-            }
-        }
-        dot.push_str("}\n");
-        dot
+        self.render::<Dot>()
     }
 
     /// The graph as a Mermaid flowchart.
     pub fn to_mermaid(&self) -> String {
+        self.render::<Mermaid>()
+    }
+
+    /// The graph in format `F`: the controllers, the resource types, then
+    /// each controller's input and output edges.
+    fn render<F: Format>(&self) -> String {
         let types = self.types();
-        let mut mermaid = String::from("flowchart LR\n");
+        let mut text = String::from(F::HEADER);
         for (index, controller) in self.controllers.iter().enumerate() {
-            let _ = writeln!(mermaid, "  c{index}[\"{}\"]", mermaid_text(&controller.name));
+            F::controller(&mut text, index, &controller.name);
         }
         for (r#type, index) in &types {
-            let _ = writeln!(mermaid, "  t{index}([\"{}\"])", mermaid_text(r#type));
+            F::resource_type(&mut text, *index, r#type);
         }
         for (index, controller) in self.controllers.iter().enumerate() {
             for input in &controller.inputs {
-                let arrow = match input.kind {
-                    InputKind::Strong | InputKind::Primary => "==",
-                    InputKind::DestroyReady | InputKind::MappedDestroyReady => "-.",
-                    InputKind::Weak | InputKind::Mapped => "--",
-                };
-                let tail = match arrow {
-                    "==" => "==>",
-                    "-." => ".->",
-                    _ => "-->",
-                };
-                let _ = writeln!(
-                    mermaid,
-                    "  t{} {arrow} \"{}\" {tail} c{index}",
-                    types[input.r#type.as_str()],
-                    mermaid_text(&input_label(input))
-                );
+                F::input(&mut text, types[input.r#type.as_str()], index, input);
             }
             for output in &controller.outputs {
-                let _ = writeln!(mermaid, "  c{index} -- \"{}\" --> t{}", output.kind, types[output.r#type.as_str()]);
+                F::output(&mut text, index, types[output.r#type.as_str()], output);
             }
         }
-        mermaid
+        text.push_str(F::FOOTER);
+        text
     }
 
     /// Every resource type in the graph, numbered in name order.
@@ -183,6 +143,76 @@ impl Graph {
             *number = index;
         }
         types
+    }
+}
+
+/// A text format of the graph: how it writes each part, numbered
+/// controllers `c<index>` and resource types `t<index>` (see [`Graph::render`]).
+trait Format {
+    const HEADER: &'static str;
+    const FOOTER: &'static str;
+    fn controller(text: &mut String, index: usize, name: &str);
+    fn resource_type(text: &mut String, index: usize, name: &str);
+    fn input(text: &mut String, r#type: usize, controller: usize, input: &GraphInput);
+    fn output(text: &mut String, controller: usize, r#type: usize, output: &GraphOutput);
+}
+
+/// Graphviz DOT.
+struct Dot;
+
+impl Format for Dot {
+    const HEADER: &'static str = "digraph cosi {\n  rankdir=LR;\n";
+    const FOOTER: &'static str = "}\n";
+
+    fn controller(text: &mut String, index: usize, name: &str) {
+        let _ = writeln!(text, "  c{index} [shape=box, style=rounded, label={}];", dot_string(name));
+    }
+
+    fn resource_type(text: &mut String, index: usize, name: &str) {
+        let _ = writeln!(text, "  t{index} [shape=ellipse, label={}];", dot_string(name));
+    }
+
+    fn input(text: &mut String, r#type: usize, controller: usize, input: &GraphInput) {
+        let style = match input.kind {
+            InputKind::Strong | InputKind::Primary => ", style=bold",
+            InputKind::DestroyReady | InputKind::MappedDestroyReady => ", style=dashed",
+            InputKind::Weak | InputKind::Mapped => "",
+        };
+        let _ = writeln!(text, "  t{type} -> c{controller} [label={}{style}];", dot_string(&input_label(input)));
+    }
+
+    fn output(text: &mut String, controller: usize, r#type: usize, output: &GraphOutput) {
+        let _ = writeln!(text, "  c{controller} -> t{type} [label={}];", dot_string(output.kind.as_str()));
+    }
+}
+
+/// A Mermaid flowchart.
+struct Mermaid;
+
+impl Format for Mermaid {
+    const HEADER: &'static str = "flowchart LR\n";
+    const FOOTER: &'static str = "";
+
+    fn controller(text: &mut String, index: usize, name: &str) {
+        let _ = writeln!(text, "  c{index}[\"{}\"]", mermaid_text(name));
+    }
+
+    fn resource_type(text: &mut String, index: usize, name: &str) {
+        let _ = writeln!(text, "  t{index}([\"{}\"])", mermaid_text(name));
+    }
+
+    fn input(text: &mut String, r#type: usize, controller: usize, input: &GraphInput) {
+        let (arrow, tail) = match input.kind {
+            InputKind::Strong | InputKind::Primary => ("==", "==>"),
+            InputKind::DestroyReady | InputKind::MappedDestroyReady => ("-.", ".->"),
+            InputKind::Weak | InputKind::Mapped => ("--", "-->"),
+        };
+        let label = mermaid_text(&input_label(input));
+        let _ = writeln!(text, "  t{type} {arrow} \"{label}\" {tail} c{controller}");
+    }
+
+    fn output(text: &mut String, controller: usize, r#type: usize, output: &GraphOutput) {
+        let _ = writeln!(text, "  c{controller} -- \"{}\" --> t{type}", output.kind);
     }
 }
 

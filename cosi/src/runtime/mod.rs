@@ -76,14 +76,14 @@
 //!   by controller; install the recorder before building the runtime); one
 //!   [`ControllerStatus`] resource per controller in the `runtime` namespace.
 
-mod core;
 mod engine;
 mod graph;
 mod queue;
+mod registered;
+mod resource_types;
 mod settle;
 mod signal;
 mod status;
-mod types;
 
 use std::any::Any;
 use std::fmt;
@@ -97,8 +97,8 @@ use crate::state::State;
 
 pub use crate::backoff::BackoffOptions;
 pub use crate::controller::Conflict;
-pub use core::ControllerStats;
 pub use graph::{Graph, GraphController, GraphInput, GraphOutput};
+pub use registered::ControllerStats;
 pub use signal::shutdown_signal;
 pub use status::{ControllerStatus, RUNTIME_NAMESPACE, RUNTIME_OWNER};
 

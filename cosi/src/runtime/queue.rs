@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use crate::backoff::{Backoff, BackoffOptions};
 use crate::controller::ReducedMetadata;
 use crate::resource::Pointer;
-use crate::runtime::settle::Activity;
+use crate::runtime::settle::WorkEpoch;
 
 /// What to do with a resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -59,7 +59,7 @@ pub(crate) struct Queue {
     ready: Notify,
     /// Every put, release and drop of items moves pending work: it bumps
     /// the epoch `settled` checks.
-    activity: Arc<Activity>,
+    epoch: Arc<WorkEpoch>,
 }
 
 #[derive(Default)]
@@ -79,8 +79,8 @@ struct Inner {
 }
 
 impl Queue {
-    pub(crate) fn new(activity: Arc<Activity>) -> Self {
-        Queue { inner: Mutex::default(), ready: Notify::new(), activity }
+    pub(crate) fn new(epoch: Arc<WorkEpoch>) -> Self {
+        Queue { inner: Mutex::default(), ready: Notify::new(), epoch }
     }
 
     /// Queues `key` now, with `value` replacing any earlier one.
@@ -90,13 +90,13 @@ impl Queue {
             if inner.on_hold.contains(&key) {
                 inner.parked.insert(key, value);
                 drop(inner);
-                self.activity.bump();
+                self.epoch.bump();
                 return;
             }
             inner.schedule(key, value, When::Now);
         }
         self.ready.notify_one();
-        self.activity.bump();
+        self.epoch.bump();
     }
 
     /// Releases an item a worker is done with, queueing it again at `requeue`
@@ -113,7 +113,7 @@ impl Queue {
             }
         }
         self.ready.notify_one();
-        self.activity.bump();
+        self.epoch.bump();
     }
 
     /// The next due item, waiting until there is one.
@@ -171,7 +171,7 @@ impl Queue {
         parked.retain(|key, _| keep(key));
         backoffs.retain(|key, _| on_hold.contains(key) || keep(key));
         drop(inner);
-        self.activity.bump();
+        self.epoch.bump();
     }
 
     /// Items that failed and wait out their backoff.

@@ -26,7 +26,7 @@
 //!
 //! The bump is part of each operation that moves work, in the type that
 //! holds it, never a call the engine must remember: a controller's wake-up
-//! and reconcile (`Core`), a queue's put, release and retain (`Queue`), a
+//! and reconcile (`RegisteredController`), a queue's put, release and retain (`Queue`), a
 //! feed's opening, phase, routing and end (`Feeds`, `KindWatch`), and an
 //! engine task's start and end ([`InFlight`]).
 //!
@@ -40,7 +40,7 @@ use tokio::sync::Notify;
 
 /// The epoch of the runtime's pending work, and who waits for it to change.
 #[derive(Default)]
-pub(crate) struct Activity {
+pub(crate) struct WorkEpoch {
     epoch: AtomicU64,
     /// Engine tasks doing work that leads to reconciles.
     in_flight: AtomicUsize,
@@ -49,7 +49,7 @@ pub(crate) struct Activity {
     changed: Notify,
 }
 
-impl Activity {
+impl WorkEpoch {
     /// Records that pending work moved; wakes the waiters.
     pub(crate) fn bump(&self) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
@@ -97,7 +97,7 @@ impl Activity {
 }
 
 /// Work in flight; dropping it bumps the epoch.
-pub(crate) struct InFlight(Arc<Activity>);
+pub(crate) struct InFlight(Arc<WorkEpoch>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
@@ -107,7 +107,7 @@ impl Drop for InFlight {
 }
 
 /// Unregisters a waiter, however `settle` ends.
-struct Waiting<'a>(&'a Activity);
+struct Waiting<'a>(&'a WorkEpoch);
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {

@@ -6,7 +6,8 @@ use std::future::Future;
 use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
 use crate::state::{
     CreateOptions, DestroyOptions, Error, Event, EventType, Immediate, ListOptions, Result, ResultExt, State,
-    TeardownOptions, TypedWatch, UpdateOptions, WatchKindOptions, WatchOptions, phase_matches,
+    TeardownOptions, TypedWatch, UpdateOptions, WatchKindOptions, WatchOptions, create_now, get_now, list_now,
+    phase_matches, update_now,
 };
 
 /// The typed face of every [`State`]: `use cosi::StateExt;` (or the prelude).
@@ -46,7 +47,7 @@ pub trait StateExt: State {
             // In-process states answer at once, without a boxed future. The
             // answer is not a temporary of a `match` around the `await`, which
             // the future would keep (and every caller move) for nothing.
-            if let Some(found) = self.get_now_dynamic(&pointer) {
+            if let Some(found) = get_now(self, &pointer) {
                 return Typed::try_from(found?);
             }
             Typed::try_from(self.get_dynamic(&pointer).await?)
@@ -66,7 +67,7 @@ pub trait StateExt: State {
     ) -> impl Future<Output = Result<Vec<Typed<T>>>> + Send {
         let kind = Kind::of::<T>(namespace);
         async move {
-            let resources = match self.list_now_dynamic(&kind, options) {
+            let resources = match list_now(self, &kind, options) {
                 Some(listed) => listed?,
                 None => self.list_dynamic(&kind, options).await?,
             };
@@ -83,7 +84,7 @@ pub trait StateExt: State {
         write_typed(
             resource,
             options,
-            |resource, options| self.create_now_dynamic(resource, options),
+            |resource, options| create_now(self, resource, options),
             |resource, options| self.create_dynamic(resource, options),
         )
     }
@@ -97,7 +98,7 @@ pub trait StateExt: State {
         write_typed(
             resource,
             options,
-            |resource, options| self.update_now_dynamic(resource, options),
+            |resource, options| update_now(self, resource, options),
             |resource, options| self.update_dynamic(resource, options),
         )
     }
@@ -409,7 +410,7 @@ where
     E: From<Error>,
 {
     loop {
-        let found = match state.get_now_dynamic(pointer) {
+        let found = match get_now(state, pointer) {
             Some(found) => found,
             None => state.get_dynamic(pointer).await,
         };
@@ -456,7 +457,7 @@ where
     loop {
         let current = match first.take() {
             Some(current) => current,
-            None => match state.get_now_dynamic(pointer) {
+            None => match get_now(state, pointer) {
                 Some(found) => found?,
                 None => state.get_dynamic(pointer).await?,
             },
@@ -487,7 +488,7 @@ where
         };
         // The version is the state's to manage; an edit cannot move it.
         next.metadata_mut().set_version(current.metadata().version());
-        let written = match state.update_now_dynamic(next, options) {
+        let written = match update_now(state, next, options) {
             Immediate::Done(result) => result,
             Immediate::Deferred(next) => state.update_dynamic(next, options.clone()).await,
         };

@@ -5,10 +5,22 @@
 //! backends of other crates); its methods end in `_dynamic`. [`StateExt`] is
 //! the typed face on top, with the plain names: `get::<T>`, `list::<T>`,
 //! `modify::<T>`, `watch_kind::<T>`.
+//!
+//! A backend implements the seven primitives of [`State`] (get, list,
+//! create, update, destroy, watch, watch of a kind). The rest has defaults:
+//! the compound operations (teardown, finalizers) are written against the
+//! primitives, and a backend overrides them only when it does them better
+//! itself (the gRPC client asks its server to tear down, as Go COSI's
+//! optional `Teardowner` does); and [`State::in_process`] is the one door to
+//! what only a state in this process can do ([`InProcess`]: answers without
+//! a future, observers). So a wrapper forwards the primitives and
+//! `in_process`, and the compound operations only when what it wraps may
+//! override them (the namespace router does, for its routes).
 
 mod error;
 mod event;
 mod ext;
+mod in_process;
 mod memory;
 mod namespaced;
 mod observe;
@@ -28,6 +40,8 @@ pub use error::{Error, Result, ResultExt};
 pub use event::{Bookmark, Event, EventType, TypedWatch, Watch, WatchProgress};
 pub(crate) use ext::modify;
 pub use ext::{StateExt, WatchCondition};
+pub use in_process::{Immediate, InProcess};
+pub(crate) use in_process::{create_now, get_now, list_now, observe_kind, update_now};
 pub use memory::{BackingStore, MemoryOptions, MemoryState, StoreWrite};
 pub use namespaced::NamespacedState;
 pub use observe::{Observation, Observer};
@@ -94,26 +108,6 @@ pub trait State: Send + Sync + 'static {
     /// The resource at `pointer`.
     async fn get_dynamic(&self, pointer: &Pointer) -> Result<DynamicResource>;
 
-    /// The resource at `pointer` when the backend can answer at once, without
-    /// waiting for anything; `None` when it cannot (the caller then calls
-    /// [`get_dynamic`](State::get_dynamic)).
-    ///
-    /// In-process states answer here, so a typed [`get`](StateExt::get)
-    /// costs a lookup and no boxed future; remote states keep the default.
-    /// When it answers, the answer is the one `get_dynamic` would give.
-    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<DynamicResource>> {
-        let _ = pointer;
-        None
-    }
-
-    /// The answer of [`list_dynamic`](State::list_dynamic) when the backend
-    /// can give it at once, as [`get_now_dynamic`](State::get_now_dynamic)
-    /// does for a get; `None` when it cannot.
-    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<DynamicResource>>> {
-        let _ = (kind, options);
-        None
-    }
-
     /// The resources of `kind` that match `options`, sorted by ID.
     async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<DynamicResource>>;
 
@@ -122,27 +116,6 @@ pub trait State: Send + Sync + 'static {
 
     /// Replaces a resource; `resource` must carry the stored version.
     async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<DynamicResource>;
-
-    /// [`create_dynamic`](State::create_dynamic) done at once when the backend
-    /// can write without waiting (an in-memory state without a backing
-    /// store), else the resource handed back ([`Immediate::Deferred`]).
-    ///
-    /// The typed [`create`](StateExt::create) tries this first, so a create
-    /// in memory costs no boxed future; and an in-memory state stores the
-    /// resource's allocation as it is when nobody else holds it (no copy, no
-    /// second allocation).
-    fn create_now_dynamic(&self, resource: DynamicResource, options: &CreateOptions) -> Immediate<DynamicResource> {
-        let _ = options;
-        Immediate::Deferred(resource)
-    }
-
-    /// [`update_dynamic`](State::update_dynamic) done at once when the backend
-    /// can write without waiting, else the resource handed back; the typed
-    /// [`update`](StateExt::update) tries this first.
-    fn update_now_dynamic(&self, resource: DynamicResource, options: &UpdateOptions) -> Immediate<DynamicResource> {
-        let _ = options;
-        Immediate::Deferred(resource)
-    }
 
     /// Removes a resource that has no finalizers left.
     async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()>;
@@ -153,18 +126,16 @@ pub trait State: Send + Sync + 'static {
     /// Watches every resource of a kind.
     async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch>;
 
-    /// Calls `observer` with every change of `kind` from now on, inside each
-    /// write and in the order of the kind's history, until the returned
-    /// [`Observation`] is dropped; `None` when the state cannot (a remote
-    /// state), so the caller watches the kind instead.
+    /// The in-process face of this state: reads and writes without a future,
+    /// and observers; `None` for a remote state (the default).
     ///
-    /// An observer is a watch without a task, a buffer or a copy of the
-    /// event, which never falls behind: what the runtime routes its
-    /// controllers' inputs through when it can. An observation keeps the
-    /// kind's collection alive as a watch does. See [`Observer`] for what an
-    /// observer may do.
-    fn observe_kind_dynamic(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<Result<Observation>> {
-        let _ = (kind, observer);
+    /// The typed calls of [`StateExt`], a controller's context and the
+    /// runtime's feeds try it first, so that a get from memory costs a
+    /// lookup and no boxed future, and a change reaches the controllers that
+    /// read it inside the write. A wrapper that only adds to a state forwards
+    /// this; one that changes what the state does (injects faults, routes)
+    /// answers with an [`InProcess`] of its own that does the same there.
+    fn in_process(&self) -> Option<&dyn InProcess> {
         None
     }
 
@@ -198,171 +169,47 @@ pub trait State: Send + Sync + 'static {
     }
 }
 
-/// A write a backend did at once, or handed back to be done the usual way
-/// (see [`State::create_now_dynamic`]).
-#[derive(Debug)]
-pub enum Immediate<T> {
-    /// Done: what the `_dynamic` method would have returned.
-    Done(Result<T>),
-    /// Not done, because the backend cannot write without waiting: the
-    /// resource, to pass to the `_dynamic` method.
-    Deferred(DynamicResource),
-}
-
 /// The boxed future `#[async_trait]` makes of a trait method.
 type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// A shared state is a state. The forwarding methods hand out the inner
-/// state's own boxed future rather than boxing it again, so a call through an
-/// `Arc<dyn State>` allocates one future, not two. (They are written out as
-/// `#[async_trait]` would generate them, which leaves methods that are not
-/// `async` as they are.)
-#[async_trait]
+/// Writes async methods of [`State`] that call the same method of the state
+/// behind `self` and hand out its future as it is: the signature
+/// `#[async_trait]` gives the trait's method (one lifetime per reference
+/// argument, each outliving the future), without the second box that an
+/// `async fn` calling the inner one would make.
+macro_rules! forward {
+    ($($name:ident<$($life:lifetime),*>($($arg:ident: $ty:ty),*) -> $out:ty;)*) => {$(
+        fn $name<'this, $($life,)* 'future>(&'this self, $($arg: $ty),*) -> Boxed<'future, $out>
+        where
+            'this: 'future,
+            $($life: 'future,)*
+            Self: 'future,
+        {
+            (**self).$name($($arg),*)
+        }
+    )*};
+}
+
+/// A shared state is a state. Each async method hands out the inner state's
+/// own boxed future rather than boxing it again, so a call through an
+/// `Arc<dyn State>` allocates one future, not two.
 impl<S: State + ?Sized> State for Arc<S> {
-    fn get_dynamic<'a, 'b, 'f>(&'a self, pointer: &'b Pointer) -> Boxed<'f, Result<DynamicResource>>
-    where
-        'a: 'f,
-        'b: 'f,
-        Self: 'f,
-    {
-        (**self).get_dynamic(pointer)
+    forward! {
+        get_dynamic<'p>(pointer: &'p Pointer) -> Result<DynamicResource>;
+        list_dynamic<'k, 'o>(kind: &'k Kind, options: &'o ListOptions) -> Result<Vec<DynamicResource>>;
+        create_dynamic<>(resource: DynamicResource, options: CreateOptions) -> Result<DynamicResource>;
+        update_dynamic<>(resource: DynamicResource, options: UpdateOptions) -> Result<DynamicResource>;
+        destroy_dynamic<'p>(pointer: &'p Pointer, options: DestroyOptions) -> Result<()>;
+        watch_dynamic<'p>(pointer: &'p Pointer, options: WatchOptions) -> Result<Watch>;
+        watch_kind_dynamic<'k>(kind: &'k Kind, options: WatchKindOptions) -> Result<Watch>;
+        teardown_dynamic<'p>(pointer: &'p Pointer, options: TeardownOptions) -> Result<bool>;
+        teardown_and_destroy_dynamic<'p>(pointer: &'p Pointer, options: TeardownOptions) -> Result<()>;
+        add_finalizers_dynamic<'p, 'l, 'n>(pointer: &'p Pointer, finalizers: &'l [&'n str]) -> Result<DynamicResource>;
+        remove_finalizers_dynamic<'p, 'l, 'n>(pointer: &'p Pointer, finalizers: &'l [&'n str]) -> Result<DynamicResource>;
     }
 
-    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<DynamicResource>> {
-        (**self).get_now_dynamic(pointer)
-    }
-
-    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<DynamicResource>>> {
-        (**self).list_now_dynamic(kind, options)
-    }
-
-    fn create_now_dynamic(&self, resource: DynamicResource, options: &CreateOptions) -> Immediate<DynamicResource> {
-        (**self).create_now_dynamic(resource, options)
-    }
-
-    fn update_now_dynamic(&self, resource: DynamicResource, options: &UpdateOptions) -> Immediate<DynamicResource> {
-        (**self).update_now_dynamic(resource, options)
-    }
-
-    fn observe_kind_dynamic(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<Result<Observation>> {
-        (**self).observe_kind_dynamic(kind, observer)
-    }
-
-    fn list_dynamic<'a, 'b, 'c, 'f>(
-        &'a self,
-        kind: &'b Kind,
-        options: &'c ListOptions,
-    ) -> Boxed<'f, Result<Vec<DynamicResource>>>
-    where
-        'a: 'f,
-        'b: 'f,
-        'c: 'f,
-        Self: 'f,
-    {
-        (**self).list_dynamic(kind, options)
-    }
-
-    fn create_dynamic<'a, 'f>(
-        &'a self,
-        resource: DynamicResource,
-        options: CreateOptions,
-    ) -> Boxed<'f, Result<DynamicResource>>
-    where
-        'a: 'f,
-        Self: 'f,
-    {
-        (**self).create_dynamic(resource, options)
-    }
-
-    fn update_dynamic<'a, 'f>(
-        &'a self,
-        resource: DynamicResource,
-        options: UpdateOptions,
-    ) -> Boxed<'f, Result<DynamicResource>>
-    where
-        'a: 'f,
-        Self: 'f,
-    {
-        (**self).update_dynamic(resource, options)
-    }
-
-    fn destroy_dynamic<'a, 'b, 'f>(&'a self, pointer: &'b Pointer, options: DestroyOptions) -> Boxed<'f, Result<()>>
-    where
-        'a: 'f,
-        'b: 'f,
-        Self: 'f,
-    {
-        (**self).destroy_dynamic(pointer, options)
-    }
-
-    fn watch_dynamic<'a, 'b, 'f>(&'a self, pointer: &'b Pointer, options: WatchOptions) -> Boxed<'f, Result<Watch>>
-    where
-        'a: 'f,
-        'b: 'f,
-        Self: 'f,
-    {
-        (**self).watch_dynamic(pointer, options)
-    }
-
-    fn watch_kind_dynamic<'a, 'b, 'f>(&'a self, kind: &'b Kind, options: WatchKindOptions) -> Boxed<'f, Result<Watch>>
-    where
-        'a: 'f,
-        'b: 'f,
-        Self: 'f,
-    {
-        (**self).watch_kind_dynamic(kind, options)
-    }
-
-    fn teardown_dynamic<'a, 'b, 'f>(&'a self, pointer: &'b Pointer, options: TeardownOptions) -> Boxed<'f, Result<bool>>
-    where
-        'a: 'f,
-        'b: 'f,
-        Self: 'f,
-    {
-        (**self).teardown_dynamic(pointer, options)
-    }
-
-    fn teardown_and_destroy_dynamic<'a, 'b, 'f>(
-        &'a self,
-        pointer: &'b Pointer,
-        options: TeardownOptions,
-    ) -> Boxed<'f, Result<()>>
-    where
-        'a: 'f,
-        'b: 'f,
-        Self: 'f,
-    {
-        (**self).teardown_and_destroy_dynamic(pointer, options)
-    }
-
-    fn add_finalizers_dynamic<'a, 'b, 'c, 'd, 'f>(
-        &'a self,
-        pointer: &'b Pointer,
-        finalizers: &'c [&'d str],
-    ) -> Boxed<'f, Result<DynamicResource>>
-    where
-        'a: 'f,
-        'b: 'f,
-        'c: 'f,
-        'd: 'f,
-        Self: 'f,
-    {
-        (**self).add_finalizers_dynamic(pointer, finalizers)
-    }
-
-    fn remove_finalizers_dynamic<'a, 'b, 'c, 'd, 'f>(
-        &'a self,
-        pointer: &'b Pointer,
-        finalizers: &'c [&'d str],
-    ) -> Boxed<'f, Result<DynamicResource>>
-    where
-        'a: 'f,
-        'b: 'f,
-        'c: 'f,
-        'd: 'f,
-        Self: 'f,
-    {
-        (**self).remove_finalizers_dynamic(pointer, finalizers)
+    fn in_process(&self) -> Option<&dyn InProcess> {
+        (**self).in_process()
     }
 }
 

@@ -8,7 +8,7 @@ use parking_lot::RwLock;
 
 use crate::resource::{DynamicResource, Kind, Pointer};
 use crate::state::{
-    CreateOptions, DestroyOptions, Error, Immediate, ListOptions, Observation, Observer, Result, State,
+    CreateOptions, DestroyOptions, Error, Immediate, InProcess, ListOptions, Observation, Observer, Result, State,
     TeardownOptions, UpdateOptions, Watch, WatchKindOptions, WatchOptions,
 };
 
@@ -73,34 +73,6 @@ impl State for NamespacedState {
         self.route(pointer.namespace())?.get_dynamic(pointer).await
     }
 
-    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<DynamicResource>> {
-        match self.route(pointer.namespace()) {
-            Ok(state) => state.get_now_dynamic(pointer),
-            Err(err) => Some(Err(err)),
-        }
-    }
-
-    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<DynamicResource>>> {
-        match self.route(kind.namespace()) {
-            Ok(state) => state.list_now_dynamic(kind, options),
-            Err(error) => Some(Err(error)),
-        }
-    }
-
-    fn create_now_dynamic(&self, resource: DynamicResource, options: &CreateOptions) -> Immediate<DynamicResource> {
-        match self.route(resource.metadata().namespace()) {
-            Ok(state) => state.create_now_dynamic(resource, options),
-            Err(err) => Immediate::Done(Err(err)),
-        }
-    }
-
-    fn update_now_dynamic(&self, resource: DynamicResource, options: &UpdateOptions) -> Immediate<DynamicResource> {
-        match self.route(resource.metadata().namespace()) {
-            Ok(state) => state.update_now_dynamic(resource, options),
-            Err(err) => Immediate::Done(Err(err)),
-        }
-    }
-
     async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<DynamicResource>> {
         self.route(kind.namespace())?.list_dynamic(kind, options).await
     }
@@ -125,11 +97,9 @@ impl State for NamespacedState {
         self.route(kind.namespace())?.watch_kind_dynamic(kind, options).await
     }
 
-    fn observe_kind_dynamic(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<Result<Observation>> {
-        match self.route(kind.namespace()) {
-            Ok(state) => state.observe_kind_dynamic(kind, observer),
-            Err(error) => Some(Err(error)),
-        }
+    /// Each call goes to its route's in-process face, when the route has one.
+    fn in_process(&self) -> Option<&dyn InProcess> {
+        Some(self)
     }
 
     async fn teardown_dynamic(&self, pointer: &Pointer, options: TeardownOptions) -> Result<bool> {
@@ -146,5 +116,86 @@ impl State for NamespacedState {
 
     async fn remove_finalizers_dynamic(&self, pointer: &Pointer, finalizers: &[&str]) -> Result<DynamicResource> {
         self.route(pointer.namespace())?.remove_finalizers_dynamic(pointer, finalizers).await
+    }
+}
+
+/// Routes each call to the in-process face of its namespace's backend; a
+/// call whose backend has none declines, and takes the [`State`] method.
+impl InProcess for NamespacedState {
+    fn get_now(&self, pointer: &Pointer) -> Option<Result<DynamicResource>> {
+        match self.route(pointer.namespace()) {
+            Ok(state) => crate::state::get_now(&*state, pointer),
+            Err(error) => Some(Err(error)),
+        }
+    }
+
+    fn list_now(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<DynamicResource>>> {
+        match self.route(kind.namespace()) {
+            Ok(state) => crate::state::list_now(&*state, kind, options),
+            Err(error) => Some(Err(error)),
+        }
+    }
+
+    fn create_now(&self, resource: DynamicResource, options: &CreateOptions) -> Immediate<DynamicResource> {
+        match self.route(resource.metadata().namespace()) {
+            Ok(state) => crate::state::create_now(&*state, resource, options),
+            Err(error) => Immediate::Done(Err(error)),
+        }
+    }
+
+    fn update_now(&self, resource: DynamicResource, options: &UpdateOptions) -> Immediate<DynamicResource> {
+        match self.route(resource.metadata().namespace()) {
+            Ok(state) => crate::state::update_now(&*state, resource, options),
+            Err(error) => Immediate::Done(Err(error)),
+        }
+    }
+
+    fn observe_kind(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<Result<Observation>> {
+        match self.route(kind.namespace()) {
+            Ok(state) => crate::state::observe_kind(&*state, kind, observer),
+            Err(error) => Some(Err(error)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::Metadata;
+    use crate::state::{MemoryState, Primitives};
+
+    fn resource(namespace: &str, id: &str) -> DynamicResource {
+        DynamicResource::without_spec(Metadata::new(namespace, "Things.test.cosi.dev", id))
+    }
+
+    /// Each call of the router's in-process face goes to its route's: a route
+    /// in memory answers at once, a route without one (a remote state)
+    /// declines, so the caller takes the route's own method; a namespace no
+    /// route may have is refused at once.
+    #[tokio::test]
+    async fn the_in_process_face_follows_each_route() {
+        let state = NamespacedState::new(|_| Arc::new(MemoryState::default()) as Arc<dyn State>)
+            .with_namespace("remote", Arc::new(Primitives(MemoryState::default())));
+        let in_process = state.in_process().expect("the router has an in-process face");
+
+        let created = match in_process.create_now(resource("local", "a"), &CreateOptions::default()) {
+            Immediate::Done(created) => created.expect("create"),
+            Immediate::Deferred(_) => panic!("a route in memory deferred a create"),
+        };
+        let got = in_process.get_now(&created.metadata().pointer().clone()).expect("an answer").expect("get");
+        assert_eq!(got.metadata().version(), created.metadata().version());
+        let kind = Kind::new("local", "Things.test.cosi.dev");
+        assert_eq!(in_process.list_now(&kind, &ListOptions::default()).expect("an answer").expect("list").len(), 1);
+
+        let deferred = in_process.create_now(resource("remote", "b"), &CreateOptions::default());
+        let Immediate::Deferred(handed_back) = deferred else { panic!("a remote route wrote at once") };
+        state.create_dynamic(handed_back, CreateOptions::default()).await.expect("create through the route");
+        let remote = Kind::new("remote", "Things.test.cosi.dev");
+        assert!(in_process.get_now(&remote.pointer("b")).is_none(), "a remote route answered a get at once");
+        assert!(in_process.list_now(&remote, &ListOptions::default()).is_none());
+        assert_eq!(state.get_dynamic(&remote.pointer("b")).await.expect("get through the route").id(), "b");
+
+        let bad = Kind::new("not a namespace!", "Things.test.cosi.dev");
+        assert!(matches!(in_process.get_now(&bad.pointer("c")), Some(Err(Error::InvalidArgument(_)))));
     }
 }

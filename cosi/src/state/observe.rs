@@ -5,7 +5,7 @@
 //! while the write commits. It costs no task, no buffer and no copy of the
 //! event, and it cannot fall behind; in exchange it must be quick and must
 //! not block. Only in-process states offer it
-//! ([`State::observe_kind_dynamic`](crate::state::State::observe_kind_dynamic));
+//! ([`InProcess::observe_kind`](crate::state::InProcess::observe_kind));
 //! the runtime routes its controllers' inputs through it when it can.
 
 use std::fmt;

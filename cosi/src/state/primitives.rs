@@ -10,8 +10,8 @@ use crate::state::{
 /// `S` with only its seven primitive operations (get, list, create, update,
 /// destroy, watch, watch of a kind); every other method of [`State`] takes
 /// its default: the compound operations (teardown, finalizers) are written
-/// against the primitives, and there are no immediate paths and no
-/// observers, as on a remote state.
+/// against the primitives, and there is no in-process face (no immediate
+/// paths and no observers), as on a remote state.
 ///
 /// What a backend falls back to for an operation its peer cannot do itself
 /// (the gRPC client's teardown against a server without the RPC), and what a
@@ -28,7 +28,7 @@ use crate::state::{
 /// let state = Primitives(MemoryState::default());
 /// let pointer = Pointer::new("default", "Things.example.org", "one");
 /// // No immediate path: the caller awaits the primitive, which answers.
-/// assert!(state.get_now_dynamic(&pointer).is_none());
+/// assert!(state.in_process().is_none());
 /// assert!(state.get_dynamic(&pointer).await.is_err_and(|error| error.is_not_found()));
 /// # Ok(())
 /// # }

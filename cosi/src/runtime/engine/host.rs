@@ -1,74 +1,74 @@
 //! A controller's [`Host`]: what its context reaches of the runtime, the
-//! controller's own [`Core`] and the [`Wiring`] it runs on.
+//! controller's own [`RegisteredController`] and the [`Wiring`] it runs on.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::controller::{Declaration, Host, Input, InputKind, check_runtime_inputs};
 use crate::resource::Pointer;
-use crate::runtime::core::{Core, Trigger};
 use crate::runtime::engine::Wiring;
 use crate::runtime::queue::{Job, Key};
+use crate::runtime::registered::{RegisteredController, Trigger};
 use crate::state::{Error, Result, State};
 
 pub(super) struct ControllerHost {
-    core: Arc<Core>,
+    registered: Arc<RegisteredController>,
     wiring: Arc<Wiring>,
 }
 
 impl ControllerHost {
-    pub(super) fn new(core: Arc<Core>, wiring: Arc<Wiring>) -> Self {
-        ControllerHost { core, wiring }
+    pub(super) fn new(registered: Arc<RegisteredController>, wiring: Arc<Wiring>) -> Self {
+        ControllerHost { registered, wiring }
     }
 
     /// Queues every item of a queue controller's primary inputs again, while the runtime runs.
     fn requeue_items(&self) {
         if self.wiring.tasks.running() {
-            self.wiring.requeue_primaries(&self.core);
+            self.wiring.requeue_primaries(&self.registered);
         }
     }
 }
 
 impl Host for ControllerHost {
     fn name(&self) -> &str {
-        &self.core.name
+        &self.registered.name
     }
 
     fn declaration(&self) -> &'static Declaration {
-        self.core.declaration
+        self.registered.declaration
     }
 
     fn state(&self) -> &dyn State {
-        &*self.core.state
+        &*self.registered.state
     }
 
     fn inputs(&self) -> Arc<[Input]> {
-        self.core.inputs()
+        self.registered.inputs()
     }
 
     /// Replaces the inputs (COSI's `UpdateInputs`). The same inputs again
     /// change nothing: a controller that sets its inputs on every reconcile
     /// is not woken by its own call.
     fn update_inputs(&self, inputs: Vec<Input>) -> Result<()> {
-        let core = &self.core;
-        let inputs: Arc<[Input]> = check_runtime_inputs(&core.name, core.declaration, inputs)
+        let registered = &self.registered;
+        let inputs: Arc<[Input]> = check_runtime_inputs(&registered.name, registered.declaration, inputs)
             .map_err(|conflict| Error::InvalidArgument(conflict.to_string()))?
             .into();
         // Two workers changing them at once leave the routes matching the inputs.
-        let _rerouting = core.rerouting.lock();
-        if !core.set_inputs(&inputs) {
+        let _rerouting = registered.rerouting.lock();
+        if !registered.set_inputs(&inputs) {
             return Ok(());
         }
-        self.wiring.reroute(core, &inputs);
+        self.wiring.reroute(registered, &inputs);
         Ok(())
     }
 
     fn count_read(&self) {
-        self.core.stats.count_read();
+        self.registered.stats.count_read();
     }
 
     fn count_write(&self) {
-        self.core.stats.count_write();
+        self.registered.stats.count_write();
     }
 
     /// A queue controller has no one reconcile to run again: every item of
@@ -76,9 +76,9 @@ impl Host for ControllerHost {
     /// does. (Only [`DynCtx`](crate::controller::DynCtx) offers this to a
     /// queue controller; its typed `Ctx` does not.)
     fn requeue(&self) {
-        match &self.core.queue {
+        match &self.registered.queue {
             None => {
-                self.core.wake(|| Trigger::Requeue);
+                self.registered.wake(|| Trigger::Requeue);
             }
             Some(_) => self.requeue_items(),
         }
@@ -88,10 +88,10 @@ impl Host for ControllerHost {
         if !self.wiring.tasks.running() {
             return;
         }
-        let stats = &self.core.stats;
-        match &self.core.queue {
+        let stats = &self.registered.stats;
+        match &self.registered.queue {
             None => {
-                if self.core.wake(|| Trigger::External) {
+                if self.registered.wake(|| Trigger::External) {
                     stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -103,22 +103,22 @@ impl Host for ControllerHost {
     }
 
     fn wake_item(&self, item: &Pointer) -> Result<()> {
-        let Some(queue) = &self.core.queue else {
+        let Some(queue) = &self.registered.queue else {
             Host::wake(self);
             return Ok(());
         };
         let primary =
-            self.core.inputs().iter().any(|input| input.dependency == InputKind::Primary && input.reads(item));
+            self.registered.inputs().iter().any(|input| input.dependency == InputKind::Primary && input.reads(item));
         if !primary {
             return Err(Error::invalid_argument(format!(
                 "controller `{}` cannot queue {item}: it is not a resource of a primary input",
-                self.core.name
+                self.registered.name
             )));
         }
         if !self.wiring.tasks.running() {
             return Ok(());
         }
-        self.core.stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
+        self.registered.stats.external_wakeups.fetch_add(1, Ordering::Relaxed);
         queue.put(Key { pointer: item.clone(), job: Job::Reconcile }, None);
         Ok(())
     }

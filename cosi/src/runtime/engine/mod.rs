@@ -68,7 +68,7 @@ use cosi_rules::controller_name;
 
 use crate::controller::{Body, Conflict, Registration, check_declaration, check_declared_inputs, check_runtime_inputs};
 use crate::resource::{Kind, ResourceDefinition};
-use crate::runtime::core::Core;
+use crate::runtime::registered::RegisteredController;
 use crate::runtime::status::RUNTIME_OWNER;
 use crate::runtime::{ControllerStats, Graph, RuntimeError, RuntimeOptions};
 use crate::state::State;
@@ -88,7 +88,7 @@ pub(crate) struct Engine {
 }
 
 enum Run {
-    Idle { pending: Vec<(Arc<Core>, Body)> },
+    Idle { pending: Vec<(Arc<RegisteredController>, Body)> },
     Running,
     Stopped,
 }
@@ -124,23 +124,28 @@ impl Engine {
         if matches!(*run, Run::Stopped) {
             return Err(RuntimeError::ShutDown);
         }
-        let core =
-            Core::new(name, declaration, inputs, Arc::clone(&self.wiring.state), Arc::clone(&self.wiring.activity));
-        self.registry.add(Arc::clone(&core))?;
-        self.wiring.router.add(&core, &core.inputs());
+        let registered = RegisteredController::new(
+            name,
+            declaration,
+            inputs,
+            Arc::clone(&self.wiring.state),
+            Arc::clone(&self.wiring.epoch),
+        );
+        self.registry.add(Arc::clone(&registered))?;
+        self.wiring.router.add(&registered, &registered.inputs());
         match &mut *run {
-            Run::Idle { pending } => pending.push((core, body)),
+            Run::Idle { pending } => pending.push((registered, body)),
             Run::Running => {
                 drop(run);
                 self.publish_definitions();
-                self.wiring.start_controller(core, body);
+                self.wiring.start_controller(registered, body);
             }
             Run::Stopped => return Err(RuntimeError::ShutDown),
         }
         Ok(())
     }
 
-    /// Adds resource types the program uses beyond its controllers' (see `Types`).
+    /// Adds resource types the program uses beyond its controllers' (see `ResourceTypes`).
     pub(crate) fn register_types(self: &Arc<Self>, definitions: Vec<ResourceDefinition>) -> Result<(), RuntimeError> {
         let run = self.run.lock();
         if matches!(*run, Run::Stopped) {
@@ -172,8 +177,8 @@ impl Engine {
         for kind in self.wiring.router.kinds() {
             self.wiring.ensure_watch(&kind);
         }
-        for (core, body) in pending {
-            self.wiring.start_controller(core, body);
+        for (registered, body) in pending {
+            self.wiring.start_controller(registered, body);
         }
         if let Some(namespace) = self.wiring.options.status_namespace.clone() {
             let engine = Arc::clone(self);
@@ -204,11 +209,11 @@ impl Engine {
         if !self.is_running() {
             return;
         }
-        self.wiring.activity.settle(|| self.quiet(), self.wiring.tasks.stopped()).await;
+        self.wiring.epoch.settle(|| self.quiet(), self.wiring.tasks.stopped()).await;
     }
 
     fn quiet(&self) -> bool {
-        if self.wiring.activity.in_flight() {
+        if self.wiring.epoch.in_flight() {
             return false;
         }
         let now = Instant::now();

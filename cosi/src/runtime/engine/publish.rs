@@ -17,7 +17,7 @@ impl Engine {
     /// Publishes the definitions not yet published, in the background; the
     /// work counts for `settled`.
     pub(super) fn publish_definitions(self: &Arc<Self>) {
-        let in_flight = self.wiring.activity.begin();
+        let in_flight = self.wiring.epoch.begin();
         let engine = Arc::clone(self);
         self.wiring.tasks.spawn(async move {
             let _in_flight = in_flight;
@@ -73,21 +73,21 @@ impl Engine {
     }
 
     async fn write_statuses(&self, namespace: &str) {
-        for core in self.registry.controllers() {
-            if !core.stats.dirty.swap(false, Ordering::AcqRel) {
+        for registered in self.registry.controllers() {
+            if !registered.stats.dirty.swap(false, Ordering::AcqRel) {
                 continue;
             }
-            let stats = core.stats.snapshot(core.queue.as_ref());
-            let graph = GraphController::new(&core.name, core.declaration, &core.inputs());
-            let pointer = Pointer::new(namespace, <ControllerStatus as crate::Resource>::TYPE, &*core.name);
-            let healthy = core.stats.healthy();
+            let stats = registered.stats.snapshot(registered.queue.as_ref());
+            let graph = GraphController::new(&registered.name, registered.declaration, &registered.inputs());
+            let pointer = Pointer::new(namespace, <ControllerStatus as crate::Resource>::TYPE, &*registered.name);
+            let healthy = registered.stats.healthy();
             let written = self
                 .wiring
                 .state
                 .modify::<ControllerStatus>(&pointer, UpdateOptions::owner(RUNTIME_OWNER), |status| {
                     status.inputs.clone_from(&graph.inputs);
                     status.outputs.clone_from(&graph.outputs);
-                    status.concurrency = core.declaration.concurrency;
+                    status.concurrency = registered.declaration.concurrency;
                     status.reconciles = stats.reconciles;
                     status.errors = stats.errors;
                     status.restarts = stats.restarts;
@@ -100,8 +100,8 @@ impl Engine {
                 })
                 .await;
             if let Err(error) = written {
-                tracing::warn!(controller = %core.name, %error, "runtime could not publish a controller status");
-                core.stats.dirty.store(true, Ordering::Release);
+                tracing::warn!(controller = %registered.name, %error, "runtime could not publish a controller status");
+                registered.stats.dirty.store(true, Ordering::Release);
             }
         }
     }

@@ -12,51 +12,40 @@ use tracing::Instrument;
 
 use crate::backoff::Backoff;
 use crate::controller::{ErasedReconcile, Outcome, Requeue, RequeueError};
-use crate::runtime::core::{Core, Trigger, deadline};
+use crate::runtime::engine::wiring::Launch;
 use crate::runtime::engine::{Wiring, panic_message, pool, watch as kind_watch};
-use crate::runtime::settle::InFlight;
+use crate::runtime::registered::{Trigger, deadline};
 
 impl Wiring {
-    pub(super) async fn run_reconciler(
-        self: Arc<Self>,
-        core: Arc<Core>,
-        controller: Box<dyn ErasedReconcile>,
-        ready: Vec<kind_watch::Ready>,
-        starting: InFlight,
-    ) {
+    pub(super) async fn run_reconciler(self: Arc<Self>, launch: Launch, controller: Box<dyn ErasedReconcile>) {
         // One wait for the stop around the whole loop: wrapping each wait of
         // each reconcile would register with the token twice a reconcile.
         let cancel = self.tasks.token().clone();
-        cancel.run_until_cancelled(self.reconcile_loop(core, controller, ready, starting)).await;
+        cancel.run_until_cancelled(self.reconcile_loop(launch, controller)).await;
     }
 
-    async fn reconcile_loop(
-        &self,
-        core: Arc<Core>,
-        mut controller: Box<dyn ErasedReconcile>,
-        ready: Vec<kind_watch::Ready>,
-        starting: InFlight,
-    ) {
-        kind_watch::ready(ready).await;
-        core.wake(|| Trigger::Start);
+    async fn reconcile_loop(&self, launch: Launch, mut controller: Box<dyn ErasedReconcile>) {
+        let Launch { registered, established, starting } = launch;
+        kind_watch::all_established(established).await;
+        registered.wake(|| Trigger::Start);
         drop(starting);
         let mut backoff = Backoff::new(self.options.backoff);
         let mut requeue_at: Option<Instant> = None;
         loop {
             let trigger = match requeue_at.take() {
-                None => core.woken().await,
+                None => registered.woken().await,
                 // Biased: a wake-up and a passed delay are one reconcile either
                 // way, and a fixed order keeps a run on simulated time replayable.
                 Some(at) => tokio::select! {
                     biased;
-                    trigger = core.woken() => trigger,
+                    trigger = registered.woken() => trigger,
                     () = tokio::time::sleep_until(at) => {
-                        core.begin();
+                        registered.begin();
                         Trigger::Requeue
                     }
                 },
             };
-            let span = tracing::info_span!("reconcile", controller = %core.name, %trigger);
+            let span = tracing::info_span!("reconcile", controller = %registered.name, %trigger);
             let started = Instant::now();
             // A reconcile that panics before it returns its future restarts
             // like one that panics in it.
@@ -67,26 +56,26 @@ impl Wiring {
             let busy = started.elapsed();
             let delay = match read_outcome(outcome) {
                 Ok(requeue) => {
-                    core.stats.record_success(busy);
+                    registered.stats.record_success(busy);
                     backoff.reset();
                     if let Requeue::After(after) = requeue {
                         requeue_at = Some(deadline(after));
                     }
-                    core.finished();
-                    if core.is_woken() {
+                    registered.finished();
+                    if registered.is_woken() {
                         pool::yield_turn().await;
                     }
                     continue;
                 }
                 Err((message, explicit)) => {
                     let delay = explicit.unwrap_or_else(|| backoff.next_delay());
-                    tracing::error!(controller = %core.name, error = %message, ?delay, "reconcile failed; restarting");
-                    core.stats.record_failure(busy, message, Some(delay));
+                    tracing::error!(controller = %registered.name, error = %message, ?delay, "reconcile failed; restarting");
+                    registered.stats.record_failure(busy, message, Some(delay));
                     delay
                 }
             };
-            core.back_off(delay).await;
-            core.wake(|| Trigger::Restart);
+            registered.back_off(delay).await;
+            registered.wake(|| Trigger::Restart);
         }
     }
 }

@@ -13,9 +13,9 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::backoff::Backoff;
 use crate::controller::{Input, InputKind, ReducedMetadata};
 use crate::resource::{DynamicResource, Kind, Phase};
-use crate::runtime::core::{Core, Trigger};
 use crate::runtime::engine::{Wiring, watch};
 use crate::runtime::queue::{Job, Key};
+use crate::runtime::registered::{RegisteredController, Trigger};
 use crate::state::{Event, ListOptions};
 
 /// The controllers reading each kind. Shared with the state's observers,
@@ -28,7 +28,7 @@ pub(super) struct Router {
 
 /// One controller reading one input kind.
 struct Route {
-    core: Arc<Core>,
+    registered: Arc<RegisteredController>,
     input: Input,
 }
 
@@ -61,11 +61,16 @@ fn action(input: &Input, resource: &DynamicResource) -> Option<Action> {
     }
 }
 
-/// Carries out `action` on `core` for `resource`.
-fn deliver(core: &Core, action: Action, resource: &DynamicResource, trigger: impl FnOnce() -> Trigger) {
-    match (action, &core.queue) {
+/// Carries out `action` on `registered` for `resource`.
+fn deliver(
+    registered: &RegisteredController,
+    action: Action,
+    resource: &DynamicResource,
+    trigger: impl FnOnce() -> Trigger,
+) {
+    match (action, &registered.queue) {
         (Action::Wake, _) => {
-            core.wake(trigger);
+            registered.wake(trigger);
         }
         (Action::Queue(job), Some(queue)) => {
             let value = (job == Job::Map).then(|| ReducedMetadata::of(resource));
@@ -89,23 +94,29 @@ pub(crate) fn reads(inputs: &[Input], key: &Key) -> bool {
 }
 
 impl Router {
-    /// Routes `core`'s `inputs`.
-    pub(super) fn add(&self, core: &Arc<Core>, inputs: &[Input]) {
+    /// Routes `registered`'s `inputs`.
+    pub(super) fn add(&self, registered: &Arc<RegisteredController>, inputs: &[Input]) {
         let mut routes = self.routes.write();
         for input in inputs {
-            routes.entry(input.kind.clone()).or_default().push(Route { core: Arc::clone(core), input: input.clone() });
+            routes
+                .entry(input.kind.clone())
+                .or_default()
+                .push(Route { registered: Arc::clone(registered), input: input.clone() });
         }
     }
 
-    /// Routes `core`'s `inputs` instead of the ones it had.
-    pub(super) fn replace(&self, core: &Arc<Core>, inputs: &[Input]) {
+    /// Routes `registered`'s `inputs` instead of the ones it had.
+    pub(super) fn replace(&self, registered: &Arc<RegisteredController>, inputs: &[Input]) {
         let mut routes = self.routes.write();
         for list in routes.values_mut() {
-            list.retain(|route| !Arc::ptr_eq(&route.core, core));
+            list.retain(|route| !Arc::ptr_eq(&route.registered, registered));
         }
         routes.retain(|_, list| !list.is_empty());
         for input in inputs {
-            routes.entry(input.kind.clone()).or_default().push(Route { core: Arc::clone(core), input: input.clone() });
+            routes
+                .entry(input.kind.clone())
+                .or_default()
+                .push(Route { registered: Arc::clone(registered), input: input.clone() });
         }
     }
 
@@ -125,7 +136,7 @@ impl Router {
         let Some(routes) = routes.get(kind) else { return };
         for route in routes {
             if let Some(action) = action(&route.input, resource) {
-                deliver(&route.core, action, resource, || Trigger::Input(resource.metadata().pointer().clone()));
+                deliver(&route.registered, action, resource, || Trigger::Input(resource.metadata().pointer().clone()));
             }
         }
     }
@@ -144,14 +155,18 @@ impl Router {
     }
 
     /// The readers of `kind` (or only `only`), with the input they read it as.
-    fn readers(&self, kind: &Kind, only: Option<&Arc<Core>>) -> Vec<(Arc<Core>, Input)> {
+    fn readers(
+        &self,
+        kind: &Kind,
+        only: Option<&Arc<RegisteredController>>,
+    ) -> Vec<(Arc<RegisteredController>, Input)> {
         let routes = self.routes.read();
         routes
             .get(kind)
             .into_iter()
             .flatten()
-            .filter(|route| only.is_none_or(|core| Arc::ptr_eq(core, &route.core)))
-            .map(|route| (Arc::clone(&route.core), route.input.clone()))
+            .filter(|route| only.is_none_or(|registered| Arc::ptr_eq(registered, &route.registered)))
+            .map(|route| (Arc::clone(&route.registered), route.input.clone()))
             .collect()
     }
 }
@@ -159,11 +174,11 @@ impl Router {
 impl Wiring {
     /// Makes the readers of `kind` (or only `only`) look at all of it again:
     /// wakes reconcile controllers, queues every resource for queue controllers.
-    pub(super) async fn resync(&self, kind: &Kind, only: Option<&Arc<Core>>) {
+    pub(super) async fn resync(&self, kind: &Kind, only: Option<&Arc<RegisteredController>>) {
         let (queued, woken): (Vec<_>, Vec<_>) =
-            self.router.readers(kind, only).into_iter().partition(|(core, _)| core.queue.is_some());
-        for (core, _) in woken {
-            core.wake(|| Trigger::Resync);
+            self.router.readers(kind, only).into_iter().partition(|(registered, _)| registered.queue.is_some());
+        for (registered, _) in woken {
+            registered.wake(|| Trigger::Resync);
         }
         if queued.is_empty() {
             return;
@@ -181,55 +196,55 @@ impl Wiring {
             }
         };
         for resource in &resources {
-            for (core, input) in &queued {
+            for (registered, input) in &queued {
                 if let Some(action) = action(input, resource) {
-                    deliver(core, action, resource, || Trigger::Resync);
+                    deliver(registered, action, resource, || Trigger::Resync);
                 }
             }
         }
     }
 
-    /// Moves `core`'s routes to `inputs` (COSI's `UpdateInputs`); watches
+    /// Moves `registered`'s routes to `inputs` (COSI's `UpdateInputs`); watches
     /// kinds new to the runtime, and has the controller look at its new
     /// inputs once they are watched, so it sees what they hold already.
-    pub(super) fn reroute(self: &Arc<Self>, core: &Arc<Core>, inputs: &[Input]) {
-        self.router.replace(core, inputs);
+    pub(super) fn reroute(self: &Arc<Self>, registered: &Arc<RegisteredController>, inputs: &[Input]) {
+        self.router.replace(registered, inputs);
         self.stop_unread_watches();
-        if let Some(queue) = &core.queue {
+        if let Some(queue) = &registered.queue {
             // Items of kinds it no longer reads would fail their access checks forever.
             queue.retain(|key| reads(inputs, key));
         }
         if !self.tasks.running() {
             return;
         }
-        let in_flight = self.activity.begin();
-        let ready: Vec<_> = inputs.iter().map(|input| self.ensure_watch(&input.kind)).collect();
+        let in_flight = self.epoch.begin();
+        let established: Vec<_> = inputs.iter().map(|input| self.ensure_watch(&input.kind)).collect();
         let kinds: Vec<Kind> = inputs.iter().map(|input| input.kind.clone()).collect();
         let wiring = Arc::clone(self);
-        let core = Arc::clone(core);
+        let registered = Arc::clone(registered);
         self.tasks.spawn(async move {
             let _in_flight = in_flight;
-            if wiring.tasks.token().run_until_cancelled(watch::ready(ready)).await.is_none() {
+            if wiring.tasks.token().run_until_cancelled(watch::all_established(established)).await.is_none() {
                 return;
             }
-            match core.queue {
+            match registered.queue {
                 Some(_) => {
                     for kind in kinds {
-                        wiring.resync(&kind, Some(&core)).await;
+                        wiring.resync(&kind, Some(&registered)).await;
                     }
                 }
                 None => {
-                    core.wake(|| Trigger::Resync);
+                    registered.wake(|| Trigger::Resync);
                 }
             }
         });
     }
 
-    /// Queues every resource of `core`'s primary inputs again (a queue
+    /// Queues every resource of `registered`'s primary inputs again (a queue
     /// controller's [`Waker::wake`](crate::controller::Waker::wake)).
-    pub(super) fn requeue_primaries(self: &Arc<Self>, core: &Arc<Core>) {
-        let in_flight = self.activity.begin();
-        let mut kinds: Vec<Kind> = core
+    pub(super) fn requeue_primaries(self: &Arc<Self>, registered: &Arc<RegisteredController>) {
+        let in_flight = self.epoch.begin();
+        let mut kinds: Vec<Kind> = registered
             .inputs()
             .iter()
             .filter(|input| input.dependency == InputKind::Primary)
@@ -238,11 +253,11 @@ impl Wiring {
         kinds.sort();
         kinds.dedup();
         let wiring = Arc::clone(self);
-        let core = Arc::clone(core);
+        let registered = Arc::clone(registered);
         self.tasks.spawn(async move {
             let _in_flight = in_flight;
             for kind in kinds {
-                wiring.resync(&kind, Some(&core)).await;
+                wiring.resync(&kind, Some(&registered)).await;
             }
         });
     }

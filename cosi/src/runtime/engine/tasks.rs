@@ -10,9 +10,9 @@ use futures_util::FutureExt;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use tokio_util::task::TaskTracker;
 
-use crate::runtime::core::Core;
 use crate::runtime::engine::panic_message;
 use crate::runtime::engine::pool::Pool;
+use crate::runtime::registered::RegisteredController;
 
 /// The tracker every task is spawned on, the token that stops them all, and
 /// the pool of lanes.
@@ -67,9 +67,13 @@ impl Tasks {
         }
     }
 
-    /// Runs `future` (`core`'s loop, or a queue worker) in the pool.
-    pub(super) fn drive(&self, core: &Arc<Core>, future: impl Future<Output = ()> + Send + 'static) {
-        self.pool.add(Arc::clone(core), future);
+    /// Runs `future` (`registered`'s loop, or a queue worker) in the pool.
+    pub(super) fn drive(
+        &self,
+        registered: &Arc<RegisteredController>,
+        future: impl Future<Output = ()> + Send + 'static,
+    ) {
+        self.pool.add(Arc::clone(registered), future);
     }
 
     /// A child of the stop, for a task that may also stop alone.

@@ -2,7 +2,7 @@
 //! offers one, else a watch task.
 //!
 //! An in-process state calls the kind's observer inside each write
-//! ([`State::observe_kind_dynamic`](crate::state::State::observe_kind_dynamic)), which routes the change there and then:
+//! ([`InProcess::observe_kind`](crate::state::InProcess::observe_kind)), which routes the change there and then:
 //! no task, no buffer, no gap, and always caught up. A remote state gets a
 //! watch task instead, which goes through two phases, [`Phase::Opening`] and
 //! [`Phase::Routing`], and each time it opens starts from one of three points
@@ -26,7 +26,7 @@ use crate::backoff::Backoff;
 use crate::resource::Kind;
 use crate::runtime::engine::routing::Router;
 use crate::runtime::engine::{Wiring, panic_message};
-use crate::runtime::settle::Activity;
+use crate::runtime::settle::WorkEpoch;
 use crate::state::{Bookmark, Event, Observation, Observer, Watch, WatchKindOptions, WatchProgress};
 
 /// The feeds of the kinds some controller reads, and the watch tasks of
@@ -34,7 +34,7 @@ use crate::state::{Bookmark, Event, Observation, Observer, Watch, WatchKindOptio
 pub(super) struct Feeds {
     kinds: Mutex<HashMap<Kind, Fed>>,
     /// Every change here moves pending work: it bumps the epoch.
-    activity: Arc<Activity>,
+    epoch: Arc<WorkEpoch>,
 }
 
 /// One kind's entry: its feed while some controller reads it, and how many
@@ -52,7 +52,7 @@ pub(super) struct KindWatch {
     cancel: CancellationToken,
     /// Whether the watch has been established once: controllers reading the
     /// kind start when it has. It stays true while the watch reopens.
-    ready: Ready,
+    established: Arc<Established>,
     phase: Mutex<Phase>,
     /// How far the current watch had read when it finished routing its last batch.
     routed: AtomicU64,
@@ -62,7 +62,7 @@ pub(super) struct KindWatch {
     /// Counts an observed kind as fed while its observation lasts (a
     /// watch task holds its own).
     _alive: Option<Alive>,
-    activity: Arc<Activity>,
+    epoch: Arc<WorkEpoch>,
 }
 
 /// Where a kind's watch stands.
@@ -97,24 +97,24 @@ enum End {
 }
 
 impl Feeds {
-    pub(super) fn new(activity: Arc<Activity>) -> Arc<Self> {
-        Arc::new(Feeds { kinds: Mutex::default(), activity })
+    pub(super) fn new(epoch: Arc<WorkEpoch>) -> Arc<Self> {
+        Arc::new(Feeds { kinds: Mutex::default(), epoch })
     }
 
     /// The feed of `kind`, or the one `open` makes (under the lock, so that
     /// a kind gets one), given what counts it as alive.
-    fn ensure(self: &Arc<Self>, kind: &Kind, open: impl FnOnce(Alive) -> Arc<KindWatch>) -> Ready {
+    fn ensure(self: &Arc<Self>, kind: &Kind, open: impl FnOnce(Alive) -> Arc<KindWatch>) -> Arc<Established> {
         let mut kinds = self.kinds.lock();
         let fed = kinds.entry(kind.clone()).or_default();
         if let Some(watch) = &fed.watch {
-            return Arc::clone(&watch.ready);
+            return Arc::clone(&watch.established);
         }
         fed.alive += 1;
         let watch = open(Alive { feeds: Arc::downgrade(self), kind: kind.clone() });
-        let ready = Arc::clone(&watch.ready);
+        let established = Arc::clone(&watch.established);
         fed.watch = Some(watch);
-        self.activity.bump();
-        ready
+        self.epoch.bump();
+        established
     }
 
     /// Stops the feeds of the kinds `read` says no route reads any more.
@@ -135,7 +135,7 @@ impl Feeds {
         // Dropped out of the lock: ending an observation takes the state's
         // lock, under which writers route.
         drop(stopped);
-        self.activity.bump();
+        self.epoch.bump();
     }
 
     /// Ends every feed: the observations at once, the watch tasks at their
@@ -156,7 +156,7 @@ impl Feeds {
                 }
             }
         }
-        self.activity.bump();
+        self.epoch.bump();
     }
 
     /// Whether every kind read is fed and caught up, and no feed of a kind
@@ -178,15 +178,15 @@ impl Feeds {
 }
 
 impl KindWatch {
-    fn new(cancel: CancellationToken, phase: Phase, activity: Arc<Activity>) -> Self {
+    fn new(cancel: CancellationToken, phase: Phase, epoch: Arc<WorkEpoch>) -> Self {
         KindWatch {
             cancel,
-            ready: Ready::default(),
+            established: Arc::default(),
             phase: Mutex::new(phase),
             routed: AtomicU64::new(0),
             _observation: None,
             _alive: None,
-            activity,
+            epoch,
         }
     }
 
@@ -204,22 +204,22 @@ impl KindWatch {
 
     fn enter(&self, phase: Phase) {
         *self.phase.lock() = phase;
-        self.activity.bump();
+        self.epoch.bump();
     }
 
     /// Everything the watch read up to `read` is routed: the wake-ups and
     /// queue items it made are in place before `settled` sees it caught up.
     fn routed_to(&self, read: u64) {
         self.routed.store(read, Ordering::SeqCst);
-        self.activity.bump();
+        self.epoch.bump();
     }
 }
 
-/// Resolves once every watch behind `ready` has been established (or its
-/// task has ended: the kind is no longer read, or the runtime stopped).
-pub(super) async fn ready(ready: Vec<Ready>) {
-    for ready in ready {
-        ready.wait().await;
+/// Resolves once every watch behind `established` has been established (or
+/// its task has ended: the kind is no longer read, or the runtime stopped).
+pub(super) async fn all_established(established: Vec<Arc<Established>>) {
+    for watch in established {
+        watch.wait().await;
     }
 }
 
@@ -228,8 +228,6 @@ pub(super) async fn ready(ready: Vec<Ready>) {
 /// A flag and a `Notify` rather than tokio's `watch` channel: that one wakes
 /// its waiters in an order drawn from tokio's own random generator, which a
 /// seeded simulation cannot replay; a `Notify` wakes them in the order they came.
-pub(super) type Ready = Arc<Established>;
-
 #[derive(Default)]
 pub(super) struct Established {
     set: AtomicBool,
@@ -256,7 +254,7 @@ impl Established {
 }
 
 /// Releases the waiters of a watch whose task ends, however it ends.
-struct Ended(Ready);
+struct Ended(Arc<Established>);
 
 impl Drop for Ended {
     fn drop(&mut self) {
@@ -293,7 +291,7 @@ impl Drop for Alive {
 
 impl Wiring {
     /// Starts the feed of `kind` unless it runs; returns whether it is established.
-    pub(super) fn ensure_watch(self: &Arc<Self>, kind: &Kind) -> Ready {
+    pub(super) fn ensure_watch(self: &Arc<Self>, kind: &Kind) -> Arc<Established> {
         self.feeds.ensure(kind, |alive| self.open_feed(kind, alive))
     }
 
@@ -301,7 +299,7 @@ impl Wiring {
     /// routes every change as it commits), else a watch task.
     fn open_feed(self: &Arc<Self>, kind: &Kind, alive: Alive) -> Arc<KindWatch> {
         let routing = Routing { router: Arc::clone(&self.router), kind: kind.clone() };
-        let observation = match self.state.observe_kind_dynamic(kind, Arc::new(routing)) {
+        let observation = match crate::state::observe_kind(&*self.state, kind, Arc::new(routing)) {
             Some(Ok(observation)) => Some(observation),
             Some(Err(error)) => {
                 tracing::warn!(%kind, %error, "the state cannot observe the kind; watching it instead");
@@ -311,14 +309,14 @@ impl Wiring {
         };
         if let Some(observation) = observation {
             // Established at once: every change from now on is routed as it commits.
-            let mut watch = KindWatch::new(self.tasks.child(), Phase::Observed, Arc::clone(&self.activity));
-            watch.ready.set();
+            let mut watch = KindWatch::new(self.tasks.child(), Phase::Observed, Arc::clone(&self.epoch));
+            watch.established.set();
             watch._observation = Some(observation);
             watch._alive = Some(alive);
             return Arc::new(watch);
         }
-        let watch = Arc::new(KindWatch::new(self.tasks.child(), Phase::Opening, Arc::clone(&self.activity)));
-        let established = Arc::clone(&watch.ready);
+        let watch = Arc::new(KindWatch::new(self.tasks.child(), Phase::Opening, Arc::clone(&self.epoch)));
+        let established = Arc::clone(&watch.established);
         let (wiring, task_watch, kind) = (Arc::clone(self), Arc::clone(&watch), kind.clone());
         self.tasks.spawn(async move {
             let _alive = alive;

@@ -10,54 +10,64 @@ use futures_util::FutureExt;
 
 use crate::controller::{Body, Host};
 use crate::runtime::RuntimeOptions;
-use crate::runtime::core::Core;
 use crate::runtime::engine::host::ControllerHost;
 use crate::runtime::engine::panic_message;
 use crate::runtime::engine::routing::Router;
 use crate::runtime::engine::tasks::Tasks;
-use crate::runtime::engine::watch::Feeds;
-use crate::runtime::settle::Activity;
+use crate::runtime::engine::watch::{Established, Feeds};
+use crate::runtime::registered::RegisteredController;
+use crate::runtime::settle::{InFlight, WorkEpoch};
 use crate::state::State;
 
 pub(super) struct Wiring {
     pub(super) state: Arc<dyn State>,
     pub(super) options: RuntimeOptions,
     /// The epoch of pending work, for `settled`.
-    pub(super) activity: Arc<Activity>,
+    pub(super) epoch: Arc<WorkEpoch>,
     pub(super) router: Arc<Router>,
     pub(super) feeds: Arc<Feeds>,
     pub(super) tasks: Tasks,
 }
 
+/// What a controller's loop starts from: the controller, the watches of the
+/// kinds it reads (its first reconcile waits until they are established),
+/// and the work in flight that keeps `settled` waiting until it has started.
+pub(super) struct Launch {
+    pub(super) registered: Arc<RegisteredController>,
+    pub(super) established: Vec<Arc<Established>>,
+    pub(super) starting: InFlight,
+}
+
 impl Wiring {
     pub(super) fn new(state: Arc<dyn State>, options: RuntimeOptions) -> Arc<Self> {
-        let activity = Arc::<Activity>::default();
+        let epoch = Arc::<WorkEpoch>::default();
         Arc::new(Wiring {
             state,
             router: Arc::default(),
-            feeds: Feeds::new(Arc::clone(&activity)),
+            feeds: Feeds::new(Arc::clone(&epoch)),
             tasks: Tasks::new(options.long_poll),
-            activity,
+            epoch,
             options,
         })
     }
 
     /// Starts a registered controller's loop once the kinds it reads are watched.
-    pub(super) fn start_controller(self: &Arc<Self>, core: Arc<Core>, body: Body) {
-        let starting = self.activity.begin();
-        let ready: Vec<_> = core.inputs().iter().map(|input| self.ensure_watch(&input.kind)).collect();
+    pub(super) fn start_controller(self: &Arc<Self>, registered: Arc<RegisteredController>, body: Body) {
+        let starting = self.epoch.begin();
+        let established = registered.inputs().iter().map(|input| self.ensure_watch(&input.kind)).collect();
         let wiring = Arc::clone(self);
-        let reported = Arc::clone(&core);
-        let host = Arc::new(ControllerHost::new(Arc::clone(&core), Arc::clone(self))) as Arc<dyn Host>;
-        let owner = Arc::clone(&core);
+        let reported = Arc::clone(&registered);
+        let host = Arc::new(ControllerHost::new(Arc::clone(&registered), Arc::clone(self))) as Arc<dyn Host>;
+        let owner = Arc::clone(&registered);
+        let launch = Launch { registered, established, starting };
         let run: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = match body {
             Body::Reconcile(build) => {
                 let controller = build(host);
-                Box::pin(async move { wiring.run_reconciler(core, controller, ready, starting).await })
+                Box::pin(async move { wiring.run_reconciler(launch, controller).await })
             }
             Body::Queue(build) => {
                 let controller = build(host);
-                Box::pin(async move { wiring.run_queue(core, controller, ready, starting).await })
+                Box::pin(async move { wiring.run_queue(launch, controller).await })
             }
         };
         // Reconciles catch their own panics and restart; a panic in the loop

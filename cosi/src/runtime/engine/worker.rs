@@ -11,47 +11,42 @@ use tracing::Instrument;
 
 use crate::controller::{ErasedQueue, Outcome, Requeue};
 use crate::resource::Kind;
-use crate::runtime::core::{Core, deadline};
 use crate::runtime::engine::reconciler::read_outcome;
+use crate::runtime::engine::wiring::Launch;
 use crate::runtime::engine::{Wiring, pool, reads, watch as kind_watch};
 use crate::runtime::queue::{Item, Job, Key};
-use crate::runtime::settle::InFlight;
+use crate::runtime::registered::{RegisteredController, deadline};
 
 /// Items a worker takes one after the other before it lets the other
 /// controllers go first.
 const ITEMS_PER_TURN: u32 = 32;
 
 impl Wiring {
-    pub(super) async fn run_queue(
-        self: Arc<Self>,
-        core: Arc<Core>,
-        controller: Arc<dyn ErasedQueue>,
-        ready: Vec<kind_watch::Ready>,
-        starting: InFlight,
-    ) {
-        if self.tasks.token().run_until_cancelled(kind_watch::ready(ready)).await.is_none() {
+    pub(super) async fn run_queue(self: Arc<Self>, launch: Launch, controller: Arc<dyn ErasedQueue>) {
+        let Launch { registered, established, starting } = launch;
+        if self.tasks.token().run_until_cancelled(kind_watch::all_established(established)).await.is_none() {
             return;
         }
-        for _ in 0..core.declaration.concurrency.unwrap_or(1).max(1) {
+        for _ in 0..registered.declaration.concurrency.unwrap_or(1).max(1) {
             let wiring = Arc::clone(&self);
-            let (worker, controller) = (Arc::clone(&core), Arc::clone(&controller));
-            self.tasks.drive(&core, async move { wiring.run_worker(worker, controller).await });
+            let (worker, controller) = (Arc::clone(&registered), Arc::clone(&controller));
+            self.tasks.drive(&registered, async move { wiring.run_worker(worker, controller).await });
         }
-        let kinds: Vec<Kind> = core.inputs().iter().map(|input| input.kind.clone()).collect();
+        let kinds: Vec<Kind> = registered.inputs().iter().map(|input| input.kind.clone()).collect();
         for kind in kinds {
-            self.resync(&kind, Some(&core)).await;
+            self.resync(&kind, Some(&registered)).await;
         }
         drop(starting);
     }
 
-    async fn run_worker(self: Arc<Self>, core: Arc<Core>, controller: Arc<dyn ErasedQueue>) {
+    async fn run_worker(self: Arc<Self>, registered: Arc<RegisteredController>, controller: Arc<dyn ErasedQueue>) {
         // One wait for the stop around the whole loop, as a reconciler's.
         let cancel = self.tasks.token().clone();
-        cancel.run_until_cancelled(self.work(core, controller)).await;
+        cancel.run_until_cancelled(self.work(registered, controller)).await;
     }
 
-    async fn work(&self, core: Arc<Core>, controller: Arc<dyn ErasedQueue>) {
-        let Some(queue) = &core.queue else { return };
+    async fn work(&self, registered: Arc<RegisteredController>, controller: Arc<dyn ErasedQueue>) {
+        let Some(queue) = &registered.queue else { return };
         let mut items: u32 = 0;
         loop {
             // A queue that holds many items hands the next out at once: after
@@ -61,25 +56,25 @@ impl Wiring {
                 pool::yield_turn().await;
             }
             let item = queue.next().await;
-            core.stats.set_queue_depth(queue.len());
-            if !reads(&core.inputs(), &item.key) {
+            registered.stats.set_queue_depth(queue.len());
+            if !reads(&registered.inputs(), &item.key) {
                 queue.forget_backoff(&item.key);
                 queue.release(item, None);
                 continue;
             }
             let span = tracing::info_span!(
                 "reconcile",
-                controller = %core.name,
+                controller = %registered.name,
                 item = %item.key.pointer,
                 job = ?item.key.job,
             );
             let started = Instant::now();
             let outcome =
-                AssertUnwindSafe(self.process(&core, &*controller, &item)).catch_unwind().instrument(span).await;
+                AssertUnwindSafe(self.process(&registered, &*controller, &item)).catch_unwind().instrument(span).await;
             let busy = started.elapsed();
             let requeue = match read_outcome(outcome) {
                 Ok(requeue) => {
-                    core.stats.record_success(busy);
+                    registered.stats.record_success(busy);
                     queue.forget_backoff(&item.key);
                     match requeue {
                         Requeue::Never => None,
@@ -88,18 +83,18 @@ impl Wiring {
                 }
                 Err((message, explicit)) => {
                     let delay = explicit.unwrap_or_else(|| queue.next_backoff(&item.key, self.options.backoff));
-                    tracing::warn!(controller = %core.name, item = %item.key.pointer, error = %message, ?delay, "item failed; retrying");
-                    core.stats.record_failure(busy, message, Some(delay));
+                    tracing::warn!(controller = %registered.name, item = %item.key.pointer, error = %message, ?delay, "item failed; retrying");
+                    registered.stats.record_failure(busy, message, Some(delay));
                     Some(deadline(delay))
                 }
             };
             queue.release(item, requeue);
-            core.stats.set_queue_depth(queue.len());
+            registered.stats.set_queue_depth(queue.len());
         }
     }
 
     /// Runs one queue item: a reconcile, or a mapping whose results are queued.
-    async fn process(&self, core: &Core, controller: &dyn ErasedQueue, item: &Item) -> Outcome {
+    async fn process(&self, registered: &RegisteredController, controller: &dyn ErasedQueue, item: &Item) -> Outcome {
         match item.key.job {
             Job::Reconcile => controller.reconcile(&item.key.pointer).await,
             Job::Map => {
@@ -108,15 +103,15 @@ impl Wiring {
                     Ok(mapped) => mapped,
                     Err(error) => return Outcome::Failed(error),
                 };
-                let Some(queue) = &core.queue else { return Outcome::Done(Requeue::Never) };
-                let inputs = core.inputs();
+                let Some(queue) = &registered.queue else { return Outcome::Done(Requeue::Never) };
+                let inputs = registered.inputs();
                 for pointer in mapped {
                     let key = Key { pointer, job: Job::Reconcile };
                     if !reads(&inputs, &key) {
                         return Outcome::Failed(
                             format!(
                                 "controller `{}` mapped {} to {}, which is not of a primary input",
-                                core.name, input.pointer, key.pointer
+                                registered.name, input.pointer, key.pointer
                             )
                             .into(),
                         );

@@ -19,8 +19,8 @@ use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
 
 use crate::resource::{DynamicResource, Kind, Pointer};
 use crate::state::{
-    CreateOptions, DestroyOptions, Error, Immediate, ListOptions, Observation, Observer, Result, State, UpdateOptions,
-    Watch, WatchKindOptions, WatchOptions,
+    CreateOptions, DestroyOptions, Error, Immediate, InProcess, ListOptions, Observation, Observer, Result, State,
+    UpdateOptions, Watch, WatchKindOptions, WatchOptions,
 };
 
 use by_type::ByType;
@@ -115,18 +115,18 @@ type Collections = RwLock<HashMap<Kind, Arc<Collection>>>;
 
 /// A collection found for one call: in the table of resource types (written,
 /// so never freed), or in the map, which stays read-locked while this lives.
-enum Found<'a> {
-    Typed(&'a Arc<Collection>),
-    Mapped(MappedRwLockReadGuard<'a, Arc<Collection>>),
+enum CollectionRef<'a> {
+    Permanent(&'a Arc<Collection>),
+    Locked(MappedRwLockReadGuard<'a, Arc<Collection>>),
 }
 
-impl Deref for Found<'_> {
+impl Deref for CollectionRef<'_> {
     type Target = Arc<Collection>;
 
     fn deref(&self) -> &Arc<Collection> {
         match self {
-            Found::Typed(collection) => collection,
-            Found::Mapped(guard) => guard,
+            CollectionRef::Permanent(collection) => collection,
+            CollectionRef::Locked(guard) => guard,
         }
     }
 }
@@ -208,10 +208,10 @@ impl MemoryState {
 
     /// The collection of `kind`, if it exists: a resource type's written one
     /// from the table, any other from the map, read-locked.
-    fn existing(&self, kind: &Kind) -> Option<Found<'_>> {
+    fn existing(&self, kind: &Kind) -> Option<CollectionRef<'_>> {
         let index = kind.type_index();
         if let Some(collection) = index.and_then(|index| self.by_type.get(index)) {
-            return Some(Found::Typed(collection));
+            return Some(CollectionRef::Permanent(collection));
         }
         let (namespace, r#type) = (kind.namespace(), kind.r#type());
         let found = RwLockReadGuard::try_map(self.collections.read(), |collections| {
@@ -223,14 +223,14 @@ impl MemoryState {
         {
             self.by_type.insert(index, &found);
         }
-        Some(Found::Mapped(found))
+        Some(CollectionRef::Locked(found))
     }
 
     /// The collection of `kind`, created if needed (see [`existing`](MemoryState::existing)).
     ///
     /// Checks the namespace and type before it creates anything, so bad input
     /// never leaves a collection behind.
-    fn collection(&self, kind: &Kind) -> Result<Found<'_>> {
+    fn collection(&self, kind: &Kind) -> Result<CollectionRef<'_>> {
         loop {
             if let Some(collection) = self.existing(kind) {
                 return Ok(collection);
@@ -250,13 +250,13 @@ impl MemoryState {
 
     /// The resource at `pointer`: a lookup of its kind (by its type's number,
     /// or a hash of its names), a hash lookup of its ID, and a reference count.
-    fn get_now(&self, pointer: &Pointer) -> Result<DynamicResource> {
+    fn read(&self, pointer: &Pointer) -> Result<DynamicResource> {
         let found = self.existing(pointer.kind_ref()).and_then(|collection| collection.get(pointer.id()));
         found.ok_or_else(|| not_found(pointer))
     }
 
     /// The resources of `kind` that match `options`, sorted by ID.
-    fn list_now(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<DynamicResource>> {
+    fn read_kind(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<DynamicResource>> {
         options.validate()?;
         match self.existing(kind) {
             Some(collection) => Ok(collection.list(options)),
@@ -354,41 +354,19 @@ impl Pending {
 #[async_trait]
 impl State for MemoryState {
     async fn get_dynamic(&self, pointer: &Pointer) -> Result<DynamicResource> {
-        self.get_now(pointer)
-    }
-
-    fn get_now_dynamic(&self, pointer: &Pointer) -> Option<Result<DynamicResource>> {
-        Some(self.get_now(pointer))
+        self.read(pointer)
     }
 
     async fn list_dynamic(&self, kind: &Kind, options: &ListOptions) -> Result<Vec<DynamicResource>> {
-        self.list_now(kind, options)
-    }
-
-    fn list_now_dynamic(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<DynamicResource>>> {
-        Some(self.list_now(kind, options))
+        self.read_kind(kind, options)
     }
 
     async fn create_dynamic(&self, resource: DynamicResource, options: CreateOptions) -> Result<DynamicResource> {
         self.submit_create(resource, &options)?.finish()
     }
 
-    fn create_now_dynamic(&self, resource: DynamicResource, options: &CreateOptions) -> Immediate<DynamicResource> {
-        if self.store.is_some() {
-            return Immediate::Deferred(resource);
-        }
-        Immediate::Done(self.submit_create(resource, options).and_then(Pending::finish))
-    }
-
     async fn update_dynamic(&self, resource: DynamicResource, options: UpdateOptions) -> Result<DynamicResource> {
         self.submit_update(resource, &options).finish()
-    }
-
-    fn update_now_dynamic(&self, resource: DynamicResource, options: &UpdateOptions) -> Immediate<DynamicResource> {
-        if self.store.is_some() {
-            return Immediate::Deferred(resource);
-        }
-        Immediate::Done(self.submit_update(resource, options).finish())
     }
 
     async fn destroy_dynamic(&self, pointer: &Pointer, options: DestroyOptions) -> Result<()> {
@@ -433,14 +411,6 @@ impl State for MemoryState {
     /// out the position before its first event, which means the same in the
     /// collection that replaces it (its cookie comes from the state and the
     /// kind, not from the collection).
-    fn observe_kind_dynamic(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<Result<Observation>> {
-        let observe = || {
-            let guard = self.collection(kind)?;
-            Ok(Arc::clone(&guard).observe(observer))
-        };
-        Some(observe())
-    }
-
     async fn watch_kind_dynamic(&self, kind: &Kind, options: WatchKindOptions) -> Result<Watch> {
         kind.validate().map_err(Error::InvalidArgument)?;
         options.validate()?;
@@ -453,6 +423,43 @@ impl State for MemoryState {
             collection.release();
         }
         watch
+    }
+
+    fn in_process(&self) -> Option<&dyn InProcess> {
+        Some(self)
+    }
+}
+
+/// Reads answer at once; writes too, unless they wait for the backing store.
+impl InProcess for MemoryState {
+    fn get_now(&self, pointer: &Pointer) -> Option<Result<DynamicResource>> {
+        Some(self.read(pointer))
+    }
+
+    fn list_now(&self, kind: &Kind, options: &ListOptions) -> Option<Result<Vec<DynamicResource>>> {
+        Some(self.read_kind(kind, options))
+    }
+
+    fn create_now(&self, resource: DynamicResource, options: &CreateOptions) -> Immediate<DynamicResource> {
+        if self.store.is_some() {
+            return Immediate::Deferred(resource);
+        }
+        Immediate::Done(self.submit_create(resource, options).and_then(Pending::finish))
+    }
+
+    fn update_now(&self, resource: DynamicResource, options: &UpdateOptions) -> Immediate<DynamicResource> {
+        if self.store.is_some() {
+            return Immediate::Deferred(resource);
+        }
+        Immediate::Done(self.submit_update(resource, options).finish())
+    }
+
+    fn observe_kind(&self, kind: &Kind, observer: Arc<dyn Observer>) -> Option<Result<Observation>> {
+        let observe = || {
+            let guard = self.collection(kind)?;
+            Ok(Arc::clone(&guard).observe(observer))
+        };
+        Some(observe())
     }
 }
 
@@ -562,9 +569,8 @@ mod tests {
         let map = state.collections.write();
         let (sent, received) = std::sync::mpsc::channel();
         let reader = Arc::clone(&state);
-        let thread = std::thread::spawn(move || {
-            sent.send(reader.get_now(&Thing::pointer("a")).map(|found| found.id().to_owned()))
-        });
+        let thread =
+            std::thread::spawn(move || sent.send(reader.read(&Thing::pointer("a")).map(|found| found.id().to_owned())));
         let read = received.recv_timeout(std::time::Duration::from_secs(10));
         drop(map);
         thread.join().unwrap().unwrap();
@@ -652,7 +658,7 @@ mod tests {
         assert_ne!(address(&loaded[0]), address(&loaded[1]), "two names decoded apart");
         let state = MemoryState::with_store(MemoryOptions::default(), Arc::new(LoadingStore(loaded))).unwrap();
         let kind = Kind::new("ns", "Things.test.cosi.dev");
-        let get = |id: &'static str| state.get_now(&kind.pointer(id)).expect("stored");
+        let get = |id: &'static str| state.read(&kind.pointer(id)).expect("stored");
         assert_eq!(address(&get("loaded-1")), address(&get("loaded-2")), "loaded owners are not shared");
 
         let plain = MemoryState::default();
@@ -794,7 +800,7 @@ mod tests {
         let plain = MemoryState::default();
         let written = resource("ns", "a");
         let allocation: *const Metadata = written.metadata();
-        match plain.create_now_dynamic(written, &CreateOptions::default()) {
+        match plain.create_now(written, &CreateOptions::default()) {
             Immediate::Done(Ok(stored)) => {
                 assert_eq!(stored.metadata().version().get(), Some(1));
                 assert!(std::ptr::eq(stored.metadata(), allocation), "the create copied its resource");
@@ -804,7 +810,7 @@ mod tests {
         let mut update = resource("ns", "a");
         update.metadata_mut().set_version(crate::resource::Version::new(1));
         let allocation: *const Metadata = update.metadata();
-        match plain.update_now_dynamic(update, &UpdateOptions::default()) {
+        match plain.update_now(update, &UpdateOptions::default()) {
             Immediate::Done(Ok(stored)) => {
                 assert_eq!(stored.metadata().version().get(), Some(2));
                 assert!(std::ptr::eq(stored.metadata(), allocation), "the update copied its resource");
@@ -812,23 +818,20 @@ mod tests {
             other => panic!("expected an update done at once, got {other:?}"),
         }
         // A resource someone else still holds is copied, never changed under them.
-        let stored = plain.get_now(&Kind::new("ns", "Things.test.cosi.dev").pointer("a")).expect("stored");
-        let again = plain.update_now_dynamic(stored.clone(), &UpdateOptions::default());
+        let stored = plain.read(&Kind::new("ns", "Things.test.cosi.dev").pointer("a")).expect("stored");
+        let again = plain.update_now(stored.clone(), &UpdateOptions::default());
         assert!(matches!(again, Immediate::Done(Ok(ref next)) if next.metadata().version().get() == Some(3)));
         assert_eq!(stored.metadata().version().get(), Some(2), "the update changed a resource a reader holds");
         assert!(matches!(
-            plain.update_now_dynamic(resource("ns", "absent"), &UpdateOptions::default()),
+            plain.update_now(resource("ns", "absent"), &UpdateOptions::default()),
             Immediate::Done(Err(Error::NotFound(_)))
         ));
 
         let backed = MemoryState::with_store(MemoryOptions::default(), Arc::new(NullStore)).unwrap();
-        match backed.create_now_dynamic(resource("ns", "a"), &CreateOptions::default()) {
+        match backed.create_now(resource("ns", "a"), &CreateOptions::default()) {
             Immediate::Deferred(handed_back) => assert_eq!(handed_back.id(), "a"),
             other => panic!("expected the create handed back, got {other:?}"),
         }
-        assert!(matches!(
-            backed.update_now_dynamic(resource("ns", "a"), &UpdateOptions::default()),
-            Immediate::Deferred(_)
-        ));
+        assert!(matches!(backed.update_now(resource("ns", "a"), &UpdateOptions::default()), Immediate::Deferred(_)));
     }
 }

@@ -463,7 +463,8 @@ pub async fn observers(state: Arc<dyn State>) {
     let kind = path_kind(&ns);
     let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let observation = state
-        .observe_kind_dynamic(&kind, Arc::new(Collect(Arc::clone(&seen))))
+        .in_process()
+        .and_then(|in_process| in_process.observe_kind(&kind, Arc::new(Collect(Arc::clone(&seen)))))
         .expect("an in-process state offers observers")
         .expect("observe the kind");
     let mut watch = Reader::new(

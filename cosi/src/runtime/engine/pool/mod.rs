@@ -33,7 +33,7 @@
 //! and controllers with work use every worker thread. When every lane is
 //! held all the same (as many busy controllers as threads), the lanes take
 //! the controllers whose last poll was short before those whose last poll
-//! held its thread ([`Ready`]): a chain of quick reconciles runs through in
+//! held its thread ([`RunQueue`]): a chain of quick reconciles runs through in
 //! one turn instead of waiting behind a busy controller at every hop.
 //!
 //! A controller is polled by one lane at a time: a wake-up while it is
@@ -41,7 +41,7 @@
 //! of the program after [`BUDGET`] polls or a [`SLICE`] of time; a loop
 //! that has its next turn at once steps aside first ([`yield_turn`]). Every
 //! poll is timed, and one that holds its thread longer than the runtime's
-//! `long_poll` is reported against its controller ([`Core::long_poll`]).
+//! `long_poll` is reported against its controller ([`RegisteredController::long_poll`]).
 //!
 //! On a current-thread runtime there is one lane and no watchdog:
 //! controllers run one at a time on the one thread, in the order they were
@@ -63,8 +63,8 @@ use futures_util::task::{ArcWake, AtomicWaker, waker_ref};
 use parking_lot::Mutex;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use crate::runtime::core::Core;
 use crate::runtime::engine::panic_message;
+use crate::runtime::registered::RegisteredController;
 
 /// Polls of controller futures in one poll of a lane before it lets other
 /// tasks of the program run.
@@ -96,7 +96,7 @@ pub(super) struct Pool {
 
 struct Shared {
     /// Woken futures.
-    ready: Mutex<Ready>,
+    run_queue: Mutex<RunQueue>,
     /// Futures not finished yet.
     live: AtomicUsize,
     /// The lanes, made at the start (their number is the tokio runtime's).
@@ -124,13 +124,13 @@ struct Shared {
 /// future is quick: which one is slow depends on the wall clock, and the
 /// order of a current-thread runtime stays the order of its wake-ups.
 #[derive(Default)]
-struct Ready {
+struct RunQueue {
     quick: VecDeque<Arc<Slot>>,
     slow: VecDeque<Arc<Slot>>,
     quick_in_a_row: u32,
 }
 
-impl Ready {
+impl RunQueue {
     fn push_back(&mut self, slot: Arc<Slot>) {
         match slot.slow.load(Ordering::Relaxed) {
             true => self.slow.push_back(slot),
@@ -192,7 +192,7 @@ struct Slot {
     /// Whether its last poll held its thread ([`SLOW`]).
     slow: AtomicBool,
     /// Whose future it is: a long poll is reported against it.
-    core: Arc<Core>,
+    registered: Arc<RegisteredController>,
     /// Its place in [`Shared::slots`].
     number: usize,
     shared: Weak<Shared>,
@@ -231,7 +231,7 @@ impl ArcWake for Slot {
         if state == WAITING
             && let Some(shared) = slot.shared.upgrade()
         {
-            shared.ready.lock().push_back(Arc::clone(slot));
+            shared.run_queue.lock().push_back(Arc::clone(slot));
             // The lane polling the waker takes it after its current poll
             // (or, should that poll hold its thread, another lane does:
             // the watchdog sees to it, and looks while such wake-ups come).
@@ -270,7 +270,7 @@ impl Pool {
     pub(super) fn new(long_poll: Duration) -> Self {
         Pool {
             shared: Arc::new(Shared {
-                ready: Mutex::default(),
+                run_queue: Mutex::default(),
                 live: AtomicUsize::new(0),
                 lanes: OnceLock::new(),
                 slots: Mutex::default(),
@@ -318,14 +318,14 @@ impl Pool {
             .collect()
     }
 
-    /// Adds `core`'s future, to be polled at once (once the lanes run).
-    pub(super) fn add(&self, core: Arc<Core>, future: impl Future<Output = ()> + Send + 'static) {
+    /// Adds `registered`'s future, to be polled at once (once the lanes run).
+    pub(super) fn add(&self, registered: Arc<RegisteredController>, future: impl Future<Output = ()> + Send + 'static) {
         let mut slots = self.shared.slots.lock();
         let slot = Arc::new(Slot {
             future: Mutex::new(Some(Box::pin(future))),
             state: AtomicU8::new(WAITING),
             slow: AtomicBool::new(false),
-            core,
+            registered,
             number: slots.len(),
             shared: Arc::downgrade(&self.shared),
         });
@@ -439,7 +439,7 @@ impl Shared {
                 others.into_iter().any(|(_, lane)| lane.state.load(Ordering::SeqCst) == ACTIVE)
             };
             if more && !helped() && self.wake_idle(lanes, Some(index)) {
-                self.ready.lock().push_front(slot);
+                self.run_queue.lock().push_front(slot);
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
@@ -474,15 +474,15 @@ impl Shared {
         let ended = Instant::now();
         let held = ended - started;
         if held >= self.long_poll {
-            slot.core.long_poll(held);
+            slot.registered.long_poll(held);
         }
-        // One lane takes the futures in the order they were woken (see `Ready`).
+        // One lane takes the futures in the order they were woken (see `RunQueue`).
         slot.slow.store(held >= SLOW && self.lanes().len() > 1, Ordering::Relaxed);
         let done = match polled {
             Ok(poll) => poll.is_ready(),
             // The loops catch their panics; this is the last line.
             Err(panic) => {
-                tracing::error!(controller = %slot.core.name, panic = %panic_message(&*panic), "a controller's loop panicked");
+                tracing::error!(controller = %slot.registered.name, panic = %panic_message(&*panic), "a controller's loop panicked");
                 true
             }
         };
@@ -505,7 +505,7 @@ impl Shared {
             // Woken while polled: to the back of the queue, for this lane
             // (or another) to take.
             slot.state.store(QUEUED, Ordering::SeqCst);
-            self.ready.lock().push_back(Arc::clone(slot));
+            self.run_queue.lock().push_back(Arc::clone(slot));
         }
         ended
     }
@@ -514,20 +514,20 @@ impl Shared {
     /// the lane (so that a later wake-up wakes its task) and looks once more.
     fn next(&self, lane: &Lane) -> Option<(Arc<Slot>, bool)> {
         {
-            let mut ready = self.ready.lock();
-            if let Some(slot) = ready.pop() {
-                return Some((slot, !ready.is_empty()));
+            let mut run_queue = self.run_queue.lock();
+            if let Some(slot) = run_queue.pop() {
+                return Some((slot, !run_queue.is_empty()));
             }
         }
         // Paired with the wakers' look at the lanes after their push:
         // either this sees the future, or the waker sees this lane idle.
         lane.state.store(IDLE, Ordering::SeqCst);
-        let mut ready = self.ready.lock();
-        let slot = ready.pop()?;
+        let mut run_queue = self.run_queue.lock();
+        let slot = run_queue.pop()?;
         // Taken back from idle, unless a waker took it first (and woke the
         // task, which is then polled once more for nothing).
         let _ = lane.state.compare_exchange(IDLE, ACTIVE, Ordering::SeqCst, Ordering::SeqCst);
-        Some((slot, !ready.is_empty()))
+        Some((slot, !run_queue.is_empty()))
     }
 }
 

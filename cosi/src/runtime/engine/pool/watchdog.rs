@@ -140,7 +140,7 @@ fn look(shared: &Shared, reported: &mut Vec<u64>) {
             _ => (),
         }
     }
-    if stalled && !awake && idle && !shared.ready.lock().is_empty() {
+    if stalled && !awake && idle && !shared.run_queue.lock().is_empty() {
         shared.wake_idle(lanes, None);
     }
 }
@@ -150,7 +150,7 @@ fn look(shared: &Shared, reported: &mut Vec<u64>) {
 fn report(shared: &Shared, slot: usize, held: Duration) {
     let Some(slot) = shared.slots.lock().get(slot).and_then(Weak::upgrade) else { return };
     tracing::warn!(
-        controller = %slot.core.name,
+        controller = %slot.registered.name,
         ?held,
         "a controller has held its thread for {held:?} without awaiting, and still does; \
          move CPU-heavy or blocking work to spawn_blocking"

@@ -33,7 +33,7 @@ enum NameKind {
 
 /// The definitions of a runtime's types and the names they answer to.
 #[derive(Clone, Default)]
-pub(crate) struct Types {
+pub(crate) struct ResourceTypes {
     definitions: BTreeMap<String, ResourceDefinition>,
     /// Each name, lowercase, with the types that answer to it.
     names: HashMap<String, Vec<(String, NameKind)>>,
@@ -41,7 +41,7 @@ pub(crate) struct Types {
     unpublished: Vec<ResourceDefinition>,
 }
 
-impl Types {
+impl ResourceTypes {
     /// The types every runtime publishes: the `meta` namespace's own, and
     /// the controller statuses when it publishes those.
     pub(crate) fn with_builtins(statuses: bool) -> Self {
@@ -49,7 +49,7 @@ impl Types {
         if statuses {
             builtins.push(crate::runtime::ControllerStatus::definition());
         }
-        let mut types = Types::default();
+        let mut types = ResourceTypes::default();
         // The built-in definitions do not collide: a unit test checks it.
         let _ = types.add(builtins);
         types
@@ -135,15 +135,15 @@ mod tests {
 
     #[test]
     fn the_builtins_do_not_collide() {
-        let mut types = Types::default();
+        let mut types = ResourceTypes::default();
         let builtins = vec![
             crate::state::Namespace::definition(),
             <ResourceDefinition as Resource>::definition(),
             crate::runtime::ControllerStatus::definition(),
         ];
         assert_eq!(types.add(builtins), Ok(()));
-        assert_eq!(Types::with_builtins(true).take_unpublished().len(), 3);
-        assert_eq!(Types::with_builtins(false).take_unpublished().len(), 2);
+        assert_eq!(ResourceTypes::with_builtins(true).take_unpublished().len(), 3);
+        assert_eq!(ResourceTypes::with_builtins(false).take_unpublished().len(), 2);
     }
 
     #[test]
@@ -162,7 +162,7 @@ mod tests {
 
     #[test]
     fn derived_aliases_may_be_shared_and_nothing_else() {
-        let mut types = Types::default();
+        let mut types = ResourceTypes::default();
         let spec = definition("HostnameSpecs.net.example.org", &[]);
         let status = definition("HostnameStatuses.net.example.org", &["hostname"]);
         assert_eq!(types.add(vec![spec.clone(), status]), Ok(()));
@@ -175,7 +175,7 @@ mod tests {
             Err(RuntimeError::DefinitionConflict("HostnameSpecs.net.example.org".to_owned()))
         );
 
-        let refused = |types: &mut Types, definition: ResourceDefinition| match types.add(vec![definition]) {
+        let refused = |types: &mut ResourceTypes, definition: ResourceDefinition| match types.add(vec![definition]) {
             Err(RuntimeError::AliasConflict { alias, first, second }) => (alias, first, second),
             other => panic!("expected a conflict, got {other:?}"),
         };

@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 use crate::controller::{Declaration, Input};
 use crate::resource::Pointer;
 use crate::runtime::queue::Queue;
-use crate::runtime::settle::Activity;
+use crate::runtime::settle::WorkEpoch;
 use crate::state::State;
 
 /// The longest wait the runtime schedules. A longer delay (a requeue or a
@@ -25,7 +25,7 @@ pub(crate) fn deadline(delay: Duration) -> tokio::time::Instant {
     tokio::time::Instant::now() + delay.min(LONGEST_WAIT)
 }
 
-pub(crate) struct Core {
+pub(crate) struct RegisteredController {
     pub(crate) name: Arc<str>,
     pub(crate) declaration: &'static Declaration,
     pub(crate) state: Arc<dyn State>,
@@ -49,7 +49,7 @@ pub(crate) struct Core {
     backing_off: AtomicBool,
     /// What caused the pending wake-up, for the reconcile's span.
     trigger: Mutex<Option<Trigger>>,
-    activity: Arc<Activity>,
+    epoch: Arc<WorkEpoch>,
 }
 
 /// What woke a controller: the first cause since its last reconcile.
@@ -82,16 +82,16 @@ impl std::fmt::Display for Trigger {
     }
 }
 
-impl Core {
+impl RegisteredController {
     pub(crate) fn new(
         name: Arc<str>,
         declaration: &'static Declaration,
         inputs: Vec<Input>,
         state: Arc<dyn State>,
-        activity: Arc<Activity>,
+        epoch: Arc<WorkEpoch>,
     ) -> Arc<Self> {
-        let queue = declaration.concurrency.map(|_| Queue::new(Arc::clone(&activity)));
-        Arc::new(Core {
+        let queue = declaration.concurrency.map(|_| Queue::new(Arc::clone(&epoch)));
+        Arc::new(RegisteredController {
             stats: Stats::new(&name),
             name,
             declaration,
@@ -104,7 +104,7 @@ impl Core {
             busy: AtomicBool::new(false),
             backing_off: AtomicBool::new(false),
             trigger: Mutex::new(None),
-            activity,
+            epoch,
         })
     }
 
@@ -132,18 +132,18 @@ impl Core {
         *self.trigger.lock() = Some(trigger());
         self.stats.wakeups.fetch_add(1, Ordering::Relaxed);
         self.wake.notify_one();
-        self.activity.bump();
+        self.epoch.bump();
         true
     }
 
     /// Waits for a wake-up and consumes it; returns its trigger. The
-    /// controller counts as busy from here until [`finished`](Core::finished).
+    /// controller counts as busy from here until [`finished`](RegisteredController::finished).
     pub(crate) async fn woken(&self) -> Trigger {
         self.wake.notified().await;
         self.busy.store(true, Ordering::SeqCst);
         let trigger = self.trigger.lock().take();
         self.wake_pending.store(false, Ordering::SeqCst);
-        self.activity.bump();
+        self.epoch.bump();
         trigger.unwrap_or(Trigger::Requeue)
     }
 
@@ -155,7 +155,7 @@ impl Core {
     /// A reconcile starts without a wake-up (its requeue delay passed).
     pub(crate) fn begin(&self) {
         self.busy.store(true, Ordering::SeqCst);
-        self.activity.bump();
+        self.epoch.bump();
     }
 
     /// The reconcile failed and the controller waits `delay` before it runs
@@ -170,7 +170,7 @@ impl Core {
     /// The reconcile is over, its writes made.
     pub(crate) fn finished(&self) {
         self.busy.store(false, Ordering::SeqCst);
-        self.activity.bump();
+        self.epoch.bump();
     }
 
     /// Whether the controller has nothing to do now: no pending wake-up, no
