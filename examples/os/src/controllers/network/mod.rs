@@ -21,7 +21,7 @@ mod platform;
 pub use address::AddressSpecController;
 pub use config::NetworkConfigController;
 pub use etc_file::{EtcFileController, NETWORK_FILES};
-pub use hostname::HostnameSpecController;
+pub use hostname::{HOSTNAME_SPEC, hostname_spec};
 pub use link_status::LinkStatusController;
 pub use merge::{address_merge, hostname_merge, resolver_merge};
 pub use operator::OperatorSpecController;
