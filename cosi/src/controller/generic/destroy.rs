@@ -16,9 +16,11 @@ use crate::state::ListOptions;
 /// created, and the controllers that hold it with finalizers release it
 /// before it goes.
 ///
-/// It is named `Destroy[<type>]`, and is a reconcile controller woken by its
-/// type as a destroy-ready input (where COSI has a queue controller whose
-/// reconcile skips the others): it reads only the resources ready to go.
+/// It is named `Destroy[<type>]`. Where COSI has a queue controller whose
+/// reconcile skips every resource not ready to go, this is a reconcile
+/// controller woken only by those: it reads its type as a destroy-ready
+/// input, which our graph rules allow beside the shared output of the same
+/// type (a primary input would be a controller woken by its own writes).
 ///
 /// ```
 /// use cosi::controller::Destroy;
