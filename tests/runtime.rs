@@ -599,10 +599,13 @@ fn queue_transform_follows_its_inputs() {
         let state = cosi::state::memory();
         let runtime = Runtime::new(state.clone());
         runtime
-            .register(QueueTransform::<IntResource, StrResource, 2>::new("q-int-to-str", |int, str| {
-                str.value = format!("#{}", int.value);
-                Ok(())
-            }))
+            .register(
+                QueueTransform::<IntResource, StrResource>::new("q-int-to-str", |int, str| {
+                    str.value = format!("#{}", int.value);
+                    Ok(())
+                })
+                .concurrency(2),
+            )
             .expect("register");
         runtime.start().expect("start");
         for i in 0..20 {

@@ -128,10 +128,13 @@ async fn a_queue_transform_is_complete_when_settled_returns() {
     for (name, state) in states() {
         let runtime = Runtime::new(state.clone());
         runtime
-            .register(QueueTransform::<IntResource, StrResource, 3>::new("q-int-to-str", |int, str| {
-                str.value = format!("#{}", int.value);
-                Ok(())
-            }))
+            .register(
+                QueueTransform::<IntResource, StrResource>::new("q-int-to-str", |int, str| {
+                    str.value = format!("#{}", int.value);
+                    Ok(())
+                })
+                .concurrency(3),
+            )
             .expect("register");
         runtime.start().expect("start");
         for i in 0..30 {

@@ -171,7 +171,7 @@ fn transform<In: SimSpec, Out: SimSpec>(context: &Context, finalizers: bool) -> 
     }
 }
 
-fn queue_transform<In: SimSpec, Out: SimSpec>(context: &Context) -> QueueTransform<In, Out, 2> {
+fn queue_transform<In: SimSpec, Out: SimSpec>(context: &Context) -> QueueTransform<In, Out> {
     let Context { node, faults, .. } = context.clone();
     let (name, salt) = (node.name.clone(), node.salt);
     QueueTransform::new(node.name, move |input: &Typed<In>, out: &mut Typed<Out>| {
@@ -180,6 +180,7 @@ fn queue_transform<In: SimSpec, Out: SimSpec>(context: &Context) -> QueueTransfo
         out.spec_mut().set(value, layer);
         Ok(())
     })
+    .concurrency(2)
 }
 
 /// `Shares` has shared writers only; each stage one exclusive writer.

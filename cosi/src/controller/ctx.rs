@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::controller::{Controller, Finalizes, Host, Input, InputKind, Reads, Waker, Writes};
+use crate::controller::{Controller, Finalizes, Host, Input, InputKind, QueueController, Reads, Waker, Writes};
 use crate::resource::{At, DynamicResource, Kind, Phase, Pointer, Resource, Typed};
 use crate::state::{
     CreateOptions, DestroyOptions, Error, Event, Immediate, ListOptions, Result, ResultExt, State, TeardownOptions,
@@ -79,8 +79,7 @@ pub type TeardownSignal = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'st
 
 impl<C: ?Sized> Ctx<C> {
     pub(crate) fn new(host: Arc<dyn Host>) -> Self {
-        let (writes, creates) = (UpdateOptions::owner(host.name()), CreateOptions::owner(host.name()));
-        Ctx { dynamic: DynCtx { host, touched: Mutex::default(), writes, creates }, _controller: PhantomData }
+        Ctx { dynamic: DynCtx::new(host), _controller: PhantomData }
     }
 
     /// The controller's name: the owner of what it writes.
@@ -230,6 +229,16 @@ impl<C: ?Sized> Ctx<C> {
         self.dynamic.requeue();
     }
 
+    /// Forgets the backoff of `item`, so that its next failure is retried
+    /// after the first delay again (COSI's `ResetRestartBackoff`): for a
+    /// reconcile that made progress before it failed.
+    pub fn reset_backoff(&self, item: &Pointer)
+    where
+        C: QueueController,
+    {
+        self.dynamic.reset_backoff(item);
+    }
+
     /// A handle that wakes this controller from outside the state: from a
     /// file watcher thread, a timer, an operator task it started. See
     /// [`Waker`].
@@ -274,6 +283,11 @@ enum Write {
 }
 
 impl DynCtx {
+    pub(crate) fn new(host: Arc<dyn Host>) -> Self {
+        let (writes, creates) = (UpdateOptions::owner(host.name()), CreateOptions::owner(host.name()));
+        DynCtx { host, touched: Mutex::default(), writes, creates }
+    }
+
     /// The controller's name.
     pub fn name(&self) -> &str {
         self.host.name()
@@ -293,7 +307,7 @@ impl DynCtx {
     }
 
     /// Notes an output written in this reconcile (reconcile controllers only).
-    fn touch(&self, pointer: &Pointer) {
+    pub(crate) fn touch(&self, pointer: &Pointer) {
         if !self.is_queue() {
             self.touched.lock().push(pointer.clone());
         }
@@ -482,6 +496,22 @@ impl DynCtx {
         self.state().destroy_dynamic(pointer, DestroyOptions::owner(self.name())).await
     }
 
+    /// Tears down an output of another owner, or of none (`None`): for the
+    /// generic controllers that remove what nobody owns (COSI's `WithOwner`).
+    pub(crate) async fn teardown_as(&self, pointer: &Pointer, owner: Option<&str>) -> Result<bool> {
+        self.check_write(pointer, "teardown")?;
+        self.host.count_write();
+        let options = TeardownOptions { owner: owner.map(Into::into) };
+        self.state().teardown_dynamic(pointer, options).await
+    }
+
+    /// Destroys an output of another owner, or of none: see [`DynCtx::teardown_as`].
+    pub(crate) async fn destroy_as(&self, pointer: &Pointer, owner: Option<&str>) -> Result<()> {
+        self.check_write(pointer, "destroy")?;
+        self.host.count_write();
+        self.state().destroy_dynamic(pointer, DestroyOptions { owner: owner.map(Into::into) }).await
+    }
+
     /// As [`Ctx::add_finalizers`].
     pub async fn add_finalizers<T: Resource>(&self, at: impl At<T>, finalizers: &[&str]) -> Result<()> {
         self.add_finalizers_dynamic(&expect_type::<T>(at)?, finalizers).await
@@ -576,6 +606,12 @@ impl DynCtx {
     /// primary inputs again, as [`Waker::wake`] does.
     pub fn requeue(&self) {
         self.host.requeue();
+    }
+
+    /// As [`Ctx::reset_backoff`]; nothing for a reconcile controller, whose
+    /// backoff starts again after each reconcile that succeeds.
+    pub fn reset_backoff(&self, item: &Pointer) {
+        self.host.reset_backoff(item);
     }
 
     /// As [`Ctx::waker`].

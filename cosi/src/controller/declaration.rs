@@ -179,6 +179,32 @@ impl Declaration {
     }
 }
 
+/// A declaration built at run time, for a generic controller whose inputs
+/// and outputs depend on how it was built: kept for the rest of the program,
+/// as the ones `#[controller]` writes are, once per distinct declaration, so
+/// that building the same controller again keeps nothing more.
+pub(crate) fn intern(
+    name: &'static str,
+    inputs: Vec<InputDecl>,
+    outputs: Vec<OutputDecl>,
+    concurrency: Option<usize>,
+) -> &'static Declaration {
+    static INTERNED: std::sync::Mutex<Vec<&'static Declaration>> = std::sync::Mutex::new(Vec::new());
+    let mut interned = INTERNED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let same = |declaration: &&&'static Declaration| {
+        (declaration.name, declaration.inputs, declaration.outputs, declaration.concurrency)
+            == (name, &inputs[..], &outputs[..], concurrency)
+    };
+    if let Some(declaration) = interned.iter().find(same) {
+        return declaration;
+    }
+    let inputs = Box::leak(inputs.into_boxed_slice());
+    let outputs = Box::leak(outputs.into_boxed_slice());
+    let declaration: &'static Declaration = Box::leak(Box::new(Declaration { name, inputs, outputs, concurrency }));
+    interned.push(declaration);
+    declaration
+}
+
 /// An input as the runtime holds it; controllers can change theirs while they run.
 ///
 /// # Example

@@ -41,6 +41,9 @@ pub(crate) trait Host: Send + Sync + 'static {
     /// A wake-up from outside the state ([`Waker::wake`](crate::controller::Waker::wake)).
     fn wake(&self);
 
+    /// Forgets the backoff of a queue controller's item.
+    fn reset_backoff(&self, item: &Pointer);
+
     /// A wake-up for one item ([`Waker::wake_item`](crate::controller::Waker::wake_item)).
     fn wake_item(&self, item: &Pointer) -> Result<()>;
 }

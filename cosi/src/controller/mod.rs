@@ -62,8 +62,8 @@ pub use declaration::{
     check_graph, check_inputs, check_pair,
 };
 pub use declaration::{NameRule, OutputRef, QueueRule};
-pub(crate) use declaration::{check_declared_inputs, check_runtime_inputs};
-pub use generic::{MERGE_SOURCE, Merge, QueueTransform, Transform};
+pub(crate) use declaration::{check_declared_inputs, check_runtime_inputs, intern};
+pub use generic::{Cleanup, Destroy, MERGE_SOURCE, Merge, QueueTransform, Transform};
 pub use outcome::{BoxError, IntoMapped, IntoOutcome, Outcome, Requeue, RequeueError};
 pub use registration::{Collected, Registration};
 pub use waker::Waker;
@@ -72,7 +72,7 @@ pub use waker::Waker;
 pub use declaration::assert_system;
 
 pub(crate) use host::Host;
-pub(crate) use registration::{Body, ErasedQueue, ErasedReconcile};
+pub(crate) use registration::{Body, ErasedQueue, ErasedReconcile, Shutdown};
 
 use crate::resource::{Labels, Phase, Pointer};
 
@@ -114,6 +114,24 @@ pub trait QueueController: Declared + Send + Sync + Sized + 'static {
     ) -> impl Future<Output = Result<Vec<Pointer>, BoxError>> + Send {
         let _ = (ctx, input);
         async move { Err(format!("controller `{}` declares mapped inputs but no `map`", Self::DECLARATION.name).into()) }
+    }
+
+    /// Runs once the controller starts, beside its workers (COSI's run
+    /// hook): for work that is not one item's, such as watching something
+    /// outside the state and queueing the items it affects with
+    /// [`Ctx::waker`]. An error runs it again after a backoff; `Ok` ends it.
+    /// Does nothing by default.
+    fn on_start(&self, ctx: &Ctx<Self>) -> impl Future<Output = Result<(), BoxError>> + Send {
+        let _ = ctx;
+        async { Ok(()) }
+    }
+
+    /// Runs once the runtime stops (COSI's shutdown hook): to release what
+    /// [`on_start`](QueueController::on_start) or the reconciles hold
+    /// outside the state. Does nothing by default.
+    fn on_shutdown(&self, ctx: &Ctx<Self>) -> impl Future<Output = ()> + Send {
+        let _ = ctx;
+        async {}
     }
 }
 

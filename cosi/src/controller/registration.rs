@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 
 use crate::controller::{
-    BoxError, Controller, Ctx, Declaration, Host, Input, Outcome, QueueController, ReducedMetadata,
+    BoxError, Controller, Ctx, Declaration, DynCtx, Host, Input, IntoOutcome, Outcome, QueueController, ReducedMetadata,
 };
 use crate::resource::Pointer;
 
@@ -23,9 +23,12 @@ pub struct Registration {
 
 /// How to build a registered controller's task, once the runtime has its [`Host`].
 pub(crate) enum Body {
-    Reconcile(Build<Box<dyn ErasedReconcile>>),
+    Reconcile(Build<(Box<dyn ErasedReconcile>, Option<Shutdown>)>),
     Queue(Build<Arc<dyn ErasedQueue>>),
 }
+
+/// What a controller runs once the runtime stops.
+pub(crate) type Shutdown = BoxFuture<'static, ()>;
 
 /// Builds a type-erased controller around its host.
 pub(crate) type Build<T> = Box<dyn FnOnce(Arc<dyn Host>) -> T + Send>;
@@ -38,7 +41,7 @@ impl Registration {
             declaration: const { &C::DECLARATION },
             inputs: None,
             body: Body::Reconcile(Box::new(move |host| {
-                Box::new(Holder { controller, ctx: Ctx::new(host) }) as Box<dyn ErasedReconcile>
+                (Box::new(Holder { controller, ctx: Ctx::new(host) }) as Box<dyn ErasedReconcile>, None)
             })),
         }
     }
@@ -69,6 +72,26 @@ impl Registration {
     /// The controller's declaration.
     pub fn declaration(&self) -> &'static Declaration {
         self.declaration
+    }
+
+    /// The same controller with another declaration: a generic controller's,
+    /// built from its options. The runtime checks it as any other.
+    pub(crate) fn with_declaration(mut self, declaration: &'static Declaration) -> Self {
+        self.declaration = declaration;
+        self
+    }
+
+    /// The same reconcile controller with `hook` run once the runtime stops,
+    /// with the controller's context (a queue controller has
+    /// [`QueueController::on_shutdown`] instead).
+    pub(crate) fn on_shutdown(mut self, hook: impl FnOnce(DynCtx) -> Shutdown + Send + 'static) -> Self {
+        if let Body::Reconcile(build) = self.body {
+            self.body = Body::Reconcile(Box::new(move |host: Arc<dyn Host>| {
+                let (controller, _) = build(Arc::clone(&host));
+                (controller, Some(hook(DynCtx::new(host))))
+            }));
+        }
+        self
     }
 
     /// The same controller starting with `inputs` instead of its declared
@@ -191,6 +214,8 @@ impl<C: Controller> ErasedReconcile for Holder<C> {
 pub(crate) trait ErasedQueue: Send + Sync {
     fn reconcile<'a>(&'a self, item: &'a Pointer) -> BoxFuture<'a, Outcome>;
     fn map<'a>(&'a self, input: &'a ReducedMetadata) -> BoxFuture<'a, Result<Vec<Pointer>, BoxError>>;
+    fn on_start(&self) -> BoxFuture<'_, Outcome>;
+    fn on_shutdown(&self) -> BoxFuture<'_, ()>;
 }
 
 impl<C: QueueController> ErasedQueue for Holder<C> {
@@ -200,5 +225,13 @@ impl<C: QueueController> ErasedQueue for Holder<C> {
 
     fn map<'a>(&'a self, input: &'a ReducedMetadata) -> BoxFuture<'a, Result<Vec<Pointer>, BoxError>> {
         Box::pin(self.controller.map(&self.ctx, input))
+    }
+
+    fn on_start(&self) -> BoxFuture<'_, Outcome> {
+        Box::pin(async move { self.controller.on_start(&self.ctx).await.into_outcome() })
+    }
+
+    fn on_shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.controller.on_shutdown(&self.ctx))
     }
 }

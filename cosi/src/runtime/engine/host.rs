@@ -102,6 +102,12 @@ impl Host for ControllerHost {
         }
     }
 
+    fn reset_backoff(&self, item: &Pointer) {
+        if let Some(queue) = &self.registered.queue {
+            queue.forget_backoff(&Key { pointer: item.clone(), job: Job::Reconcile });
+        }
+    }
+
     fn wake_item(&self, item: &Pointer) -> Result<()> {
         let Some(queue) = &self.registered.queue else {
             Host::wake(self);

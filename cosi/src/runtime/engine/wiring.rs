@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 
-use crate::controller::{Body, Host};
+use crate::controller::{Body, Host, Shutdown};
 use crate::runtime::RuntimeOptions;
 use crate::runtime::engine::host::ControllerHost;
 use crate::runtime::engine::panic_message;
@@ -62,11 +62,16 @@ impl Wiring {
         let launch = Launch { registered, established, starting };
         let run: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = match body {
             Body::Reconcile(build) => {
-                let controller = build(host);
+                let (controller, shutdown) = build(host);
+                if let Some(shutdown) = shutdown {
+                    self.on_stop(shutdown);
+                }
                 Box::pin(async move { wiring.run_reconciler(launch, controller).await })
             }
             Body::Queue(build) => {
                 let controller = build(host);
+                let hooked = Arc::clone(&controller);
+                self.on_stop(Box::pin(async move { hooked.on_shutdown().await }));
                 Box::pin(async move { wiring.run_queue(launch, controller).await })
             }
         };
@@ -78,6 +83,16 @@ impl Wiring {
                 tracing::error!(controller = %reported.name, error = %message, "controller stopped");
                 reported.stats.record_failure(Duration::ZERO, message, None);
             }
+        });
+    }
+
+    /// Runs a controller's shutdown hook once the runtime stops: a task of
+    /// its own, outside the pool, whose lanes end at the stop.
+    fn on_stop(self: &Arc<Self>, shutdown: Shutdown) {
+        let wiring = Arc::clone(self);
+        self.tasks.spawn(async move {
+            wiring.tasks.stopped().await;
+            shutdown.await;
         });
     }
 }

@@ -9,6 +9,7 @@ use futures_util::FutureExt;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::backoff::Backoff;
 use crate::controller::{ErasedQueue, Outcome, Requeue};
 use crate::resource::Kind;
 use crate::runtime::engine::reconciler::read_outcome;
@@ -32,11 +33,34 @@ impl Wiring {
             let (worker, controller) = (Arc::clone(&registered), Arc::clone(&controller));
             self.tasks.drive(&registered, async move { wiring.run_worker(worker, controller).await });
         }
+        let (wiring, hooked, hook) = (Arc::clone(&self), Arc::clone(&registered), Arc::clone(&controller));
+        self.tasks.drive(&registered, async move { wiring.run_start_hook(hooked, hook).await });
         let kinds: Vec<Kind> = registered.inputs().iter().map(|input| input.kind.clone()).collect();
         for kind in kinds {
             self.resync(&kind, Some(&registered)).await;
         }
         drop(starting);
+    }
+
+    /// Runs the controller's start hook until it succeeds, again after a
+    /// backoff each time it fails or panics.
+    async fn run_start_hook(self: Arc<Self>, registered: Arc<RegisteredController>, controller: Arc<dyn ErasedQueue>) {
+        let mut backoff = Backoff::new(self.options.backoff);
+        loop {
+            let started = Instant::now();
+            let outcome = AssertUnwindSafe(controller.on_start()).catch_unwind();
+            let Some(outcome) = self.tasks.token().run_until_cancelled(outcome).await else { return };
+            let (message, explicit) = match read_outcome(outcome) {
+                Ok(_) => return,
+                Err(failure) => failure,
+            };
+            let delay = explicit.unwrap_or_else(|| backoff.next_delay());
+            tracing::warn!(controller = %registered.name, error = %message, ?delay, "start hook failed; retrying");
+            registered.stats.record_failure(started.elapsed(), message, Some(delay));
+            if !self.tasks.pause(delay).await {
+                return;
+            }
+        }
     }
 
     async fn run_worker(self: Arc<Self>, registered: Arc<RegisteredController>, controller: Arc<dyn ErasedQueue>) {

@@ -1,5 +1,6 @@
-//! The OS's controllers: 19 registrations of 17 implementations, since the
-//! three merge controllers are instances of `cosi::controller::Merge`.
+//! The OS's controllers: 19 registrations of 16 implementations, since the
+//! three merge controllers are instances of `cosi::controller::Merge`, and
+//! `network.HostnameSpecController` one of `cosi::controller::Transform`.
 //!
 //! | module | controllers |
 //! |---|---|
@@ -22,19 +23,19 @@ pub mod network;
 pub mod runtime;
 pub mod time;
 
-use cosi::controller::{Merge, Register as _};
+use cosi::controller::{Merge, Register as _, Transform};
 use cosi::runtime::Graph;
 use cosi::{Runtime, RuntimeError};
 
 use crate::env::Env;
-use crate::resources::{AddressSpec, HostnameSpec, ResolverSpec};
+use crate::resources::{AddressSpec, HostnameSpec, HostnameStatus, ResolverSpec};
 
 cosi::system!(
     /// The OS's 19 controllers, in the order they are registered:
     /// `cosi::system!` checks their graph when the crate builds (two
     /// exclusive writers of one type, or one name twice, would not compile).
-    /// The three merges are instances of one generic controller, listed
-    /// under the names they are registered with. [`register`] registers
+    /// The three merges and the hostname transform are instances of generic
+    /// controllers, listed under the names they are registered with. [`register`] registers
     /// them all, each built for the sandbox.
     pub ExampleOs = [
         config::MachineConfigController,
@@ -44,7 +45,7 @@ cosi::system!(
         Merge<HostnameSpec> as MERGES[0],
         Merge<ResolverSpec> as MERGES[1],
         Merge<AddressSpec> as MERGES[2],
-        network::HostnameSpecController,
+        Transform<HostnameSpec, HostnameStatus> as network::HOSTNAME_SPEC,
         network::AddressSpecController,
         network::LinkStatusController,
         network::EtcFileController,
@@ -72,7 +73,7 @@ pub fn register(runtime: &Runtime, env: &Env) -> Result<(), RuntimeError> {
     runtime.register(network::hostname_merge())?;
     runtime.register(network::resolver_merge())?;
     runtime.register(network::address_merge())?;
-    runtime.register(network::HostnameSpecController::new(env.clone()))?;
+    runtime.register(network::hostname_spec(env.clone()))?;
     runtime.register(network::AddressSpecController::new(env.clone()))?;
     runtime.register(network::LinkStatusController::new(env.clone()))?;
     runtime.register(network::EtcFileController)?;
