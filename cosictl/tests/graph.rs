@@ -31,7 +31,7 @@ pub struct Echo {
     pub text: String,
 }
 
-#[controller(inputs = [Weak<Greeting>], outputs = [Exclusive<Shout>], inventory = false)]
+#[controller(inputs = [Weak<Greeting>, DestroyReady<Shout>], outputs = [Exclusive<Shout>], inventory = false)]
 async fn shout(ctx: &mut Ctx) -> cosi::Result<()> {
     for greeting in ctx.list::<Greeting>(&ListOptions::default()).await? {
         ctx.modify::<Shout>(greeting.id(), |shout| shout.text = greeting.text.to_uppercase()).await?;

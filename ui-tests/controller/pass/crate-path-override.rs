@@ -10,7 +10,7 @@ pub struct Spec {}
 
 #[renamed::controller(inputs = [Weak<Spec>], crate = renamed)]
 async fn renamed_crate(ctx: &mut renamed::Ctx) -> renamed::Result<()> {
-    ctx.list::<Spec>(&ListOptions::default()).await?;
+    ctx.list::<Spec>(&renamed::state::ListOptions::default()).await?;
     Ok(())
 }
 
