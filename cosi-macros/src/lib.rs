@@ -322,7 +322,7 @@ pub fn controller(args: TokenStream, item: TokenStream) -> TokenStream {
 ///   (`NAME`, a `&'static str` constant), as each instance of a generic
 ///   controller such as `cosi::controller::Merge` is; the graph is checked
 ///   under that name, and `runtime()` refuses an instance registered under
-///   another ([`RuntimeError::NotAsListed`]).
+///   another (`cosi::RuntimeError::NotAsListed`).
 ///
 /// # Example
 ///
