@@ -462,18 +462,19 @@ fn a_queue_controllers_workers_run_in_parallel() {
             state.create(config, CreateOptions::default()).await.expect("create");
         }
         // Both items reconcile at once (each waits for the other, holding its
-        // thread), so two workers run them, on two threads.
+        // thread), so two workers run them, on two threads. An item may run
+        // once more, when the start's listing finds it queued by its event
+        // and parks that change until the first reconcile is done.
         eventually("both items reconciled", || async {
             match runtime.stats("Pair").expect("registered").reconciles {
-                2 => Ok(()),
+                2.. => Ok(()),
                 reconciles => Err(format!("{reconciles} reconciles")),
             }
         })
         .await;
         assert_eq!(runtime.stats("Pair").expect("registered").errors, 0, "an item waited in vain for the other");
         let threads = threads.lock().expect("not poisoned").clone();
-        assert_eq!(threads.len(), 2, "{threads:?}");
-        assert_ne!(threads[0], threads[1], "both workers ran on one thread");
+        assert_ne!(threads[0], threads[1], "the first two reconciles, at once, ran on one thread");
         runtime.shutdown().await;
     });
 }
